@@ -1,0 +1,30 @@
+//! Global functions tvmrt registers at start-up (installed the first time the registry is
+//! touched). Each subsystem contributes its list here, so the registry itself knows no names.
+
+use crate::function::Function;
+use crate::value::Any;
+
+/// All built-in global functions, by name.
+pub fn all() -> Vec<(&'static str, Function)> {
+    let mut v: Vec<(&'static str, Function)> = vec![
+        (
+            "ffi.FunctionRemoveGlobal",
+            Function::from_fn(|args| {
+                let name = args
+                    .first()
+                    .ok_or_else(|| crate::error::Error::value("expected 1 argument (name)"))?
+                    .expect_str("name")?;
+                Ok(Any::from(crate::function::registry::remove(name)))
+            }),
+        ),
+        (
+            "ffi.FunctionListGlobalNames",
+            Function::from_fn(|_| {
+                let names = crate::function::registry::list_names().join("\n");
+                Ok(Any::from(names))
+            }),
+        ),
+    ];
+    v.extend(crate::function::builtins());
+    v
+}

@@ -1,0 +1,179 @@
+//! Functions tvmrt hands to C as pointers: object deleters, the error cell's
+//! `update_backtrace`, and the `safe_call` trampolines behind function objects. C calls them, so
+//! they go through the same boundary as the exports.
+
+use std::ffi::c_void;
+
+use crate::abi::{deleter_flag, TVMFFIAny, TVMFFIByteArray};
+use crate::capi::boundary::{run, run_or};
+use crate::error::Error;
+use crate::function::{FunctionImpl, FunctionObj};
+use crate::object::error_obj::ErrorObj;
+use crate::object::{ObjectBox, ObjectPayload};
+use crate::value::classic::ClassicArgs;
+use crate::value::{Any, AnyView};
+
+/// The deleter of every object tvmrt allocates with payload `T` (tvm-ffi's deleter protocol:
+/// the strong flag destroys the payload, the weak flag frees the block).
+///
+/// # Safety
+/// Called by the reference-count protocol only, with `ptr` an `ObjectBox<T>`.
+pub unsafe extern "C" fn object_deleter<T: ObjectPayload>(ptr: *mut c_void, flags: i32) {
+    run_or("object deleter", (), || {
+        if flags & deleter_flag::STRONG != 0 {
+            // SAFETY: the strong count reached zero: the payload is dropped exactly once.
+            unsafe { ObjectBox::<T>::drop_payload(ptr) };
+        }
+        if flags & deleter_flag::WEAK != 0 {
+            // SAFETY: the weak count reached zero after the payload was dropped.
+            unsafe { ObjectBox::<T>::free_block(ptr) };
+        }
+        Ok(())
+    })
+}
+
+/// `TVMFFIErrorCell::update_backtrace` for tvmrt's error objects.
+///
+/// # Safety
+/// `obj` is a live tvmrt error object; `backtrace` is null or a valid byte array.
+pub unsafe extern "C" fn error_update_backtrace(
+    obj: *mut c_void,
+    backtrace: *const TVMFFIByteArray,
+    update_mode: i32,
+) {
+    run_or("TVMFFIErrorCell.update_backtrace", (), || {
+        if obj.is_null() || backtrace.is_null() {
+            return Ok(());
+        }
+        let payload = obj
+            .cast::<u8>()
+            .wrapping_add(std::mem::size_of::<crate::object::ObjectHeader>())
+            .cast::<ErrorObj>();
+        // SAFETY: `obj` is one of our error objects (this callback is only installed in those);
+        // the byte array is valid per the contract.
+        unsafe { (*payload).update_backtrace((*backtrace).as_slice(), update_mode == 1) };
+        Ok(())
+    })
+}
+
+/// Returns the payload of a function object tvmrt allocated.
+///
+/// # Safety
+/// `handle` is a live function object allocated by tvmrt.
+unsafe fn function_payload<'a>(handle: *mut c_void) -> &'a FunctionObj {
+    // SAFETY: tvmrt's function objects are `ObjectBox<FunctionObj>`; the trampolines below are
+    // only ever installed in those, and the caller keeps the object alive during the call.
+    unsafe { &(*handle.cast::<ObjectBox<FunctionObj>>()).payload }
+}
+
+/// Writes an owned result into a caller's slot.
+///
+/// # Safety
+/// `result` is null or writable.
+unsafe fn store_result(result: *mut TVMFFIAny, value: Any) {
+    if !result.is_null() {
+        // SAFETY: per the contract; the caller owns what we move in.
+        unsafe { result.write(value.into_raw()) };
+    }
+}
+
+/// `safe_call` of functions backed by a Rust closure.
+///
+/// # Safety
+/// The tvm-ffi calling convention: `handle` is the function object, `args` holds `num_args`
+/// values alive for the call, `result` is writable.
+pub unsafe extern "C" fn rust_function_safe_call(
+    handle: *mut c_void,
+    args: *const TVMFFIAny,
+    num_args: i32,
+    result: *mut TVMFFIAny,
+) -> i32 {
+    run("packed function call", || {
+        // SAFETY: per the calling convention.
+        let payload = unsafe { function_payload(handle) };
+        let FunctionImpl::Rust(f) = &payload.imp else {
+            return Err(Error::runtime("function object has no Rust implementation"));
+        };
+        // SAFETY: per the calling convention.
+        let args = unsafe { AnyView::slice_from_raw(args, num_args.max(0) as usize) };
+        let value = f(args)?;
+        // SAFETY: per the calling convention.
+        unsafe { store_result(result, value) };
+        Ok(())
+    })
+}
+
+/// `safe_call` of functions created by `TVMFFIFunctionCreate` with a `self` handle.
+///
+/// # Safety
+/// As [`rust_function_safe_call`].
+pub unsafe extern "C" fn extern_c_function_safe_call(
+    handle: *mut c_void,
+    args: *const TVMFFIAny,
+    num_args: i32,
+    result: *mut TVMFFIAny,
+) -> i32 {
+    // SAFETY: per the calling convention.
+    let payload = unsafe { function_payload(handle) };
+    match &payload.imp {
+        // SAFETY: forwarding the caller's arguments to the callback registered for them.
+        FunctionImpl::ExternC {
+            handle, safe_call, ..
+        } => unsafe { safe_call(*handle, args, num_args, result) },
+        _ => run("packed function call", || {
+            Err(Error::runtime("function object has no C implementation"))
+        }),
+    }
+}
+
+/// `safe_call` of functions created by the classic `TVMFuncCreateFromCFunc`: converts the
+/// arguments to `TVMValue` + type codes and collects the result set by `TVMCFuncSetReturn`.
+///
+/// # Safety
+/// As [`rust_function_safe_call`].
+pub unsafe extern "C" fn classic_function_safe_call(
+    handle: *mut c_void,
+    args: *const TVMFFIAny,
+    num_args: i32,
+    result: *mut TVMFFIAny,
+) -> i32 {
+    run("packed function call", || {
+        // SAFETY: per the calling convention.
+        let payload = unsafe { function_payload(handle) };
+        let FunctionImpl::Classic {
+            func,
+            resource_handle,
+            ..
+        } = &payload.imp
+        else {
+            return Err(Error::runtime(
+                "function object has no classic implementation",
+            ));
+        };
+        // SAFETY: per the calling convention.
+        let views = unsafe { AnyView::slice_from_raw(args, num_args.max(0) as usize) };
+        let mut classic = ClassicArgs::from_views(views)?;
+        let mut ret_slot = Any::none();
+        // SAFETY: the arrays hold `num_args` entries; `ret_slot` is the handle
+        // `TVMCFuncSetReturn` writes through, alive for the call.
+        let status = unsafe {
+            func(
+                classic.values.as_mut_ptr(),
+                classic.codes.as_mut_ptr(),
+                views.len() as i32,
+                (&mut ret_slot as *mut Any).cast(),
+                *resource_handle,
+            )
+        };
+        if status != 0 {
+            return Err(crate::raised::take_raised().unwrap_or_else(|| {
+                Error::runtime(format!(
+                    "callback returned {status} without setting an error (TVMAPISetLastError)"
+                ))
+            }));
+        }
+        // SAFETY: per the calling convention.
+        unsafe { store_result(result, ret_slot) };
+        Ok(())
+    })
+}

@@ -1,0 +1,12 @@
+//! The C doors: every `extern "C"` function of tvmrt lives below this module.
+//!
+//! Each export is a thin translation onto safe Rust wrapped in [`boundary::run`] (through the
+//! `ffi_try!` macro): panics are caught, errors become the thread's raised error, and the
+//! function returns 0 on success and -1 on failure, as both of TVM's C APIs do.
+
+#[macro_use]
+pub mod boundary;
+pub mod callbacks;
+pub mod classic_error;
+pub mod classic_func;
+pub mod ffi_core;

@@ -1,0 +1,114 @@
+//! The runtime's error type: a TVM error kind (`ValueError`, `TypeError`, ...) and a message.
+//!
+//! Both C doors report errors from this one type: the classic door as the thread's last-error
+//! string, the tvm-ffi door as an error object (see `object::ErrorObj`) whose cell holds the kind,
+//! the message and a backtrace.
+
+use std::fmt;
+
+/// A runtime error with TVM's error kind and a human-readable message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    /// TVM's error kind, e.g. `ValueError`, `TypeError`, `RuntimeError`.
+    pub kind: String,
+    /// What went wrong, naming the bad input.
+    pub message: String,
+    /// A backtrace text (may be empty); kept so errors crossing the FFI keep theirs.
+    pub backtrace: String,
+}
+
+/// The result type used throughout tvmrt.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// An error of the given kind.
+    pub fn new(kind: impl Into<String>, message: impl Into<String>) -> Self {
+        Error {
+            kind: kind.into(),
+            message: message.into(),
+            backtrace: String::new(),
+        }
+    }
+    /// `ValueError`: a value of the right type but wrong content (shape, size, name, ...).
+    pub fn value(message: impl Into<String>) -> Self {
+        Self::new("ValueError", message)
+    }
+    /// `TypeError`: a value of the wrong type (type code, dtype, ...).
+    pub fn type_error(message: impl Into<String>) -> Self {
+        Self::new("TypeError", message)
+    }
+    /// `IndexError`: an index out of range.
+    pub fn index(message: impl Into<String>) -> Self {
+        Self::new("IndexError", message)
+    }
+    /// `RuntimeError`: anything else.
+    pub fn runtime(message: impl Into<String>) -> Self {
+        Self::new("RuntimeError", message)
+    }
+    /// `AttributeError`: a name that is not found (function, symbol, loader).
+    pub fn attribute(message: impl Into<String>) -> Self {
+        Self::new("AttributeError", message)
+    }
+
+    /// Parses a classic-ABI error string (`TVMAPISetLastError`). TVM's frontends treat a leading
+    /// `XxxError: ` as the error kind (python/tvm/_ffi/base.py, `c2pyerror`); anything else is a
+    /// `RuntimeError` with the whole text as message.
+    pub fn from_classic_text(text: &str) -> Self {
+        if let Some((head, rest)) = text.split_once(": ") {
+            let is_kind = !head.is_empty()
+                && head.ends_with("Error")
+                && head.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if is_kind {
+                return Self::new(head, rest);
+            }
+        }
+        Self::runtime(text)
+    }
+
+    /// The classic-ABI rendering: `Kind: message`, the inverse of [`Error::from_classic_text`]
+    /// except that a plain `RuntimeError` keeps its bare message, so a string set with
+    /// `TVMAPISetLastError` comes back from `TVMGetLastError` unchanged.
+    pub fn to_classic_text(&self) -> String {
+        if self.kind == "RuntimeError" && Self::from_classic_text(&self.message).kind == self.kind {
+            self.message.clone()
+        } else {
+            format!("{}: {}", self.kind, self.message)
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind, self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Returns early with a `ValueError` built from a format string.
+#[macro_export]
+macro_rules! bail_value {
+    ($($arg:tt)*) => { return Err($crate::error::Error::value(format!($($arg)*))) };
+}
+
+/// Returns early with a `TypeError` built from a format string.
+#[macro_export]
+macro_rules! bail_type {
+    ($($arg:tt)*) => { return Err($crate::error::Error::type_error(format!($($arg)*))) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classic_text_round_trip() {
+        let e = Error::from_classic_text("ValueError: shape mismatch");
+        assert_eq!(e.kind, "ValueError");
+        assert_eq!(e.message, "shape mismatch");
+        assert_eq!(e.to_classic_text(), "ValueError: shape mismatch");
+        let plain = Error::from_classic_text("boom: it failed");
+        assert_eq!(plain.kind, "RuntimeError");
+        assert_eq!(plain.to_classic_text(), "boom: it failed");
+    }
+}

@@ -1,0 +1,110 @@
+//! The global function table shared by both C doors.
+//!
+//! A read-write lock guards the map, and it is never held while a function runs: lookups clone
+//! the function reference out first. A function may therefore look up, register or call others
+//! from inside a call, from any thread. Built-in functions (loaders, module helpers) are
+//! installed the first time the table is touched (see [`crate::builtins`]).
+
+use std::collections::HashMap;
+
+use once_cell::sync::Lazy;
+use parking_lot::RwLock;
+
+use super::Function;
+use crate::error::{Error, Result};
+
+static TABLE: Lazy<RwLock<HashMap<String, Function>>> = Lazy::new(|| {
+    let mut map = HashMap::new();
+    for (name, f) in crate::builtins::all() {
+        map.insert(name.to_string(), f);
+    }
+    RwLock::new(map)
+});
+
+/// Registers `f` as `name`. Without `allow_override`, an existing name is an error.
+pub fn register(name: &str, f: Function, allow_override: bool) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::value("global function name must not be empty"));
+    }
+    let previous = {
+        let mut table = TABLE.write();
+        if !allow_override && table.contains_key(name) {
+            return Err(Error::value(format!(
+                "Global function `{name}` is already registered"
+            )));
+        }
+        table.insert(name.to_string(), f)
+    };
+    // The replaced function is released after the lock is dropped: its finalizer may call back
+    // into the registry.
+    drop(previous);
+    Ok(())
+}
+
+/// Looks up `name`.
+pub fn get(name: &str) -> Option<Function> {
+    TABLE.read().get(name).cloned()
+}
+
+/// Looks up `name`, or an `AttributeError` naming it.
+pub fn get_required(name: &str) -> Result<Function> {
+    get(name).ok_or_else(|| Error::attribute(format!("global function `{name}` is not registered")))
+}
+
+/// Removes `name`; returns whether it was registered.
+pub fn remove(name: &str) -> bool {
+    let removed = TABLE.write().remove(name);
+    removed.is_some()
+}
+
+/// All registered names, sorted.
+pub fn list_names() -> Vec<String> {
+    let mut names: Vec<String> = TABLE.read().keys().cloned().collect();
+    names.sort();
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::Any;
+
+    #[test]
+    fn register_get_override_remove() {
+        let one = Function::from_fn(|_| Ok(Any::from(1i64)));
+        let two = Function::from_fn(|_| Ok(Any::from(2i64)));
+        register("test.registry.f", one, false).unwrap();
+        let err = register("test.registry.f", two.clone(), false).unwrap_err();
+        assert!(err.message.contains("already registered"), "{err}");
+        register("test.registry.f", two, true).unwrap();
+        let f = get("test.registry.f").unwrap();
+        assert_eq!(f.call(&[]).unwrap().view().as_i64(), Some(2));
+        assert!(list_names().iter().any(|n| n == "test.registry.f"));
+        assert!(remove("test.registry.f"));
+        assert!(!remove("test.registry.f"));
+        assert!(get("test.registry.f").is_none());
+    }
+
+    #[test]
+    fn functions_may_reenter_the_registry() {
+        let inner = Function::from_fn(|args| Ok(Any::from(args[0].expect_i64("x")? * 2)));
+        register("test.registry.inner", inner, true).unwrap();
+        let outer = Function::from_fn(|args| {
+            let x = args[0].expect_i64("x")?;
+            // Register and look up while being called: the table lock is not held.
+            register(
+                "test.registry.made_inside",
+                Function::from_fn(|_| Ok(Any::none())),
+                true,
+            )?;
+            get_required("test.registry.inner")?.call(&[x.into()])
+        });
+        register("test.registry.outer", outer, true).unwrap();
+        let r = get("test.registry.outer")
+            .unwrap()
+            .call(&[21i64.into()])
+            .unwrap();
+        assert_eq!(r.view().as_i64(), Some(42));
+        assert!(get("test.registry.made_inside").is_some());
+    }
+}

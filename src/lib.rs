@@ -1,0 +1,23 @@
+//! tvmrt: a runtime for libraries compiled by Apache TVM, behind TVM's two C ABIs.
+//!
+//! The core is one object model ([`object`]) and one value type ([`value::Any`], laid out as
+//! tvm-ffi's `TVMFFIAny`). Functions ([`function`]) and the global registry are shared by the
+//! classic door (`TVMFunc*`, `TVMMod*`, ...) and the tvm-ffi door (`TVMFFI*`), both in [`capi`],
+//! the only place with exported C functions.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod abi;
+pub mod builtins;
+#[macro_use]
+pub mod capi;
+pub mod dtype;
+pub mod error;
+pub mod function;
+pub mod object;
+pub mod raised;
+pub mod value;
+
+pub use error::{Error, Result};
+pub use function::Function;
+pub use value::{Any, AnyView};

@@ -1,0 +1,117 @@
+//! Error objects: the header, then `TVMFFIErrorCell {kind, message, backtrace,
+//! update_backtrace, cause_chain, extra_context}` (tvm-ffi `c_api.h`).
+//!
+//! An [`Error`] crosses the tvm-ffi door as one of these; readers go through the cell, so error
+//! objects raised by other libraries convert back to [`Error`] the same way.
+
+use std::cell::UnsafeCell;
+
+use super::{new_object, ObjectPayload, ObjectRef};
+use crate::abi::{type_index, TVMFFIByteArray, TVMFFIErrorCell};
+use crate::error::Error;
+
+/// Payload of a `ffi.Error` object (type index 67).
+#[repr(C)]
+pub struct ErrorObj {
+    cell: UnsafeCell<TVMFFIErrorCell>,
+    kind: Box<[u8]>,
+    message: Box<[u8]>,
+    backtrace: UnsafeCell<Box<[u8]>>,
+}
+
+// SAFETY: the cell is a prefix and matches `TVMFFIErrorCell`. Only `update_backtrace` mutates,
+// and tvm-ffi documents it as called by the thread that owns the raised error.
+unsafe impl ObjectPayload for ErrorObj {
+    const TYPE_INDEX: i32 = type_index::ERROR;
+}
+// SAFETY: see above.
+unsafe impl Sync for ErrorObj {}
+
+fn nul_boxed(bytes: &[u8]) -> Box<[u8]> {
+    let mut v = Vec::with_capacity(bytes.len() + 1);
+    v.extend_from_slice(bytes);
+    v.push(0);
+    v.into_boxed_slice()
+}
+
+fn view(storage: &[u8]) -> TVMFFIByteArray {
+    TVMFFIByteArray {
+        data: storage.as_ptr().cast(),
+        size: storage.len() - 1,
+    }
+}
+
+impl ErrorObj {
+    /// Replaces or appends to the backtrace (the cell's `update_backtrace`).
+    ///
+    /// # Safety
+    /// No other thread reads this error's backtrace concurrently.
+    pub unsafe fn update_backtrace(&self, text: &[u8], append: bool) {
+        // SAFETY: exclusive access per the contract.
+        let storage = unsafe { &mut *self.backtrace.get() };
+        let mut next = Vec::with_capacity(storage.len() + text.len());
+        if append {
+            next.extend_from_slice(&storage[..storage.len() - 1]);
+        }
+        next.extend_from_slice(text);
+        *storage = nul_boxed(&next);
+        // SAFETY: as above; the cell view is refreshed to the new storage.
+        unsafe { (*self.cell.get()).backtrace = view(storage) };
+    }
+}
+
+/// Creates an error object from an [`Error`].
+pub fn new_error(err: &Error) -> ObjectRef {
+    let kind = nul_boxed(err.kind.as_bytes());
+    let message = nul_boxed(err.message.as_bytes());
+    let backtrace = nul_boxed(err.backtrace.as_bytes());
+    let cell = TVMFFIErrorCell {
+        kind: view(&kind),
+        message: view(&message),
+        backtrace: view(&backtrace),
+        update_backtrace: Some(crate::capi::callbacks::error_update_backtrace),
+        cause_chain: std::ptr::null_mut(),
+        extra_context: std::ptr::null_mut(),
+    };
+    new_object(ErrorObj {
+        cell: UnsafeCell::new(cell),
+        kind,
+        message,
+        backtrace: UnsafeCell::new(backtrace),
+    })
+}
+
+/// Reads an error object made by any producer back into an [`Error`].
+pub fn error_from_object(obj: &ObjectRef) -> Option<Error> {
+    if obj.type_index() != type_index::ERROR {
+        return None;
+    }
+    // SAFETY: error objects carry a `TVMFFIErrorCell` after the header, valid while they live.
+    let cell = unsafe { *obj.cell_ptr().cast::<TVMFFIErrorCell>() };
+    // SAFETY: the cell's byte arrays are owned by the object.
+    let text = |b: TVMFFIByteArray| String::from_utf8_lossy(unsafe { b.as_slice() }).into_owned();
+    Some(Error {
+        kind: text(cell.kind),
+        message: text(cell.message),
+        backtrace: text(cell.backtrace),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_round_trips_through_object() {
+        let e = Error::value("bad shape");
+        let obj = new_error(&e);
+        assert_eq!(obj.type_index(), type_index::ERROR);
+        assert_eq!(error_from_object(&obj).unwrap(), e);
+        let p = obj.downcast_ref::<ErrorObj>().unwrap();
+        // SAFETY: single-threaded test.
+        unsafe { p.update_backtrace(b"frame1", false) };
+        // SAFETY: as above.
+        unsafe { p.update_backtrace(b";frame2", true) };
+        assert_eq!(error_from_object(&obj).unwrap().backtrace, "frame1;frame2");
+    }
+}

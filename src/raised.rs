@@ -1,0 +1,72 @@
+//! The thread's raised error: the one slot both C doors report through.
+//!
+//! tvm-ffi keeps a thread-local "raised" error object (`TVMFFIErrorSetRaised`,
+//! `TVMFFIErrorMoveFromRaised`); the classic API keeps a thread-local last-error string
+//! (`TVMAPISetLastError`, `TVMGetLastError`). tvmrt keeps one error per thread so an error
+//! raised through one door is seen through the other.
+
+use std::cell::RefCell;
+use std::ffi::CString;
+
+use crate::error::Error;
+use crate::object::error_obj::{error_from_object, new_error};
+use crate::object::ObjectRef;
+
+thread_local! {
+    static RAISED: RefCell<Option<ObjectRef>> = const { RefCell::new(None) };
+    static CLASSIC_TEXT: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// Raises `err` on this thread (replacing any earlier one).
+pub fn set_raised(err: Error) {
+    set_raised_object(new_error(&err));
+}
+
+/// Raises an error object (any producer) on this thread.
+pub fn set_raised_object(obj: ObjectRef) {
+    let previous = RAISED.with(|r| r.borrow_mut().replace(obj));
+    drop(previous);
+}
+
+/// Takes the raised error object, leaving none.
+pub fn take_raised_object() -> Option<ObjectRef> {
+    RAISED.with(|r| r.borrow_mut().take())
+}
+
+/// Takes the raised error as an [`Error`], leaving none.
+pub fn take_raised() -> Option<Error> {
+    take_raised_object().and_then(|o| error_from_object(&o))
+}
+
+/// The raised error as classic text, kept in thread-local storage that stays valid until the
+/// next call to this function on the thread (`TVMGetLastError`). The error stays raised.
+pub fn classic_text_ptr() -> *const std::ffi::c_char {
+    let text = RAISED.with(|r| {
+        r.borrow()
+            .as_ref()
+            .and_then(error_from_object)
+            .map(|e| e.to_classic_text())
+            .unwrap_or_default()
+    });
+    let c = CString::new(text.replace('\0', "\\0")).unwrap_or_default();
+    CLASSIC_TEXT.with(|t| {
+        *t.borrow_mut() = c;
+        t.borrow().as_ptr()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raise_and_take() {
+        set_raised(Error::value("v"));
+        // SAFETY: the pointer is valid until the next call on this thread.
+        let text = unsafe { std::ffi::CStr::from_ptr(classic_text_ptr()) };
+        assert_eq!(text.to_str().unwrap(), "ValueError: v");
+        let e = take_raised().unwrap();
+        assert_eq!(e.kind, "ValueError");
+        assert!(take_raised().is_none());
+    }
+}

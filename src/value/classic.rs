@@ -1,0 +1,463 @@
+//! The classic door's values: `TVMValue` + type code, to and from [`Any`].
+//!
+//! Type codes from TVM 0.19 `c_runtime_api.h`. Compatibility facts kept here:
+//! - a classic `NDArray` handle (code 13) is the `DLTensor*` inside the array object, which in
+//!   tvmrt (as in TVM) is 24 bytes after the object header;
+//! - `TVMFuncCall` returns strings, bytes and data types in thread-local storage valid until
+//!   the next call on the thread, data types as their string form (TVM 0.19 `TVMFuncCall`).
+
+use std::cell::RefCell;
+use std::ffi::{c_char, c_void, CString};
+
+use super::{Any, AnyView};
+use crate::abi::TVMValue;
+use crate::abi::{type_code as tc, type_index as ti, AnyPayload, TVMFFIAny, TVMFFIByteArray};
+use crate::error::{Error, Result};
+use crate::object::ObjectHeader;
+
+const HEADER_BYTES: usize = std::mem::size_of::<ObjectHeader>();
+
+fn raw(index: i32, payload: AnyPayload) -> TVMFFIAny {
+    TVMFFIAny {
+        type_index: index,
+        small_str_len: 0,
+        payload,
+    }
+}
+
+/// Converts a classic argument into a borrowed tvm-ffi value.
+///
+/// # Safety
+/// Pointers and handles in `value` are valid for the duration of the returned view's use.
+pub unsafe fn classic_to_raw(value: TVMValue, code: i32) -> Result<TVMFFIAny> {
+    // SAFETY: each arm reads the union member the type code names.
+    unsafe {
+        Ok(match code {
+            tc::INT | tc::UINT => raw(
+                ti::INT,
+                AnyPayload {
+                    v_int64: value.v_int64,
+                },
+            ),
+            tc::BOOL => raw(
+                ti::BOOL,
+                AnyPayload {
+                    v_int64: (value.v_int64 != 0) as i64,
+                },
+            ),
+            tc::FLOAT => raw(
+                ti::FLOAT,
+                AnyPayload {
+                    v_float64: value.v_float64,
+                },
+            ),
+            tc::OPAQUE_HANDLE => raw(
+                ti::OPAQUE_PTR,
+                AnyPayload {
+                    v_ptr: value.v_handle,
+                },
+            ),
+            tc::NULLPTR => TVMFFIAny::NONE,
+            tc::DATA_TYPE => raw(
+                ti::DATA_TYPE,
+                AnyPayload {
+                    v_dtype: value.v_type,
+                },
+            ),
+            tc::DEVICE => raw(
+                ti::DEVICE,
+                AnyPayload {
+                    v_device: value.v_device,
+                },
+            ),
+            tc::DL_TENSOR_HANDLE => raw(
+                ti::DL_TENSOR_PTR,
+                AnyPayload {
+                    v_ptr: value.v_handle,
+                },
+            ),
+            tc::STR => {
+                if value.v_str.is_null() {
+                    TVMFFIAny::NONE
+                } else {
+                    raw(
+                        ti::RAW_STR,
+                        AnyPayload {
+                            v_c_str: value.v_str,
+                        },
+                    )
+                }
+            }
+            tc::BYTES => {
+                if value.v_handle.is_null() {
+                    return Err(Error::value("null TVMByteArray* passed as bytes argument"));
+                }
+                raw(
+                    ti::BYTE_ARRAY_PTR,
+                    AnyPayload {
+                        v_ptr: value.v_handle,
+                    },
+                )
+            }
+            tc::OBJECT_HANDLE | tc::MODULE_HANDLE | tc::PACKED_FUNC_HANDLE => {
+                let obj = value.v_handle;
+                if obj.is_null() {
+                    TVMFFIAny::NONE
+                } else {
+                    let index = (*obj.cast::<ObjectHeader>()).type_index;
+                    raw(index, AnyPayload { v_obj: obj })
+                }
+            }
+            tc::NDARRAY_HANDLE => {
+                let t = value.v_handle;
+                if t.is_null() {
+                    TVMFFIAny::NONE
+                } else {
+                    let obj = t.cast::<u8>().sub(HEADER_BYTES).cast::<c_void>();
+                    raw(ti::TENSOR, AnyPayload { v_obj: obj })
+                }
+            }
+            tc::OBJECT_RVALUE_REF_ARG => raw(
+                ti::OBJECT_RVALUE_REF,
+                AnyPayload {
+                    v_ptr: value.v_handle,
+                },
+            ),
+            other => {
+                return Err(Error::type_error(format!(
+                    "unknown classic type code {other}"
+                )));
+            }
+        })
+    }
+}
+
+/// Classic arguments built from tvm-ffi values, with the storage their pointers need.
+#[derive(Default)]
+pub struct ClassicArgs {
+    /// The `TVMValue` array.
+    pub values: Vec<TVMValue>,
+    /// The type code array.
+    pub codes: Vec<i32>,
+    strings: Vec<CString>,
+    // Boxed so each array keeps its address while the Vec grows: the values point at them.
+    #[allow(clippy::vec_box)]
+    byte_arrays: Vec<Box<TVMFFIByteArray>>,
+}
+
+impl ClassicArgs {
+    /// Converts tvm-ffi arguments for a classic callee (a `TVMPackedCFunc` or a compiled
+    /// backend function). Small strings and bytes get temporary storage owned by `self`.
+    pub fn from_views(args: &[AnyView<'_>]) -> Result<ClassicArgs> {
+        let mut out = ClassicArgs {
+            values: Vec::with_capacity(args.len()),
+            codes: Vec::with_capacity(args.len()),
+            ..Default::default()
+        };
+        for (i, a) in args.iter().enumerate() {
+            let (v, c) = out
+                .convert(a)
+                .map_err(|e| Error::new(e.kind.clone(), format!("argument {i}: {}", e.message)))?;
+            out.values.push(v);
+            out.codes.push(c);
+        }
+        Ok(out)
+    }
+
+    fn convert(&mut self, a: &AnyView<'_>) -> Result<(TVMValue, i32)> {
+        let r = a.raw();
+        // SAFETY: each arm reads the payload member the type index names.
+        let p = unsafe {
+            match r.type_index {
+                ti::NONE => (
+                    TVMValue {
+                        v_handle: std::ptr::null_mut(),
+                    },
+                    tc::NULLPTR,
+                ),
+                ti::INT => (
+                    TVMValue {
+                        v_int64: r.payload.v_int64,
+                    },
+                    tc::INT,
+                ),
+                ti::BOOL => (
+                    TVMValue {
+                        v_int64: r.payload.v_int64,
+                    },
+                    tc::BOOL,
+                ),
+                ti::FLOAT => (
+                    TVMValue {
+                        v_float64: r.payload.v_float64,
+                    },
+                    tc::FLOAT,
+                ),
+                ti::OPAQUE_PTR => (
+                    TVMValue {
+                        v_handle: r.payload.v_ptr,
+                    },
+                    tc::OPAQUE_HANDLE,
+                ),
+                ti::DATA_TYPE => (
+                    TVMValue {
+                        v_type: r.payload.v_dtype,
+                    },
+                    tc::DATA_TYPE,
+                ),
+                ti::DEVICE => (
+                    TVMValue {
+                        v_device: r.payload.v_device,
+                    },
+                    tc::DEVICE,
+                ),
+                ti::DL_TENSOR_PTR => (
+                    TVMValue {
+                        v_handle: r.payload.v_ptr,
+                    },
+                    tc::DL_TENSOR_HANDLE,
+                ),
+                ti::RAW_STR => (
+                    TVMValue {
+                        v_str: r.payload.v_c_str,
+                    },
+                    tc::STR,
+                ),
+                ti::BYTE_ARRAY_PTR => (
+                    TVMValue {
+                        v_handle: r.payload.v_ptr,
+                    },
+                    tc::BYTES,
+                ),
+                ti::SMALL_STR | ti::STR => {
+                    let bytes = a.as_byte_slice().unwrap_or(&[]);
+                    let c = CString::new(bytes).map_err(|_| {
+                        Error::value("string with an interior NUL cannot be passed as a C string")
+                    })?;
+                    let ptr = c.as_ptr();
+                    self.strings.push(c);
+                    (TVMValue { v_str: ptr }, tc::STR)
+                }
+                ti::SMALL_BYTES | ti::BYTES => {
+                    let arr = Box::new(TVMFFIByteArray::from_slice(
+                        a.as_byte_slice().unwrap_or(&[]),
+                    ));
+                    let ptr = &*arr as *const TVMFFIByteArray as *mut c_void;
+                    self.byte_arrays.push(arr);
+                    (TVMValue { v_handle: ptr }, tc::BYTES)
+                }
+                ti::TENSOR => {
+                    let t = r.payload.v_obj.cast::<u8>().add(HEADER_BYTES);
+                    (TVMValue { v_handle: t.cast() }, tc::NDARRAY_HANDLE)
+                }
+                ti::FUNCTION => (
+                    TVMValue {
+                        v_handle: r.payload.v_obj,
+                    },
+                    tc::PACKED_FUNC_HANDLE,
+                ),
+                ti::MODULE => (
+                    TVMValue {
+                        v_handle: r.payload.v_obj,
+                    },
+                    tc::MODULE_HANDLE,
+                ),
+                ti::OBJECT_RVALUE_REF => (
+                    TVMValue {
+                        v_handle: r.payload.v_ptr,
+                    },
+                    tc::OBJECT_RVALUE_REF_ARG,
+                ),
+                i if i >= ti::STATIC_OBJECT_BEGIN => (
+                    TVMValue {
+                        v_handle: r.payload.v_obj,
+                    },
+                    tc::OBJECT_HANDLE,
+                ),
+                other => {
+                    return Err(Error::type_error(format!(
+                        "type index {other} has no classic type code"
+                    )))
+                }
+            }
+        };
+        Ok(p)
+    }
+}
+
+thread_local! {
+    static RET_STR: RefCell<CString> = RefCell::new(CString::default());
+    static RET_BYTES: RefCell<(Vec<u8>, TVMFFIByteArray)> = const {
+        RefCell::new((Vec::new(), TVMFFIByteArray { data: std::ptr::null(), size: 0 }))
+    };
+}
+
+/// The thread-local `TVMByteArray` that bytes results are returned in (for `TVMByteArrayFree`).
+pub fn is_thread_return_bytes(ptr: *const TVMFFIByteArray) -> bool {
+    RET_BYTES.with(|b| std::ptr::eq(&b.borrow().1, ptr))
+}
+
+fn return_str(s: &[u8]) -> *const c_char {
+    let c = CString::new(s.iter().copied().filter(|&b| b != 0).collect::<Vec<u8>>())
+        .unwrap_or_default();
+    RET_STR.with(|slot| {
+        *slot.borrow_mut() = c;
+        slot.borrow().as_ptr()
+    })
+}
+
+fn return_bytes(b: &[u8]) -> *mut c_void {
+    RET_BYTES.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        slot.0 = b.to_vec();
+        slot.1 = TVMFFIByteArray::from_slice(&slot.0);
+        &slot.1 as *const TVMFFIByteArray as *mut c_void
+    })
+}
+
+/// Converts a result for a classic caller (`TVMFuncCall`). Object results move to the caller,
+/// who releases them with `TVMFuncFree`/`TVMModFree`/`TVMArrayFree`/`TVMObjectFree`.
+pub fn any_to_classic_return(value: Any) -> Result<(TVMValue, i32)> {
+    let v = value.view();
+    let r = *v.raw();
+    // SAFETY: each arm reads the payload member the type index names.
+    let out = unsafe {
+        match r.type_index {
+            ti::SMALL_STR | ti::STR | ti::RAW_STR => (
+                TVMValue {
+                    v_str: return_str(v.as_byte_slice().unwrap_or(&[])),
+                },
+                tc::STR,
+            ),
+            ti::SMALL_BYTES | ti::BYTES | ti::BYTE_ARRAY_PTR => (
+                TVMValue {
+                    v_handle: return_bytes(v.as_byte_slice().unwrap_or(&[])),
+                },
+                tc::BYTES,
+            ),
+            ti::DATA_TYPE => {
+                let s = crate::dtype::dtype_to_string(r.payload.v_dtype)?;
+                (
+                    TVMValue {
+                        v_str: return_str(s.as_bytes()),
+                    },
+                    tc::STR,
+                )
+            }
+            ti::TENSOR => {
+                let obj = value.into_raw().payload.v_obj;
+                (
+                    TVMValue {
+                        v_handle: obj.cast::<u8>().add(HEADER_BYTES).cast(),
+                    },
+                    tc::NDARRAY_HANDLE,
+                )
+            }
+            ti::FUNCTION => (
+                TVMValue {
+                    v_handle: value.into_raw().payload.v_obj,
+                },
+                tc::PACKED_FUNC_HANDLE,
+            ),
+            ti::MODULE => (
+                TVMValue {
+                    v_handle: value.into_raw().payload.v_obj,
+                },
+                tc::MODULE_HANDLE,
+            ),
+            i if i >= ti::STATIC_OBJECT_BEGIN => (
+                TVMValue {
+                    v_handle: value.into_raw().payload.v_obj,
+                },
+                tc::OBJECT_HANDLE,
+            ),
+            ti::OBJECT_RVALUE_REF => {
+                let obj = v
+                    .as_object()
+                    .map(|o| o.into_raw())
+                    .unwrap_or(std::ptr::null_mut());
+                (TVMValue { v_handle: obj }, tc::OBJECT_HANDLE)
+            }
+            _ => {
+                let mut args = ClassicArgs::default();
+                args.convert(&v)?
+            }
+        }
+    };
+    Ok(out)
+}
+
+/// Converts a classic value into an owned [`Any`], taking a new reference to objects (the
+/// semantics of `TVMCFuncSetReturn`, which copies its argument).
+///
+/// # Safety
+/// As [`classic_to_raw`].
+pub unsafe fn classic_to_owned(value: TVMValue, code: i32) -> Result<Any> {
+    // SAFETY: per the contract.
+    let raw = unsafe { classic_to_raw(value, code)? };
+    // SAFETY: the view is used only within this call.
+    Ok(unsafe { AnyView::from_raw(raw) }.to_owned_any())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::string::new_str;
+
+    #[test]
+    fn pods_round_trip_through_classic() {
+        let values = [
+            Any::from(5i64),
+            Any::from(1.5f64),
+            Any::from(true),
+            Any::none(),
+        ];
+        let views: Vec<AnyView<'_>> = values.iter().map(Any::view).collect();
+        let c = ClassicArgs::from_views(&views).unwrap();
+        assert_eq!(c.codes, vec![tc::INT, tc::FLOAT, tc::BOOL, tc::NULLPTR]);
+        for (i, v) in values.iter().enumerate() {
+            // SAFETY: plain values.
+            let back = unsafe { classic_to_owned(c.values[i], c.codes[i]) }.unwrap();
+            assert_eq!(back.view().type_index(), v.view().type_index());
+        }
+        // SAFETY: the FLOAT member of a float value.
+        assert_eq!(unsafe { c.values[1].v_float64 }, 1.5);
+    }
+
+    #[test]
+    fn strings_become_c_strings() {
+        let s = Any::from_object(new_str("hi"));
+        let c = ClassicArgs::from_views(&[s.view()]).unwrap();
+        assert_eq!(c.codes[0], tc::STR);
+        // SAFETY: the CString lives in `c`.
+        let text = unsafe { std::ffi::CStr::from_ptr(c.values[0].v_str) };
+        assert_eq!(text.to_str().unwrap(), "hi");
+        let (v, code) = any_to_classic_return(Any::from("ret")).unwrap();
+        assert_eq!(code, tc::STR);
+        // SAFETY: valid until the next return on this thread.
+        assert_eq!(
+            unsafe { std::ffi::CStr::from_ptr(v.v_str) }
+                .to_str()
+                .unwrap(),
+            "ret"
+        );
+        let (v, code) = any_to_classic_return(Any::from(crate::dtype::dtypes::FLOAT32)).unwrap();
+        assert_eq!(code, tc::STR);
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { std::ffi::CStr::from_ptr(v.v_str) }
+                .to_str()
+                .unwrap(),
+            "float32"
+        );
+    }
+
+    #[test]
+    fn unknown_code_is_type_error() {
+        // SAFETY: the value is not dereferenced for an unknown code.
+        let e = unsafe { classic_to_raw(TVMValue::default(), 99) }
+            .err()
+            .unwrap();
+        assert!(e.message.contains("unknown classic type code 99"));
+    }
+}
