@@ -8,6 +8,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod abi;
+pub mod backend;
 pub mod builtins;
 #[macro_use]
 pub mod capi;
@@ -16,6 +17,7 @@ pub mod error;
 pub mod function;
 pub mod object;
 pub mod raised;
+pub mod system_lib;
 pub mod value;
 
 pub use error::{Error, Result};

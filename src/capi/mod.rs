@@ -6,6 +6,7 @@
 
 #[macro_use]
 pub mod boundary;
+pub mod backend;
 pub mod callbacks;
 pub mod classic_error;
 pub mod classic_func;

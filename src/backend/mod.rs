@@ -1,0 +1,9 @@
+//! The backend services generated kernels call into: the parallel pool
+//! (`TVMBackendParallelLaunch`, `TVMBackendParallelBarrier`, `TVMBackendRunOnce`) and the
+//! workspace allocator (`TVMBackendAllocWorkspace`, `TVMBackendFreeWorkspace`). Safe Rust only;
+//! the C entry points live in `capi/backend.rs`.
+
+pub mod thread_pool;
+pub mod workspace;
+
+pub use thread_pool::run_once;
