@@ -26,5 +26,6 @@ pub fn all() -> Vec<(&'static str, Function)> {
         ),
     ];
     v.extend(crate::function::builtins());
+    v.extend(crate::module::builtins());
     v
 }

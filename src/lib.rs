@@ -12,12 +12,15 @@ pub mod backend;
 pub mod builtins;
 #[macro_use]
 pub mod capi;
+pub mod contrib;
 pub mod dtype;
 pub mod error;
 pub mod function;
+pub mod module;
 pub mod object;
 pub mod raised;
 pub mod system_lib;
+pub mod tensor;
 pub mod value;
 
 pub use error::{Error, Result};

@@ -17,6 +17,9 @@ pub struct ErrorObj {
     kind: Box<[u8]>,
     message: Box<[u8]>,
     backtrace: UnsafeCell<Box<[u8]>>,
+    /// Owners of the references `cell.cause_chain` and `cell.extra_context` point to.
+    _cause_chain: Option<ObjectRef>,
+    _extra_context: Option<ObjectRef>,
 }
 
 // SAFETY: the cell is a prefix and matches `TVMFFIErrorCell`. Only `update_backtrace` mutates,
@@ -62,23 +65,62 @@ impl ErrorObj {
 
 /// Creates an error object from an [`Error`].
 pub fn new_error(err: &Error) -> ObjectRef {
+    new_error_with_cause(err, None, None)
+}
+
+/// Creates an error object that also holds a cause (an earlier error, whose own cause may chain
+/// on) and an extra context object, both owned by the new error (tvm-ffi `c_api.h`,
+/// `TVMFFIErrorCell::cause_chain` / `extra_context`).
+pub fn new_error_with_cause(
+    err: &Error,
+    cause_chain: Option<ObjectRef>,
+    extra_context: Option<ObjectRef>,
+) -> ObjectRef {
     let kind = nul_boxed(err.kind.as_bytes());
     let message = nul_boxed(err.message.as_bytes());
     let backtrace = nul_boxed(err.backtrace.as_bytes());
+    let raw = |o: &Option<ObjectRef>| o.as_ref().map_or(std::ptr::null_mut(), ObjectRef::as_ptr);
     let cell = TVMFFIErrorCell {
         kind: view(&kind),
         message: view(&message),
         backtrace: view(&backtrace),
         update_backtrace: Some(crate::capi::callbacks::error_update_backtrace),
-        cause_chain: std::ptr::null_mut(),
-        extra_context: std::ptr::null_mut(),
+        cause_chain: raw(&cause_chain),
+        extra_context: raw(&extra_context),
     };
     new_object(ErrorObj {
         cell: UnsafeCell::new(cell),
         kind,
         message,
         backtrace: UnsafeCell::new(backtrace),
+        _cause_chain: cause_chain,
+        _extra_context: extra_context,
     })
+}
+
+/// The cause of an error object made by any producer (a new reference), if it has one.
+pub fn error_cause(obj: &ObjectRef) -> Option<ObjectRef> {
+    error_cell_ref(obj, |cell| cell.cause_chain)
+}
+
+/// The extra context of an error object made by any producer (a new reference), if any.
+pub fn error_extra_context(obj: &ObjectRef) -> Option<ObjectRef> {
+    error_cell_ref(obj, |cell| cell.extra_context)
+}
+
+fn error_cell_ref(
+    obj: &ObjectRef,
+    field: impl FnOnce(&TVMFFIErrorCell) -> *mut std::ffi::c_void,
+) -> Option<ObjectRef> {
+    if obj.type_index() != type_index::ERROR {
+        return None;
+    }
+    // SAFETY: error objects carry a `TVMFFIErrorCell` after the header; the objects it points
+    // to are owned by the error, which `obj` keeps alive while we take our own reference.
+    unsafe {
+        let cell = &*obj.cell_ptr().cast::<TVMFFIErrorCell>();
+        ObjectRef::from_raw_borrowed(field(cell))
+    }
 }
 
 /// Reads an error object made by any producer back into an [`Error`].
@@ -113,5 +155,21 @@ mod tests {
         // SAFETY: as above.
         unsafe { p.update_backtrace(b";frame2", true) };
         assert_eq!(error_from_object(&obj).unwrap().backtrace, "frame1;frame2");
+        assert!(error_cause(&obj).is_none());
+    }
+
+    #[test]
+    fn cause_chain_is_owned_and_readable() {
+        let root = new_error(&Error::runtime("root cause"));
+        let ctx = crate::object::string::new_str("ctx");
+        let top = new_error_with_cause(&Error::value("top"), Some(root.clone()), Some(ctx.clone()));
+        assert_eq!(root.strong_count(), 2);
+        let cause = error_cause(&top).unwrap();
+        assert_eq!(error_from_object(&cause).unwrap().message, "root cause");
+        assert_eq!(error_extra_context(&top).unwrap().as_ptr(), ctx.as_ptr());
+        drop(cause);
+        drop(top);
+        assert_eq!(root.strong_count(), 1);
+        assert_eq!(ctx.strong_count(), 1);
     }
 }

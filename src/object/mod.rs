@@ -10,6 +10,7 @@
 pub mod error_obj;
 pub mod shape;
 pub mod string;
+pub mod type_registry;
 
 use std::ffi::c_void;
 use std::mem::ManuallyDrop;

@@ -287,7 +287,7 @@ TVM_DLL int TVMObjectGetTypeIndex(TVMObjectHandle obj, unsigned* out_tindex);
 /* The type index registered under type_key. */
 TVM_DLL int TVMObjectTypeKey2Index(const char* type_key, unsigned* out_tindex);
 
-/* The type key of a type index. The string belongs to the runtime. */
+/* The type key of a type index, malloc-ed: the caller releases it with free(). */
 TVM_DLL int TVMObjectTypeIndex2Key(unsigned tindex, char** out_type_key);
 
 /* Take one more reference to an object. */

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# Builds benches/kernel_bench.c twice -- against tvmrt (libtvmrt.so) and
+# against Apache TVM's runtime (libtvm_ffi.so + libtvm_runtime.so from the
+# apache-tvm wheel) -- runs both on the same TVM-compiled fixtures in the same
+# run, and prints a side-by-side table.
+#
+# Usage: benches/run_kernel_bench.sh [--no-build] [ROUNDS] [LOAD_SAMPLES]
+#   ROUNDS        --bench runs per runtime, alternated tvm/tvmrt (default 3);
+#                 the table shows the median of the per-round medians and the
+#                 overall minimum.
+#   LOAD_SAMPLES  fresh processes per runtime for load-to-first-result
+#                 (default 30), alternated between the two binaries.
+# Environment: TVM_NUM_THREADS (default 2, same for both runtimes),
+#              PYTHON (default python3) to locate the apache-tvm wheel,
+#              CC (default cc), OUT (build dir, default target/kernel_bench).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD=1
+if [[ "${1:-}" == "--no-build" ]]; then BUILD=0; shift; fi
+ROUNDS="${1:-3}"
+LOAD_SAMPLES="${2:-30}"
+export TVM_NUM_THREADS="${TVM_NUM_THREADS:-2}"
+PYTHON="${PYTHON:-python3}"
+CC="${CC:-cc}"
+OUT="${OUT:-$ROOT/target/kernel_bench}"
+FIX="$ROOT/tests/fixtures"
+SRC="$ROOT/benches/kernel_bench.c"
+CFLAGS=(-O2 -std=c11 -Wall -Wextra -Werror)
+
+SP="$("$PYTHON" -c 'import os, tvm_ffi; print(os.path.dirname(os.path.dirname(tvm_ffi.__file__)))')"
+TVM_FFI_LIB="$SP/tvm_ffi/lib"
+TVM_LIB="$SP/tvm/lib"
+mkdir -p "$OUT"
+
+if [[ $BUILD == 1 ]]; then
+  (cd "$ROOT" && cargo build --release)
+  # Against tvmrt, with tvmrt's drop-in headers.
+  "$CC" "${CFLAGS[@]}" -DKB_RUNTIME='"tvmrt"' -I"$ROOT/include" "$SRC" -o "$OUT/kernel_bench_tvmrt" \
+    -L"$ROOT/target/release" -Wl,--no-as-needed -ltvmrt -Wl,--as-needed \
+    -Wl,-rpath,"$ROOT/target/release"
+  # Against Apache TVM, with its own headers. libtvm_runtime.so is linked
+  # --no-as-needed: nothing in the program names a symbol only it defines
+  # except TVMBackend*, and its static initializers are what register the
+  # backend functions as context symbols for the library loader in libtvm_ffi.
+  "$CC" "${CFLAGS[@]}" -DKB_RUNTIME='"apache-tvm"' \
+    -I"$SP/tvm/include" -I"$SP/tvm_ffi/include" -I"$SP/tvm_ffi/3rdparty/dlpack/include" \
+    "$SRC" -o "$OUT/kernel_bench_tvm" \
+    -Wl,--no-as-needed "$TVM_FFI_LIB/libtvm_ffi.so" "$TVM_LIB/libtvm_runtime.so" -Wl,--as-needed \
+    -Wl,-rpath,"$TVM_FFI_LIB:$TVM_LIB"
+fi
+
+TVM_BIN="$OUT/kernel_bench_tvm"
+RT_BIN="$OUT/kernel_bench_tvmrt"
+RES="$OUT/results.txt"
+: > "$RES"
+
+echo "# $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# TVM_NUM_THREADS=$TVM_NUM_THREADS ROUNDS=$ROUNDS LOAD_SAMPLES=$LOAD_SAMPLES"
+echo "# apache-tvm $("$PYTHON" -c 'import tvm; print(tvm.__version__)'), tvm-ffi $("$PYTHON" -c 'import tvm_ffi; print(tvm_ffi.__version__)')"
+
+for r in $(seq 1 "$ROUNDS"); do
+  "$TVM_BIN" --bench "$FIX" | sed -n 's/^RESULT /tvm /p' >> "$RES"
+  "$RT_BIN" --bench "$FIX" | sed -n 's/^RESULT /tvmrt /p' >> "$RES"
+done
+for k in add matmul; do
+  "$TVM_BIN" --spawn "$LOAD_SAMPLES" "$k" "$FIX" "$TVM_BIN" "$RT_BIN" \
+    | sed -n 's/^RESULT //p' \
+    | sed -e "s|^$TVM_BIN:|tvm |" -e "s|^$RT_BIN:|tvmrt |" >> "$RES"
+done
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# results.txt lines: <runtime> <metric> <median> <min> <unit>
+awk '
+  { key = $2; unit[key] = $5; if (!(key in seen)) { order[n++] = key; seen[key] = 1 }
+    m = $1 SUBSEP key; cnt[m]++; med[m, cnt[m]] = $3
+    if (!((m) in mn) || $4 < mn[m]) mn[m] = $4 }
+  function median(m,    i, j, t, k, a) {
+    k = cnt[m]; for (i = 1; i <= k; i++) a[i] = med[m, i]
+    for (i = 2; i <= k; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+    return (k % 2) ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2 }
+  END {
+    printf "| measurement | unit | TVM median | TVM min | tvmrt median | tvmrt min | tvmrt/TVM (median) |\n"
+    printf "|---|---|---:|---:|---:|---:|---:|\n"
+    for (i = 0; i < n; i++) {
+      k = order[i]; t = "tvm" SUBSEP k; r = "tvmrt" SUBSEP k
+      if (!(t in cnt) || !(r in cnt)) continue
+      tm = median(t); rm = median(r)
+      printf "| %s | %s | %.4g | %.4g | %.4g | %.4g | %.2f |\n", k, unit[k], tm, mn[t], rm, mn[r], rm / tm
+    }
+  }' "$RES"

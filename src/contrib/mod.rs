@@ -1,0 +1,3 @@
+//! Built-in runtimes for "bring your own codegen" backends.
+
+pub mod examplejson;

@@ -1,0 +1,805 @@
+//! The library module: functions compiled by TVM into a shared library (or registered as a
+//! system library), found by symbol, for both of TVM's ABIs.
+//!
+//! Per function name `f` (TVM 0.27 tvm-ffi `src/ffi/extra/library_module.cc`; TVM <= 0.20
+//! `src/runtime/library_module.cc`):
+//! - `__tvm_ffi_f` is a tvm-ffi function `int(void* self, const TVMFFIAny* args, int32_t n,
+//!   TVMFFIAny* result)`. It is called with a NULL `self`, as tvm-ffi does.
+//! - otherwise `f` is a classic function with the backend signature
+//!   `int(TVMValue* args, int* codes, int n, TVMValue* ret, int* ret_code, void* resource)`,
+//!   called with a NULL resource handle and its return value moved to the caller, as TVM did.
+//! - `__tvm_main__` names the classic entry: the symbol `__tvm_main__` holds the entry
+//!   function's name as a C string. The tvm-ffi entry `main` is simply `__tvm_ffi_main`.
+//!
+//! Safety checks TVM does not make: on glibc every symbol is checked (with `dladdr1`) to be
+//! defined by the library itself (`dlsym` on a handle also searches the library's dependencies,
+//! so `malloc` would otherwise be "found"), functions must be function symbols and context
+//! pointers data symbols, and the blob may not extend past its symbol's size. Classic lookups
+//! skip names starting with `__` (runtime helpers like `__truncsfhf2`, and the `__tvm*`
+//! variables), and a library that carries only one ABI's markers is only searched for that ABI.
+//!
+//! # Opening
+//!
+//! Shared libraries are opened with `RTLD_NOW | RTLD_LOCAL`: NOW so a missing runtime symbol is
+//! a load error with the linker's message instead of a crash at the first call (TVM uses LAZY);
+//! LOCAL so the kernels of two libraries never interpose on each other. Kernels import a few
+//! plain runtime symbols (TVM 0.27: `TVMFFIErrorSetRaisedFromCStrParts`), which must be visible
+//! globally: they are when the program links `libtvmrt.so`, or links tvmrt statically and exports
+//! its symbols (`-rdynamic`).
+//!
+//! # Context pointers and sharing
+//!
+//! At the first load of a file, every context function-pointer variable the library defines is
+//! filled (tvm-ffi: `__TVMFFIFunctionCall`, `__TVMFFIErrorSetRaisedFromCStr`,
+//! `__TVMFFIEnvModLookupFromImports`, `__TVMFFIHandleInitOnce`; classic: `__TVMFuncCall`,
+//! `__TVMAPISetLastError`, `__TVMBackendGetFuncFromEnv`; both: `__TVMBackendAllocWorkspace`,
+//! `__TVMBackendFreeWorkspace`, `__TVMBackendParallelLaunch`, `__TVMBackendParallelBarrier`;
+//! plus any registered with `TVMFFIEnvModRegisterContextSymbol`), and the context variables
+//! `__tvm_ffi__library_ctx` / `__tvm_module_ctx` are set.
+//!
+//! TVM points the context variable at a module object, which dangles when the same file is
+//! loaded twice and the later load is freed first (the variable lives in the one mapped copy).
+//! tvmrt instead points it at a context owned by the loaded file's state, which every load of
+//! the same file (same device and inode, as the dynamic linker identifies it) shares and which
+//! lives exactly as long as the library stays mapped. Lookups through it search the imports of
+//! a live load's module (the `_lib` module for tvm-ffi, the root for classic, as TVM) and then
+//! the global registry, and cache the result there, so the borrowed handles compiled code keeps
+//! in its static variables stay valid while the library is loaded. When the last module of a
+//! file is freed, the file is closed under the table lock, so a concurrent load either shares
+//! the state or reopens the file after it is unmapped.
+
+use std::collections::HashMap;
+use std::ffi::{c_void, CStr};
+use std::ptr::NonNull;
+use std::sync::{Arc, Weak};
+
+use once_cell::sync::Lazy;
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use super::{ImportList, Module, ModuleKind};
+use crate::abi::{type_code, type_index, TVMBackendPackedCFunc, TVMValue};
+use crate::error::{Error, Result};
+use crate::function::{Function, FunctionImpl, FunctionObj};
+use crate::value::classic::{classic_to_raw, ClassicArgs};
+use crate::value::{Any, AnyView};
+
+/// The tvm-ffi function symbol prefix (`symbol::tvm_ffi_symbol_prefix`).
+pub const FFI_SYMBOL_PREFIX: &str = "__tvm_ffi_";
+/// tvm-ffi: the library context variable (`symbol::tvm_ffi_library_ctx`).
+pub const FFI_LIBRARY_CTX: &str = "__tvm_ffi__library_ctx";
+/// tvm-ffi: the entry function (`symbol::tvm_ffi_main`).
+pub const FFI_MAIN: &str = "__tvm_ffi_main";
+/// Classic: the module context variable (`runtime::symbol::tvm_module_ctx`).
+pub const CLASSIC_MODULE_CTX: &str = "__tvm_module_ctx";
+/// Classic: the variable holding the entry function's name (`runtime::symbol::tvm_module_main`).
+pub const CLASSIC_MAIN: &str = "__tvm_main__";
+
+/// What kind of symbol an address is, when the platform can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SymbolKind {
+    /// A function (code).
+    Function,
+    /// A data object.
+    Data,
+    /// The platform cannot tell.
+    Unknown,
+}
+
+/// A symbol found in a [`SymbolSource`].
+#[derive(Clone, Copy, Debug)]
+pub struct SymbolInfo {
+    /// Its address.
+    pub addr: NonNull<c_void>,
+    /// Function or data, when known.
+    pub kind: SymbolKind,
+    /// Its size in bytes, when known (ELF `st_size`).
+    pub size: Option<usize>,
+}
+
+/// Where a library module finds its symbols: a loaded shared library, or the system library's
+/// table (TVM's `Library` class).
+pub trait SymbolSource: Send + Sync + 'static {
+    /// The symbol `name` defined by this source, if any.
+    fn lookup(&self, name: &str) -> Option<SymbolInfo>;
+    /// A short description for messages (the file path).
+    fn describe(&self) -> String;
+}
+
+/// The ABI a compiled function uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Abi {
+    /// `__tvm_ffi_<name>`, `TVMFFISafeCallType`.
+    Ffi,
+    /// `<name>`, `TVMBackendPackedCFunc`.
+    Classic,
+}
+
+/// A compiled function handed out as a function object (the `self` handle of its cell; see
+/// `capi::module` for the trampolines that call it).
+pub struct LibraryFunction {
+    /// The function's address.
+    pub symbol: NonNull<c_void>,
+    /// How to call it.
+    pub abi: Abi,
+    /// Identity of the [`LibraryState`] it comes from.
+    pub(crate) state_id: usize,
+    /// Keeps the module (and so the library) alive. `None` only for the entries of a library's
+    /// own lookup cache, which the library outlives by construction.
+    pub(crate) owner: Option<Module>,
+    /// The name it was looked up by, for messages.
+    pub name: Box<str>,
+}
+
+// SAFETY: the symbol is code in a library kept loaded by `owner` (or by the state that owns the
+// cache holding this function); compiled functions are callable from any thread.
+unsafe impl Send for LibraryFunction {}
+// SAFETY: as above; nothing is mutated.
+unsafe impl Sync for LibraryFunction {}
+
+impl LibraryFunction {
+    fn into_function(self) -> Function {
+        let safe_call = match self.abi {
+            Abi::Ffi => crate::capi::module::library_ffi_safe_call,
+            Abi::Classic => crate::capi::module::library_classic_safe_call,
+        };
+        Function::from_extern_c(
+            Box::into_raw(Box::new(self)).cast(),
+            safe_call,
+            Some(crate::capi::module::library_function_free),
+        )
+    }
+
+    /// Calls a classic function with tvm-ffi arguments (TVM's `WrapPackedFunc`).
+    pub(crate) fn call_classic(&self, args: &[AnyView<'_>]) -> Result<Any> {
+        let mut c = ClassicArgs::from_views(args)?;
+        // SAFETY: the symbol was found as the classic function `name`; TVM's backend signature.
+        let f: TVMBackendPackedCFunc = unsafe { std::mem::transmute(self.symbol.as_ptr()) };
+        let mut ret = TVMValue::default();
+        let mut code = type_code::NULLPTR;
+        // SAFETY: the arrays hold `args.len()` entries and outlive the call; the return slots
+        // are ours.
+        let status = unsafe {
+            f(
+                c.values.as_mut_ptr(),
+                c.codes.as_mut_ptr(),
+                args.len() as i32,
+                &mut ret,
+                &mut code,
+                std::ptr::null_mut(),
+            )
+        };
+        if status != 0 {
+            return Err(crate::raised::take_raised().unwrap_or_else(|| {
+                Error::runtime(format!(
+                    "compiled function `{}` returned {status} without setting an error",
+                    self.name
+                ))
+            }));
+        }
+        if code == type_code::NULLPTR {
+            return Ok(Any::none());
+        }
+        // SAFETY: the callee wrote a value of type `code` that it hands over to us.
+        let raw = unsafe { classic_to_raw(ret, code)? };
+        if raw.type_index >= type_index::STATIC_OBJECT_BEGIN {
+            // Objects move to the caller (TVM's `TVMRetValue::MoveFromCHost`).
+            // SAFETY: the callee gave up its reference.
+            Ok(unsafe { Any::from_raw(raw) })
+        } else {
+            // SAFETY: plain values and strings are copied right away.
+            Ok(unsafe { AnyView::from_raw(raw) }.to_owned_any())
+        }
+    }
+}
+
+/// The library function behind `f`, if `f` is one.
+pub(crate) fn library_function_of(f: &Function) -> Option<&LibraryFunction> {
+    let obj = f.object().downcast_ref::<FunctionObj>()?;
+    match &obj.imp {
+        FunctionImpl::ExternC {
+            handle, safe_call, ..
+        } if crate::capi::module::is_library_trampoline(*safe_call) => {
+            // SAFETY: only library functions use these trampolines, with a `LibraryFunction`
+            // handle that lives as long as the function object `f` keeps alive.
+            Some(unsafe { &*handle.cast::<LibraryFunction>() })
+        }
+        _ => None,
+    }
+}
+
+/// Where compiled code finds other functions: one per ABI per loaded library (the target of
+/// `__tvm_ffi__library_ctx` / `__tvm_module_ctx`).
+pub(crate) struct LibraryContext {
+    state_id: usize,
+    /// Import lists of the loads whose imports are searched (the first live one is used).
+    roots: Mutex<Vec<Weak<ImportList>>>,
+    /// Found functions; compiled code keeps borrowed handles to them.
+    cache: Mutex<HashMap<String, Function>>,
+}
+
+impl LibraryContext {
+    fn new(state_id: usize) -> Self {
+        LibraryContext {
+            state_id,
+            roots: Mutex::new(Vec::new()),
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn register_root(&self, imports: &Arc<ImportList>) {
+        let mut roots = self.roots.lock();
+        roots.retain(|w| w.strong_count() > 0);
+        roots.push(Arc::downgrade(imports));
+    }
+
+    fn lookup(&self, name: &str) -> Result<*mut c_void> {
+        if let Some(f) = self.cache.lock().get(name) {
+            return Ok(f.object().as_ptr());
+        }
+        let root = self.roots.lock().iter().find_map(Weak::upgrade);
+        let imports = root.as_ref().map(|r| r.read().clone()).unwrap_or_default();
+        drop(root);
+        let found = super::lookup_in_imports_then_global(&imports, name)?;
+        // A function of this very library would keep the library alive from its own cache (a
+        // reference cycle): cache a copy that does not own the module instead.
+        let found = match library_function_of(&found) {
+            Some(lf) if lf.state_id == self.state_id && lf.owner.is_some() => LibraryFunction {
+                symbol: lf.symbol,
+                abi: lf.abi,
+                state_id: lf.state_id,
+                owner: None,
+                name: lf.name.clone(),
+            }
+            .into_function(),
+            _ => found,
+        };
+        let mut cache = self.cache.lock();
+        let (ptr, unused) = match cache.get(name) {
+            // Another thread got there first: keep its entry (compiled code may hold it).
+            Some(existing) => (existing.object().as_ptr(), Some(found)),
+            None => {
+                let ptr = found.object().as_ptr();
+                cache.insert(name.to_string(), found);
+                (ptr, None)
+            }
+        };
+        drop(cache);
+        drop(unused);
+        Ok(ptr)
+    }
+}
+
+/// Addresses of live library contexts, to tell them from module handles.
+static CONTEXTS: Lazy<Mutex<std::collections::HashSet<usize>>> = Lazy::new(Default::default);
+
+/// Resolves `name` for compiled code given its context pointer: a library context of tvmrt, or
+/// (as TVM allows) a module handle. Returns a borrowed function handle.
+///
+/// # Safety
+/// `ctx` is a context pointer tvmrt stored in a loaded library, or a live module handle.
+pub(crate) unsafe fn env_lookup(ctx: *mut c_void, name: &str) -> Result<*mut c_void> {
+    if ctx.is_null() {
+        return Err(Error::value(format!(
+            "cannot look up `{name}`: the library context is NULL (was the library loaded by \
+             tvmrt?)"
+        )));
+    }
+    if CONTEXTS.lock().contains(&(ctx as usize)) {
+        // SAFETY: a registered context lives until its library is closed, which cannot happen
+        // while code of that library (the caller) runs.
+        let c = unsafe { &*ctx.cast::<LibraryContext>() };
+        return c.lookup(name);
+    }
+    // SAFETY: per the contract, otherwise a live module handle.
+    let m = unsafe { Module::from_handle_borrowed(ctx, "library_ctx")? };
+    m.env_lookup(name)
+}
+
+/// Which ABI's marker symbols a library defines.
+#[derive(Clone, Copy, Debug)]
+struct AbiMarkers {
+    ffi: bool,
+    classic: bool,
+}
+
+/// One loaded library (shared by every load of the same file).
+pub struct LibraryState {
+    ffi_ctx: LibraryContext,
+    classic_ctx: LibraryContext,
+    markers: AbiMarkers,
+    key: Option<FileKey>,
+    /// Taken in `drop`, to close the library at the right moment.
+    source: Option<Box<dyn SymbolSource>>,
+}
+
+/// How the dynamic linker identifies a file: device and inode.
+type FileKey = (u64, u64);
+
+/// Open libraries by file identity.
+static DSOS: Lazy<Mutex<HashMap<FileKey, Weak<LibraryState>>>> = Lazy::new(Default::default);
+/// Signalled when a library is closed (a loader may wait for a dying state to finish).
+static DSO_CLOSED: Condvar = Condvar::new();
+
+impl LibraryState {
+    /// A state over `source`: fills the context variables and function pointers it defines.
+    pub(crate) fn new(source: Box<dyn SymbolSource>, key: Option<FileKey>) -> Arc<LibraryState> {
+        let has = |n: &str| source.lookup(n).is_some();
+        let markers = AbiMarkers {
+            ffi: has(FFI_LIBRARY_CTX) || has(super::blob::FFI_BLOB_SYMBOL) || has(FFI_MAIN),
+            classic: has(CLASSIC_MODULE_CTX)
+                || has(super::blob::CLASSIC_BLOB_SYMBOL)
+                || has(CLASSIC_MAIN),
+        };
+        let state = Arc::new_cyclic(|w: &Weak<LibraryState>| {
+            let id = w.as_ptr() as usize;
+            LibraryState {
+                ffi_ctx: LibraryContext::new(id),
+                classic_ctx: LibraryContext::new(id),
+                markers,
+                key,
+                source: Some(source),
+            }
+        });
+        {
+            let mut ctxs = CONTEXTS.lock();
+            ctxs.insert(state.ffi_ctx_ptr() as usize);
+            ctxs.insert(state.classic_ctx_ptr() as usize);
+        }
+        state.init_context_symbols();
+        state
+    }
+
+    fn source(&self) -> &dyn SymbolSource {
+        // Present until `drop`.
+        self.source
+            .as_deref()
+            .expect("library source present until drop")
+    }
+
+    fn ffi_ctx_ptr(&self) -> *mut c_void {
+        (&self.ffi_ctx as *const LibraryContext).cast_mut().cast()
+    }
+
+    fn classic_ctx_ptr(&self) -> *mut c_void {
+        (&self.classic_ctx as *const LibraryContext)
+            .cast_mut()
+            .cast()
+    }
+
+    fn id(&self) -> usize {
+        self as *const LibraryState as usize
+    }
+
+    /// Writes `value` into the pointer variable `name` if the library defines it as data.
+    fn set_pointer_variable(&self, name: &str, value: *mut c_void) {
+        let Some(info) = self.source().lookup(name) else {
+            return;
+        };
+        if info.kind == SymbolKind::Function || info.size.is_some_and(|s| s < 8) {
+            return; // Not a pointer variable: never write into code or a smaller object.
+        }
+        // SAFETY: a pointer-sized data variable of the library, which stays mapped while the
+        // state lives; compiled code reads it only when called, after this store.
+        unsafe { info.addr.as_ptr().cast::<*mut c_void>().write(value) };
+    }
+
+    fn init_context_symbols(&self) {
+        for (name, value) in context_symbols() {
+            self.set_pointer_variable(&name, value as *mut c_void);
+        }
+        self.set_pointer_variable(FFI_LIBRARY_CTX, self.ffi_ctx_ptr());
+        self.set_pointer_variable(CLASSIC_MODULE_CTX, self.classic_ctx_ptr());
+    }
+
+    /// The blob symbol's body (after the size prefix) and whether it is the tvm-ffi one.
+    pub(crate) fn blob(&self) -> Result<Option<(&[u8], bool)>> {
+        use super::blob::{blob_body_len, CLASSIC_BLOB_SYMBOL, FFI_BLOB_SYMBOL, SIZE_PREFIX_LEN};
+        for (symbol, is_ffi) in [(FFI_BLOB_SYMBOL, true), (CLASSIC_BLOB_SYMBOL, false)] {
+            let Some(info) = self.source().lookup(symbol) else {
+                continue;
+            };
+            if info.kind == SymbolKind::Function {
+                crate::bail_value!("`{symbol}` is a function, not a library blob");
+            }
+            if let Some(size) = info.size {
+                if size < SIZE_PREFIX_LEN {
+                    crate::bail_value!(
+                        "truncated library blob: `{symbol}` is {size} bytes, too short for its \
+                         8-byte size prefix"
+                    );
+                }
+            }
+            let base = info.addr.as_ptr().cast::<u8>();
+            // SAFETY: the symbol holds at least the 8-byte prefix (checked above when the size
+            // is known; TVM assumes it always).
+            let prefix = unsafe { base.cast::<[u8; 8]>().read_unaligned() };
+            let n = blob_body_len(prefix)?;
+            if let Some(size) = info.size {
+                if n > size - SIZE_PREFIX_LEN {
+                    crate::bail_value!(
+                        "truncated library blob: `{symbol}` says {n} bytes follow its size \
+                         prefix, but the symbol holds only {}",
+                        size - SIZE_PREFIX_LEN
+                    );
+                }
+            }
+            // SAFETY: in bounds of the symbol (checked when its size is known); read-only
+            // data that stays mapped as long as `self` (the borrow's lifetime).
+            let body = unsafe { std::slice::from_raw_parts(base.add(SIZE_PREFIX_LEN), n) };
+            return Ok(Some((body, is_ffi)));
+        }
+        Ok(None)
+    }
+
+    fn function_symbol(&self, name: &str) -> Option<NonNull<c_void>> {
+        let info = self.source().lookup(name)?;
+        (info.kind != SymbolKind::Data).then_some(info.addr)
+    }
+
+    /// Finds the compiled function `name`: tvm-ffi first, then classic.
+    fn find(&self, name: &str) -> Option<(NonNull<c_void>, Abi)> {
+        let allow_ffi = self.markers.ffi || !self.markers.classic;
+        let allow_classic = self.markers.classic || !self.markers.ffi;
+        if name == CLASSIC_MAIN {
+            let entry = self.classic_entry_name()?;
+            return self.function_symbol(&entry).map(|p| (p, Abi::Classic));
+        }
+        if allow_ffi {
+            if let Some(p) = self.function_symbol(&format!("{FFI_SYMBOL_PREFIX}{name}")) {
+                return Some((p, Abi::Ffi));
+            }
+        }
+        if allow_classic && !name.starts_with("__") && !name.is_empty() {
+            if let Some(p) = self.function_symbol(name) {
+                return Some((p, Abi::Classic));
+            }
+        }
+        None
+    }
+
+    /// The name stored in `__tvm_main__` (a C string), read within the symbol's bounds.
+    fn classic_entry_name(&self) -> Option<String> {
+        let info = self.source().lookup(CLASSIC_MAIN)?;
+        if info.kind == SymbolKind::Function {
+            return None;
+        }
+        let p = info.addr.as_ptr().cast::<u8>();
+        let text = match info.size {
+            Some(size) => {
+                // SAFETY: `size` bytes of read-only data in the mapped library.
+                let bytes = unsafe { std::slice::from_raw_parts(p, size) };
+                let end = bytes.iter().position(|&b| b == 0)?;
+                std::str::from_utf8(&bytes[..end]).ok()?.to_string()
+            }
+            // SAFETY: TVM's codegen emits a NUL-terminated string (size unknown here).
+            None => unsafe { CStr::from_ptr(p.cast()) }
+                .to_str()
+                .ok()?
+                .to_string(),
+        };
+        (!text.is_empty()).then_some(text)
+    }
+
+    /// Lets compiled code of this library search `root_imports` (classic context) and
+    /// `lib_imports` (tvm-ffi context).
+    pub(crate) fn register_roots(&self, classic_root: &Module, ffi_libs: &[Module]) {
+        self.classic_ctx.register_root(classic_root.import_list());
+        for m in ffi_libs {
+            self.ffi_ctx.register_root(m.import_list());
+        }
+    }
+}
+
+impl Drop for LibraryState {
+    fn drop(&mut self) {
+        // Cached functions of other libraries go first: their teardown may close those
+        // libraries, which takes the table lock below.
+        let caches = (
+            std::mem::take(self.ffi_ctx.cache.get_mut()),
+            std::mem::take(self.classic_ctx.cache.get_mut()),
+        );
+        drop(caches);
+        {
+            let mut ctxs = CONTEXTS.lock();
+            ctxs.remove(&(self.ffi_ctx_ptr() as usize));
+            ctxs.remove(&(self.classic_ctx_ptr() as usize));
+        }
+        let id = self.id();
+        let mut table = DSOS.lock();
+        if let Some(key) = self.key {
+            if table.get(&key).is_some_and(|w| w.as_ptr() as usize == id) {
+                table.remove(&key);
+            }
+        }
+        // Close under the lock: a concurrent load of this file waits, then reopens it fresh.
+        drop(self.source.take());
+        drop(table);
+        DSO_CLOSED.notify_all();
+    }
+}
+
+/// The library module kind (`"library"`).
+pub struct LibraryModule {
+    state: Arc<LibraryState>,
+}
+
+impl LibraryModule {
+    /// A library module over a shared state.
+    pub(crate) fn new(state: Arc<LibraryState>) -> Self {
+        LibraryModule { state }
+    }
+}
+
+impl ModuleKind for LibraryModule {
+    fn kind(&self) -> &str {
+        "library"
+    }
+
+    fn get_function(&self, this: &Module, name: &str) -> Result<Option<Function>> {
+        Ok(self.state.find(name).map(|(symbol, abi)| {
+            LibraryFunction {
+                symbol,
+                abi,
+                state_id: self.state.id(),
+                owner: Some(this.clone()),
+                name: name.into(),
+            }
+            .into_function()
+        }))
+    }
+
+    fn implements_function(&self, _this: &Module, name: &str) -> bool {
+        self.state.find(name).is_some()
+    }
+}
+
+/// The context symbols: the runtime's own, then those registered with
+/// `TVMFFIEnvModRegisterContextSymbol` (later entries win, as in tvm-ffi).
+static EXTRA_CONTEXT_SYMBOLS: Lazy<RwLock<Vec<(String, usize)>>> = Lazy::new(Default::default);
+
+/// Registers a pointer to store into the variable `name` of every library loaded from now on.
+pub fn register_context_symbol(name: &str, value: *mut c_void) {
+    EXTRA_CONTEXT_SYMBOLS
+        .write()
+        .push((name.to_string(), value as usize));
+}
+
+fn context_symbols() -> Vec<(String, usize)> {
+    use crate::capi;
+    // Sources: tvm-ffi's registrations in TVM 0.27 `src/runtime/module.cc`
+    // (TVM_INIT_CONTEXT_FUNC) and TVM <= 0.20 `InitContextFunctions`.
+    let builtin: [(&str, usize); 11] = [
+        (
+            "__TVMFFIFunctionCall",
+            capi::ffi_core::TVMFFIFunctionCall as *const () as usize,
+        ),
+        (
+            "__TVMFFIErrorSetRaisedFromCStr",
+            capi::ffi_core::TVMFFIErrorSetRaisedFromCStr as *const () as usize,
+        ),
+        (
+            "__TVMFFIEnvModLookupFromImports",
+            capi::env::TVMFFIEnvModLookupFromImports as *const () as usize,
+        ),
+        (
+            "__TVMFFIHandleInitOnce",
+            capi::env::TVMFFIHandleInitOnce as *const () as usize,
+        ),
+        (
+            "__TVMFuncCall",
+            capi::classic_func::TVMFuncCall as *const () as usize,
+        ),
+        (
+            "__TVMAPISetLastError",
+            capi::classic_error::TVMAPISetLastError as *const () as usize,
+        ),
+        (
+            "__TVMBackendGetFuncFromEnv",
+            capi::module::TVMBackendGetFuncFromEnv as *const () as usize,
+        ),
+        (
+            "__TVMBackendAllocWorkspace",
+            capi::backend::TVMBackendAllocWorkspace as *const () as usize,
+        ),
+        (
+            "__TVMBackendFreeWorkspace",
+            capi::backend::TVMBackendFreeWorkspace as *const () as usize,
+        ),
+        (
+            "__TVMBackendParallelLaunch",
+            capi::backend::TVMBackendParallelLaunch as *const () as usize,
+        ),
+        (
+            "__TVMBackendParallelBarrier",
+            capi::backend::TVMBackendParallelBarrier as *const () as usize,
+        ),
+    ];
+    let mut all: Vec<(String, usize)> = builtin.iter().map(|&(n, p)| (n.to_string(), p)).collect();
+    all.extend(EXTRA_CONTEXT_SYMBOLS.read().iter().cloned());
+    all
+}
+
+/// A shared library opened with `dlopen`.
+struct Dso {
+    lib: libloading::os::unix::Library,
+    /// The library's `link_map` (glibc), to tell its own symbols from its dependencies'.
+    link_map: usize,
+    path: String,
+}
+
+impl Dso {
+    fn open(path: &str) -> Result<Dso> {
+        use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+        // SAFETY: opening runs the library's initializers; loading a library is what the
+        // caller asked for (TVM does the same).
+        let lib = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }.map_err(|e| {
+            let text = e.to_string();
+            let hint = if text.contains("undefined symbol: TVM") {
+                " (the library needs the TVM runtime's C symbols: link the program against \
+                 libtvmrt.so, or export tvmrt's symbols from the executable with -rdynamic)"
+            } else {
+                ""
+            };
+            Error::value(format!("cannot load library `{path}`: {text}{hint}"))
+        })?;
+        let raw = lib.into_raw();
+        // SAFETY: `raw` is the handle just opened; ownership goes back to a `Library`.
+        let lib = unsafe { Library::from_raw(raw) };
+        Ok(Dso {
+            lib,
+            link_map: link_map_of(raw),
+            path: path.to_string(),
+        })
+    }
+}
+
+impl SymbolSource for Dso {
+    fn lookup(&self, name: &str) -> Option<SymbolInfo> {
+        if name.contains('\0') {
+            return None;
+        }
+        // SAFETY: only the address is taken; nothing is called or read here.
+        let sym = unsafe { self.lib.get::<*mut c_void>(name.as_bytes()) }.ok()?;
+        // The symbol's value as `*mut c_void` is its address.
+        let addr = NonNull::new(sym.into_raw())?;
+        describe_symbol(self.link_map, addr)
+    }
+
+    fn describe(&self) -> String {
+        self.path.clone()
+    }
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64"))]
+mod elf {
+    use std::ffi::c_void;
+    use std::ptr::NonNull;
+
+    use super::{SymbolInfo, SymbolKind};
+
+    // glibc <dlfcn.h>.
+    const RTLD_DL_SYMENT: i32 = 1;
+    const RTLD_DL_LINKMAP: i32 = 2;
+    const RTLD_DI_LINKMAP: i32 = 2;
+    // <elf.h> symbol types.
+    const STT_OBJECT: u8 = 1;
+    const STT_FUNC: u8 = 2;
+    const STT_COMMON: u8 = 5;
+    const STT_GNU_IFUNC: u8 = 10;
+
+    /// `Elf64_Sym`.
+    #[repr(C)]
+    struct Elf64Sym {
+        st_name: u32,
+        st_info: u8,
+        st_other: u8,
+        st_shndx: u16,
+        st_value: u64,
+        st_size: u64,
+    }
+
+    pub(super) fn link_map_of(handle: *mut c_void) -> usize {
+        let mut lm: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `handle` is a live dlopen handle; dlinfo writes one pointer.
+        let rc = unsafe {
+            libc::dlinfo(
+                handle,
+                RTLD_DI_LINKMAP,
+                (&mut lm as *mut *mut c_void).cast(),
+            )
+        };
+        if rc == 0 {
+            lm as usize
+        } else {
+            0
+        }
+    }
+
+    pub(super) fn describe_symbol(link_map: usize, addr: NonNull<c_void>) -> Option<SymbolInfo> {
+        // SAFETY: an all-zero Dl_info is valid (pointers may be null).
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        let mut extra: *mut c_void = std::ptr::null_mut();
+        if link_map != 0 {
+            // SAFETY: dladdr1 only inspects the address and writes the out-parameters.
+            let ok =
+                unsafe { libc::dladdr1(addr.as_ptr(), &mut info, &mut extra, RTLD_DL_LINKMAP) };
+            if ok == 0 || extra as usize != link_map {
+                // Defined by a dependency (dlsym on a handle searches those too), not here.
+                return None;
+            }
+        }
+        let mut sym: *mut c_void = std::ptr::null_mut();
+        // SAFETY: as above.
+        let ok = unsafe { libc::dladdr1(addr.as_ptr(), &mut info, &mut sym, RTLD_DL_SYMENT) };
+        if ok == 0 || sym.is_null() || info.dli_saddr != addr.as_ptr() {
+            return Some(SymbolInfo {
+                addr,
+                kind: SymbolKind::Unknown,
+                size: None,
+            });
+        }
+        // SAFETY: glibc returned a pointer to the symbol's entry in the library's dynamic
+        // symbol table, mapped while the library is.
+        let s = unsafe { &*sym.cast::<Elf64Sym>() };
+        let kind = match s.st_info & 0xf {
+            STT_FUNC | STT_GNU_IFUNC => SymbolKind::Function,
+            STT_OBJECT | STT_COMMON => SymbolKind::Data,
+            _ => SymbolKind::Unknown,
+        };
+        Some(SymbolInfo {
+            addr,
+            kind,
+            size: usize::try_from(s.st_size).ok(),
+        })
+    }
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64"))]
+use elf::{describe_symbol, link_map_of};
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64")))]
+fn link_map_of(_handle: *mut c_void) -> usize {
+    0
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64")))]
+fn describe_symbol(_link_map: usize, addr: NonNull<c_void>) -> Option<SymbolInfo> {
+    Some(SymbolInfo {
+        addr,
+        kind: SymbolKind::Unknown,
+        size: None,
+    })
+}
+
+/// The state of the shared library at `path`, shared with other live loads of the same file.
+pub(crate) fn open_dso(path: &str) -> Result<Arc<LibraryState>> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path)
+        .map_err(|e| Error::value(format!("cannot load library `{path}`: {e}")))?;
+    if !meta.is_file() {
+        crate::bail_value!("cannot load library `{path}`: not a regular file");
+    }
+    let key = (meta.dev(), meta.ino());
+    let mut table = DSOS.lock();
+    loop {
+        match table.get(&key).map(Weak::upgrade) {
+            Some(Some(state)) => return Ok(state),
+            // Its last module is being freed: wait until the file is closed, so it is reopened
+            // fresh rather than shared with a dying state.
+            Some(None) => DSO_CLOSED.wait(&mut table),
+            None => break,
+        }
+    }
+    let dso = Dso::open(path)?;
+    let state = LibraryState::new(Box::new(dso), Some(key));
+    table.insert(key, Arc::downgrade(&state));
+    Ok(state)
+}
+
+/// A library module tree over any symbol source (the system library uses this): context
+/// variables are filled and the embedded blob, if any, is restored (TVM's
+/// `CreateLibraryModule`).
+pub fn create_library_module(source: Box<dyn SymbolSource>) -> Result<Module> {
+    let state = LibraryState::new(source, None);
+    super::loader::build_library_tree(state)
+}

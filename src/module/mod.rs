@@ -1,0 +1,569 @@
+//! Modules: named collections of functions with imports (tvm-ffi `ffi.Module`, type index 73).
+//!
+//! A module object has a kind (its type key: `library`, `examplejson`, `relax.VMExecutable`...),
+//! looks functions up by name, imports other modules, and may save itself to bytes. What a kind
+//! does is behind the small [`ModuleKind`] trait; everything else (imports, lookup through them,
+//! the import-lookup cache compiled code relies on) is shared here.
+//!
+//! Lifetimes: a function handed out by a module keeps that module alive (every kind must put a
+//! clone of the [`Module`] it is given into the functions it creates), and a library module keeps
+//! its DSO loaded, so handles may be freed in any order.
+//!
+//! # Loading
+//!
+//! [`load_from_file`] picks a loader by format or extension (`so`, `dll`, `dylib`, `dso`: a
+//! shared library, see [`library`]; anything else: the global `runtime.module.loadfile_<fmt>`
+//! or `ffi.Module.load_from_file.<fmt>`, called with `(path, format)`). A shared library built
+//! by TVM may embed a blob of serialized modules ([`blob`]); each is restored by a loader found in
+//! the global registry by its kind, and the import tree is rebuilt (module 0 is the root).
+//!
+//! # How to register a module loader from C
+//!
+//! A loader is an ordinary packed function registered under a well-known name
+//! (`TVMFuncRegisterGlobal` or `TVMFFIFunctionSetGlobal`); it returns a module. To build a
+//! module from C callbacks, call the global `tvmrt.ModuleCreate(kind, get_function[,
+//! save_to_bytes])`: `get_function(name)` returns a function or None, `save_to_bytes()` returns
+//! bytes. The loaders:
+//!
+//! - `ffi.Module.load_from_bytes.<kind>` (TVM 0.21+ blobs): called with one argument, a bytes
+//!   value holding exactly what the module saved.
+//! - `runtime.module.loadbinary_<kind>` (TVM <= 0.20 blobs): TVM handed these a `dmlc::Stream*`
+//!   to read from; tvmrt instead calls them with two arguments: a bytes value holding the rest of
+//!   the blob from the start of this module's payload (later modules' bytes follow it), and an
+//!   opaque pointer to an `int64_t` initialized to -1. The loader reads its payload from the
+//!   front and writes the number of bytes it consumed through the pointer
+//!   (`*(int64_t*)args[1].v_handle = n;`). If it leaves -1 there, tvmrt takes the length of the
+//!   returned module's `save_to_bytes()` instead (right for any module whose save is the exact
+//!   inverse of its load), and fails with a message naming the loader if the module cannot save.
+//!   The same function also serves TVM 0.21+ blobs, where it gets exactly its payload.
+//! - `runtime.module.loadfile_<fmt>` / `ffi.Module.load_from_file.<fmt>`: called with
+//!   `(path, format)` by `TVMModLoadFromFile` for files that are not shared libraries.
+//!
+//! When a blob names a kind for which neither loader is registered, loading fails with
+//! "library was built with module kind `X` but no loader `ffi.Module.load_from_bytes.X` is
+//! registered".
+
+pub mod blob;
+pub mod callback;
+pub mod library;
+pub mod loader;
+
+use std::any::Any as StdAny;
+use std::collections::{HashMap, HashSet};
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::abi::type_index;
+use crate::error::{Error, Result};
+use crate::function::Function;
+use crate::object::{new_object, ObjectPayload, ObjectRef};
+use crate::value::{Any, AnyView};
+
+pub use loader::{load_dso, load_from_file};
+
+/// Upcast to `std::any::Any`, implemented for every type (lets [`Module::downcast`] find the
+/// concrete kind behind a `dyn ModuleKind`).
+pub trait AsAny {
+    /// `self` as `dyn Any`.
+    fn as_any(&self) -> &dyn StdAny;
+}
+
+impl<T: StdAny> AsAny for T {
+    fn as_any(&self) -> &dyn StdAny {
+        self
+    }
+}
+
+/// What a kind of module implements. Kept small: imports and lookup through them are handled
+/// by [`Module`] for every kind.
+pub trait ModuleKind: AsAny + Send + Sync + 'static {
+    /// The type key (`"library"`, `"examplejson"`, `"relax.VMExecutable"`).
+    fn kind(&self) -> &str;
+
+    /// This module's own function `name` (imports are searched by [`Module::get_function`]),
+    /// or `None`. `this` is the module object that holds `self`: a function handed out must
+    /// keep a clone of it, so the module lives as long as its functions.
+    fn get_function(&self, this: &Module, name: &str) -> Result<Option<Function>>;
+
+    /// Whether [`ModuleKind::get_function`] would find `name` (override when a lookup is
+    /// cheaper than creating the function).
+    fn implements_function(&self, this: &Module, name: &str) -> bool {
+        matches!(self.get_function(this, name), Ok(Some(_)))
+    }
+
+    /// The bytes the loader `ffi.Module.load_from_bytes.<kind>` restores this module from.
+    fn save_to_bytes(&self) -> Result<Vec<u8>> {
+        Err(Error::runtime(format!(
+            "module of kind `{}` cannot be saved to bytes",
+            self.kind()
+        )))
+    }
+}
+
+/// The import list of a module, shared (weakly) with the library contexts that compiled code
+/// searches (see [`library`]).
+pub(crate) type ImportList = RwLock<Vec<Module>>;
+
+/// Payload of a module object (type index 73). Its layout is private: C code only holds module
+/// handles and calls the module API.
+pub struct ModuleObj {
+    imp: Box<dyn ModuleKind>,
+    imports: Arc<ImportList>,
+    /// Functions found for compiled code through `TVMBackendGetFuncFromEnv` /
+    /// `TVMFFIEnvModLookupFromImports` with this module as context; the handles returned are
+    /// borrowed from here (as TVM's `import_cache_`), so they live as long as the module.
+    env_cache: Mutex<HashMap<String, Function>>,
+}
+
+// SAFETY: no public cell (module layouts are private in tvm-ffi too); `ModuleKind` is
+// `Send + Sync` and the rest is locked.
+unsafe impl ObjectPayload for ModuleObj {
+    const TYPE_INDEX: i32 = type_index::MODULE;
+}
+
+/// A reference to a module object created by tvmrt.
+#[derive(Clone)]
+pub struct Module(ObjectRef);
+
+impl std::fmt::Debug for Module {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Module({}, {:p})", self.kind(), self.0.as_ptr())
+    }
+}
+
+impl Module {
+    /// A new module of the given kind, with no imports.
+    pub fn new<K: ModuleKind>(kind: K) -> Module {
+        Module(new_object(ModuleObj {
+            imp: Box::new(kind),
+            imports: Arc::new(RwLock::new(Vec::new())),
+            env_cache: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// Wraps an object, checking that it is a module created by tvmrt.
+    pub fn from_object(obj: ObjectRef) -> Result<Module> {
+        if obj.type_index() != type_index::MODULE {
+            return Err(Error::type_error(format!(
+                "expected ffi.Module, got {}",
+                crate::value::type_name(obj.type_index())
+            )));
+        }
+        if !obj.is::<ModuleObj>() {
+            return Err(Error::type_error(
+                "the module object was not created by tvmrt (modules of another runtime cannot \
+                 be used here)",
+            ));
+        }
+        Ok(Module(obj))
+    }
+
+    /// The module held by an argument, or a `TypeError` naming `what`.
+    pub fn from_view(v: &AnyView<'_>, what: &str) -> Result<Module> {
+        let obj = v
+            .as_object()
+            .ok_or_else(|| v.type_mismatch(what, "ffi.Module"))?;
+        Module::from_object(obj).map_err(|e| Error::type_error(format!("{what}: {}", e.message)))
+    }
+
+    /// Borrows a raw module handle (`TVMModuleHandle`) as a new reference.
+    ///
+    /// # Safety
+    /// `handle` is null or a live object handle.
+    pub unsafe fn from_handle_borrowed(handle: *mut c_void, what: &str) -> Result<Module> {
+        // SAFETY: per the contract.
+        let obj = unsafe { ObjectRef::from_raw_borrowed(handle) }
+            .ok_or_else(|| Error::value(format!("null handle passed as `{what}`")))?;
+        Module::from_object(obj).map_err(|e| Error::type_error(format!("`{what}`: {}", e.message)))
+    }
+
+    fn obj(&self) -> &ModuleObj {
+        // Checked by every constructor.
+        self.0
+            .downcast_ref::<ModuleObj>()
+            .expect("Module always wraps a ModuleObj")
+    }
+
+    /// The underlying object.
+    pub fn object(&self) -> &ObjectRef {
+        &self.0
+    }
+
+    /// Gives up the wrapper, keeping the reference.
+    pub fn into_object(self) -> ObjectRef {
+        self.0
+    }
+
+    /// The module handle (still owned by `self`).
+    pub fn as_ptr(&self) -> *mut c_void {
+        self.0.as_ptr()
+    }
+
+    /// The type key.
+    pub fn kind(&self) -> &str {
+        self.obj().imp.kind()
+    }
+
+    /// The kind's implementation, if it is a `T`.
+    pub fn downcast<T: ModuleKind>(&self) -> Option<&T> {
+        // Deref the box first: `Box<dyn ModuleKind>` is itself `AsAny`.
+        (*self.obj().imp).as_any().downcast_ref::<T>()
+    }
+
+    /// Looks `name` up in this module, then (when `query_imports`) depth-first in its imports,
+    /// each import before the next one's imports, as TVM does. Modules reachable twice are
+    /// searched once.
+    pub fn get_function(&self, name: &str, query_imports: bool) -> Result<Option<Function>> {
+        if let Some(f) = self.obj().imp.get_function(self, name)? {
+            return Ok(Some(f));
+        }
+        if !query_imports {
+            return Ok(None);
+        }
+        let mut found = None;
+        self.walk_imports(|m| {
+            found = m.obj().imp.get_function(m, name)?;
+            Ok(found.is_some())
+        })?;
+        Ok(found)
+    }
+
+    /// Whether `name` is found in this module (or, when `query_imports`, in its imports).
+    pub fn implements_function(&self, name: &str, query_imports: bool) -> bool {
+        if self.obj().imp.implements_function(self, name) {
+            return true;
+        }
+        if !query_imports {
+            return false;
+        }
+        let mut found = false;
+        let _ = self.walk_imports(|m| {
+            found = m.obj().imp.implements_function(m, name);
+            Ok(found)
+        });
+        found
+    }
+
+    /// Visits the imports depth-first (pre-order) until `visit` returns true. No lock is held
+    /// while `visit` runs (it may call back into modules).
+    fn walk_imports(&self, mut visit: impl FnMut(&Module) -> Result<bool>) -> Result<()> {
+        let mut seen: HashSet<usize> = HashSet::new();
+        seen.insert(self.as_ptr() as usize);
+        let mut stack: Vec<Module> = self.imports();
+        stack.reverse();
+        while let Some(m) = stack.pop() {
+            if !seen.insert(m.as_ptr() as usize) {
+                continue;
+            }
+            if visit(&m)? {
+                return Ok(());
+            }
+            let mut children = m.imports();
+            children.reverse();
+            stack.extend(children);
+        }
+        Ok(())
+    }
+
+    /// The modules this module imports, in order.
+    pub fn imports(&self) -> Vec<Module> {
+        self.obj().imports.read().clone()
+    }
+
+    /// Imports `other`. Fails when that would make a cycle (tvm-ffi `ModuleObj::ImportModule`).
+    pub fn import(&self, other: &Module) -> Result<()> {
+        let me = self.as_ptr() as usize;
+        if other.as_ptr() as usize == me {
+            return Err(Error::runtime(format!(
+                "Cyclic dependency detected during import: module `{}` cannot import itself",
+                self.kind()
+            )));
+        }
+        let mut reaches_me = false;
+        other.walk_imports(|m| {
+            reaches_me = m.as_ptr() as usize == me;
+            Ok(reaches_me)
+        })?;
+        if reaches_me {
+            return Err(Error::runtime(format!(
+                "Cyclic dependency detected during import: module `{}` already imports module \
+                 `{}`",
+                other.kind(),
+                self.kind()
+            )));
+        }
+        self.obj().imports.write().push(other.clone());
+        Ok(())
+    }
+
+    /// Appends imports without the cycle check (the blob decoder has already proved the tree
+    /// acyclic).
+    pub(crate) fn push_import_unchecked(&self, other: Module) {
+        self.obj().imports.write().push(other);
+    }
+
+    /// Removes every import.
+    pub fn clear_imports(&self) {
+        let old = std::mem::take(&mut *self.obj().imports.write());
+        // Released after the lock: dropping a module may run arbitrary code.
+        drop(old);
+    }
+
+    /// What this module saves of itself (see [`ModuleKind::save_to_bytes`]).
+    pub fn save_to_bytes(&self) -> Result<Vec<u8>> {
+        self.obj().imp.save_to_bytes()
+    }
+
+    /// The shared import list (for library contexts).
+    pub(crate) fn import_list(&self) -> &Arc<ImportList> {
+        &self.obj().imports
+    }
+
+    /// Finds `name` for compiled code that uses this module as its context: in the imports
+    /// (depth-first), then in the global registry (TVM's `GetFuncFromEnv`, which does not look
+    /// in the module itself). The result is cached in the module and returned borrowed.
+    pub(crate) fn env_lookup(&self, name: &str) -> Result<*mut c_void> {
+        if let Some(f) = self.obj().env_cache.lock().get(name) {
+            return Ok(f.object().as_ptr());
+        }
+        let f = lookup_in_imports_then_global(&self.imports(), name)?;
+        let ptr = f.object().as_ptr();
+        let previous = self.obj().env_cache.lock().insert(name.to_string(), f);
+        drop(previous);
+        Ok(ptr)
+    }
+}
+
+/// TVM's lookup for compiled code: each import with `query_imports`, then the global registry.
+pub(crate) fn lookup_in_imports_then_global(imports: &[Module], name: &str) -> Result<Function> {
+    for m in imports {
+        if let Some(f) = m.get_function(name, true)? {
+            return Ok(f);
+        }
+    }
+    crate::function::registry::get(name).ok_or_else(|| {
+        Error::runtime(format!(
+            "Cannot find function {name} in the imported modules or global registry."
+        ))
+    })
+}
+
+impl From<Module> for Any {
+    fn from(m: Module) -> Any {
+        Any::from_object(m.into_object())
+    }
+}
+
+fn arg<'a, 'b>(args: &'a [AnyView<'b>], i: usize, what: &str) -> Result<&'a AnyView<'b>> {
+    args.get(i).ok_or_else(|| {
+        Error::type_error(format!(
+            "missing argument {i} (`{what}`): got {} arguments",
+            args.len()
+        ))
+    })
+}
+
+fn arg_bool(args: &[AnyView<'_>], i: usize, what: &str) -> Result<bool> {
+    let v = arg(args, i, what)?;
+    v.as_bool()
+        .or_else(|| v.as_i64().map(|x| x != 0))
+        .ok_or_else(|| v.type_mismatch(what, "bool"))
+}
+
+fn fn_or_none(f: Option<Function>) -> Any {
+    f.map(Any::from).unwrap_or_default()
+}
+
+/// Global functions of the module subsystem, with TVM's names (tvm-ffi
+/// `src/ffi/extra/module.cc`, TVM <= 0.20 `src/runtime/module.cc`).
+pub(crate) fn builtins() -> Vec<(&'static str, Function)> {
+    fn load(args: &[AnyView<'_>]) -> Result<Any> {
+        let path = arg(args, 0, "file_name")?.expect_str("file_name")?;
+        let format = match args.get(1) {
+            Some(v) if !v.is_none() => v.expect_str("format")?,
+            _ => "",
+        };
+        Ok(load_from_file(path, format)?.into())
+    }
+    fn get_function(args: &[AnyView<'_>]) -> Result<Any> {
+        let m = Module::from_view(arg(args, 0, "mod")?, "mod")?;
+        let name = arg(args, 1, "name")?.expect_str("name")?;
+        let q = if args.len() > 2 {
+            arg_bool(args, 2, "query_imports")?
+        } else {
+            false
+        };
+        Ok(fn_or_none(m.get_function(name, q)?))
+    }
+    fn implements(args: &[AnyView<'_>]) -> Result<Any> {
+        let m = Module::from_view(arg(args, 0, "mod")?, "mod")?;
+        let name = arg(args, 1, "name")?.expect_str("name")?;
+        let q = if args.len() > 2 {
+            arg_bool(args, 2, "query_imports")?
+        } else {
+            false
+        };
+        Ok(Any::from(m.implements_function(name, q)))
+    }
+    fn kind(args: &[AnyView<'_>]) -> Result<Any> {
+        let m = Module::from_view(arg(args, 0, "mod")?, "mod")?;
+        Ok(Any::from(m.kind()))
+    }
+    fn import(args: &[AnyView<'_>]) -> Result<Any> {
+        let m = Module::from_view(arg(args, 0, "mod")?, "mod")?;
+        let other = Module::from_view(arg(args, 1, "other")?, "other")?;
+        m.import(&other)?;
+        Ok(Any::none())
+    }
+    fn clear(args: &[AnyView<'_>]) -> Result<Any> {
+        Module::from_view(arg(args, 0, "mod")?, "mod")?.clear_imports();
+        Ok(Any::none())
+    }
+    fn imports_size(args: &[AnyView<'_>]) -> Result<Any> {
+        let m = Module::from_view(arg(args, 0, "mod")?, "mod")?;
+        Ok(Any::from(m.imports().len() as i64))
+    }
+    fn get_import(args: &[AnyView<'_>]) -> Result<Any> {
+        let m = Module::from_view(arg(args, 0, "mod")?, "mod")?;
+        let i = arg(args, 1, "index")?.expect_i64("index")?;
+        let imports = m.imports();
+        let n = imports.len();
+        let idx = usize::try_from(i).ok().filter(|&i| i < n).ok_or_else(|| {
+            Error::index(format!(
+                "import index {i} out of range: the module has {n} imports"
+            ))
+        })?;
+        Ok(imports[idx].clone().into())
+    }
+    fn save_to_bytes(args: &[AnyView<'_>]) -> Result<Any> {
+        let m = Module::from_view(arg(args, 0, "mod")?, "mod")?;
+        Ok(Any::bytes(&m.save_to_bytes()?))
+    }
+    fn load_so(args: &[AnyView<'_>]) -> Result<Any> {
+        let path = arg(args, 0, "library_path")?.expect_str("library_path")?;
+        Ok(load_dso(path)?.into())
+    }
+
+    vec![
+        ("ffi.ModuleLoadFromFile", Function::from_fn(load)),
+        ("runtime.ModuleLoadFromFile", Function::from_fn(load)),
+        ("ffi.ModuleGetFunction", Function::from_fn(get_function)),
+        ("runtime.ModuleGetFunction", Function::from_fn(get_function)),
+        (
+            "ffi.ModuleImplementsFunction",
+            Function::from_fn(implements),
+        ),
+        ("ffi.ModuleGetKind", Function::from_fn(kind)),
+        ("runtime.ModuleGetTypeKey", Function::from_fn(kind)),
+        ("ffi.ModuleImportModule", Function::from_fn(import)),
+        ("runtime.ModuleImport", Function::from_fn(import)),
+        ("ffi.ModuleClearImports", Function::from_fn(clear)),
+        ("runtime.ModuleImportsSize", Function::from_fn(imports_size)),
+        ("runtime.ModuleGetImport", Function::from_fn(get_import)),
+        ("ffi.ModuleSaveToBytes", Function::from_fn(save_to_bytes)),
+        ("ffi.Module.load_from_file.so", Function::from_fn(load_so)),
+        ("runtime.module.loadfile_so", Function::from_fn(load_so)),
+        (
+            "tvmrt.ModuleCreate",
+            Function::from_fn(callback::create_from_args),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fixed {
+        kind: &'static str,
+        names: &'static [&'static str],
+    }
+
+    impl ModuleKind for Fixed {
+        fn kind(&self) -> &str {
+            self.kind
+        }
+        fn get_function(&self, this: &Module, name: &str) -> Result<Option<Function>> {
+            if !self.names.contains(&name) {
+                return Ok(None);
+            }
+            let keep = this.clone();
+            let tag = format!("{}:{name}", self.kind);
+            Ok(Some(Function::from_fn(move |_| {
+                let _ = &keep;
+                Ok(Any::from(tag.as_str()))
+            })))
+        }
+    }
+
+    fn m(kind: &'static str, names: &'static [&'static str]) -> Module {
+        Module::new(Fixed { kind, names })
+    }
+
+    fn call_tag(f: Option<Function>) -> String {
+        f.unwrap()
+            .call(&[])
+            .unwrap()
+            .view()
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    #[test]
+    fn lookup_is_depth_first_and_pre_order() {
+        let root = m("root", &["r"]);
+        let a = m("a", &[]);
+        let a1 = m("a1", &["x"]);
+        let b = m("b", &["x"]);
+        a.import(&a1).unwrap();
+        root.import(&a).unwrap();
+        root.import(&b).unwrap();
+        assert_eq!(call_tag(root.get_function("r", false).unwrap()), "root:r");
+        assert!(root.get_function("x", false).unwrap().is_none());
+        // a1 (inside the first import) is found before b (the second import).
+        assert_eq!(call_tag(root.get_function("x", true).unwrap()), "a1:x");
+        assert!(root.implements_function("x", true));
+        assert!(!root.implements_function("x", false));
+        assert_eq!(root.imports().len(), 2);
+        root.clear_imports();
+        assert!(root.get_function("x", true).unwrap().is_none());
+    }
+
+    #[test]
+    fn import_rejects_cycles() {
+        let a = m("a", &[]);
+        let b = m("b", &[]);
+        a.import(&b).unwrap();
+        let e = b.import(&a).unwrap_err();
+        assert!(e.message.contains("Cyclic dependency"), "{e}");
+        let e = a.import(&a).unwrap_err();
+        assert!(e.message.contains("cannot import itself"), "{e}");
+    }
+
+    #[test]
+    fn function_keeps_module_alive() {
+        let root = m("root", &["r"]);
+        let f = root.get_function("r", false).unwrap().unwrap();
+        let weak_probe = root.object().strong_count();
+        assert_eq!(weak_probe, 2, "the function holds one reference");
+        drop(root);
+        assert_eq!(f.call(&[]).unwrap().view().as_str(), Some("root:r"));
+    }
+
+    #[test]
+    fn downcast_and_kind() {
+        let a = m("a", &[]);
+        assert_eq!(a.kind(), "a");
+        assert!(a.downcast::<Fixed>().is_some());
+        assert!(!a.save_to_bytes().unwrap_err().message.is_empty());
+        let any = Any::from(a.clone());
+        assert_eq!(any.view().type_index(), type_index::MODULE);
+        let back = Module::from_view(&any.view(), "m").unwrap();
+        assert_eq!(back.as_ptr(), a.as_ptr());
+        let e = Module::from_view(&Any::from(1i64).view(), "m").unwrap_err();
+        assert!(e.message.contains("m: expected ffi.Module, got int"), "{e}");
+    }
+}

@@ -1,0 +1,562 @@
+//! Tensors: tvm-ffi's `ffi.Tensor` object (type index 70), the classic `NDArray`.
+//!
+//! The object is the 24-byte header followed by a `DLTensor` (tvm-ffi `TensorObj` derives from
+//! `Object` and `DLTensor`, `container/tensor.h`), so compiled kernels read a tensor argument of
+//! index 70 by stepping over the header, and the classic `TVMArrayHandle` is that `DLTensor*`
+//! (object address + 24). After the public `DLTensor` the object owns the shape and strides it
+//! points to and whatever keeps the data alive:
+//! - a 64-byte-aligned, zero-filled block tvmrt allocated ([`Tensor::empty`]),
+//! - a DLPack managed tensor whose deleter runs exactly once when the tensor dies
+//!   ([`Tensor::from_dlpack`], [`Tensor::from_dlpack_versioned`]),
+//! - or the tensor it views ([`Tensor::view`], [`Tensor::create_unsafe_view`]).
+//!
+//! Like tvm-ffi, every tensor with `ndim > 0` carries explicit (compact unless viewed) strides;
+//! TVM's kernels accept compact strides as well as none.
+//!
+//! Read-only data (DLPack 1.x `DLPACK_FLAG_BITMASK_READ_ONLY`): tvm-ffi drops the flag;
+//! tvmrt keeps it. A read-only tensor refuses every write made through tvmrt
+//! (`copy_from_bytes`, `copy_from` into it, and the classic `TVMArrayCopyFromBytes`,
+//! `TVMArrayCopyFromTo` and `TVMDeviceCopyDataFromTo` into it), its views stay read-only, a versioned export keeps the flag, and a legacy export (which cannot
+//! carry it) is refused, as NumPy refuses it. A kernel call cannot be checked: TVM's calling
+//! convention does not say which arguments a kernel writes.
+
+pub mod alloc;
+pub mod copy;
+pub mod dlpack;
+pub mod env;
+pub mod layout;
+
+use std::ffi::c_void;
+
+use crate::abi::{type_index, DLDataType, DLDevice, DLTensor};
+use crate::error::{Error, Result};
+use crate::object::{new_object, ObjectHeader, ObjectPayload, ObjectRef};
+use crate::value::{Any, AnyView};
+
+use self::alloc::AlignedBlock;
+use self::dlpack::{LegacyManaged, VersionedManaged};
+use self::layout::{check_cpu, check_dtype, check_ndim, check_shape, data_size};
+
+/// `DLPACK_FLAG_BITMASK_READ_ONLY`.
+pub const FLAG_READ_ONLY: u64 = 1;
+
+/// What keeps a tensor's data alive.
+pub(crate) enum DataOwner {
+    /// Memory tvmrt allocated.
+    Block(#[allow(dead_code)] AlignedBlock),
+    /// An imported legacy DLPack tensor (its deleter runs on drop).
+    Legacy(#[allow(dead_code)] LegacyManaged),
+    /// An imported DLPack 1.x tensor (its deleter runs on drop).
+    Versioned(#[allow(dead_code)] VersionedManaged),
+    /// The tensor this one views.
+    Parent(#[allow(dead_code)] ObjectRef),
+}
+
+/// Payload of a tvmrt tensor object: the public `DLTensor`, then what it points to.
+#[repr(C)]
+pub struct TensorObj {
+    dl: DLTensor,
+    shape: Box<[i64]>,
+    strides: Box<[i64]>,
+    flags: u64,
+    owner: DataOwner,
+}
+
+// SAFETY: `TensorObj` starts with the `DLTensor` tvm-ffi's `TensorObj` places after the header
+// (type index 70). The descriptor is immutable after construction; the data it points to is
+// shared memory whose synchronization is the users' (as in TVM).
+unsafe impl ObjectPayload for TensorObj {
+    const TYPE_INDEX: i32 = type_index::TENSOR;
+}
+
+/// The scalar fields of a new tensor.
+pub(crate) struct Meta {
+    pub data: *mut c_void,
+    pub byte_offset: u64,
+    pub device: DLDevice,
+    pub dtype: DLDataType,
+    pub flags: u64,
+}
+
+impl TensorObj {
+    /// Builds the payload: `shape`/`strides` are copied into the object and the descriptor
+    /// points at them (null for a 0-d tensor, as DLPack allows).
+    fn new(meta: Meta, shape: &[i64], strides: Option<&[i64]>, owner: DataOwner) -> TensorObj {
+        let Meta {
+            data,
+            byte_offset,
+            device,
+            dtype,
+            flags,
+        } = meta;
+        let shape: Box<[i64]> = shape.into();
+        let strides: Box<[i64]> = match strides {
+            Some(s) => s.into(),
+            None => layout::compact_strides(&shape).into(),
+        };
+        let ptr_or_null = |b: &[i64]| {
+            if b.is_empty() {
+                std::ptr::null_mut()
+            } else {
+                b.as_ptr().cast_mut()
+            }
+        };
+        let dl = DLTensor {
+            data,
+            device,
+            ndim: shape.len() as i32,
+            dtype,
+            shape: ptr_or_null(&shape),
+            strides: ptr_or_null(&strides),
+            byte_offset,
+        };
+        TensorObj {
+            dl,
+            shape,
+            strides,
+            flags,
+            owner,
+        }
+    }
+}
+
+impl Drop for TensorObj {
+    fn drop(&mut self) {
+        if self.flags & FLAG_READ_ONLY != 0 {
+            // The payload is dropped in place inside its object, so this is the address
+            // `from_payload` registered.
+            read_only_registry::remove(&self.dl);
+        }
+    }
+}
+
+/// The `DLTensor` addresses of live read-only tvmrt tensors, so the classic copy calls, which
+/// take bare `DLTensor*`s (TVM accepts any descriptor there, not only its own arrays), can
+/// refuse to write into one without reading memory before a foreign pointer.
+mod read_only_registry {
+    use std::collections::HashSet;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use once_cell::sync::Lazy;
+    use parking_lot::Mutex;
+
+    use crate::abi::DLTensor;
+
+    static LIVE: Lazy<Mutex<HashSet<usize>>> = Lazy::new(|| Mutex::new(HashSet::new()));
+    /// Entries in `LIVE`, read without the lock on the common path (no read-only tensors).
+    static COUNT: AtomicUsize = AtomicUsize::new(0);
+
+    pub fn insert(t: *const DLTensor) {
+        if LIVE.lock().insert(t as usize) {
+            COUNT.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    pub fn remove(t: *const DLTensor) {
+        if LIVE.lock().remove(&(t as usize)) {
+            COUNT.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    pub fn contains(t: *const DLTensor) -> bool {
+        COUNT.load(Ordering::SeqCst) != 0 && LIVE.lock().contains(&(t as usize))
+    }
+}
+
+/// Fails when `t` is the descriptor of a live read-only tvmrt tensor (any other descriptor,
+/// tvmrt's or not, is writable as far as tvmrt knows).
+pub fn check_dltensor_writable(t: *const DLTensor, what: &str) -> Result<()> {
+    if read_only_registry::contains(t) {
+        return Err(Error::value(format!(
+            "{what}: the tensor is read-only (imported with DLPACK_FLAG_BITMASK_READ_ONLY)"
+        )));
+    }
+    Ok(())
+}
+
+/// A tensor: a strong reference to a type-index-70 object (tvmrt's or another tvm-ffi
+/// library's).
+#[derive(Clone)]
+pub struct Tensor(ObjectRef);
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Tensor(shape={:?}, dtype={}, device={})",
+            self.shape(),
+            layout::dtype_label(self.dtype()),
+            layout::device_name(self.device())
+        )
+    }
+}
+
+impl Tensor {
+    pub(crate) fn from_payload(obj: TensorObj) -> Tensor {
+        let read_only = obj.flags & FLAG_READ_ONLY != 0;
+        let t = Tensor(new_object(obj));
+        if read_only {
+            read_only_registry::insert(t.dltensor());
+        }
+        t
+    }
+
+    /// Allocates a zero-filled compact tensor whose data is 64-byte aligned (CPU only).
+    pub fn empty(shape: &[i64], dtype: DLDataType, device: DLDevice) -> Result<Tensor> {
+        check_cpu(device, "tensor allocation")?;
+        check_dtype(dtype)?;
+        check_ndim(shape.len() as i64)?;
+        let nbytes = data_size(check_shape(shape)?, dtype)?;
+        let block = AlignedBlock::zeroed(nbytes)?;
+        let data = block.as_ptr();
+        let meta = Meta {
+            data,
+            byte_offset: 0,
+            device,
+            dtype,
+            flags: 0,
+        };
+        Ok(Tensor::from_payload(TensorObj::new(
+            meta,
+            shape,
+            None,
+            DataOwner::Block(block),
+        )))
+    }
+
+    /// Wraps an object of type index 70.
+    pub fn from_object(obj: ObjectRef) -> Result<Tensor> {
+        if obj.type_index() != type_index::TENSOR {
+            return Err(Error::type_error(format!(
+                "expected ffi.Tensor, got {}",
+                crate::value::type_name(obj.type_index())
+            )));
+        }
+        Ok(Tensor(obj))
+    }
+
+    /// The tensor object held by a value (type index 70); a bare `DLTensor*` (index 7) owns
+    /// nothing and is refused.
+    pub fn from_any_view(v: &AnyView<'_>, what: &str) -> Result<Tensor> {
+        match v.type_index() {
+            type_index::TENSOR => Tensor::from_object(v.expect_object(what)?),
+            _ => Err(v.type_mismatch(what, "ffi.Tensor")),
+        }
+    }
+
+    /// Borrows a classic `TVMArrayHandle` (the `DLTensor*` inside a tensor object) as a new
+    /// reference. The object header before the `DLTensor` is checked for the tensor type
+    /// index, which catches most stray `DLTensor*`s (not all: one not made by a tensor object
+    /// is undefined behaviour, as in TVM).
+    ///
+    /// # Safety
+    /// `handle` is null or the `DLTensor*` of a live tensor object.
+    pub unsafe fn from_handle_borrowed(handle: *mut DLTensor, what: &str) -> Result<Tensor> {
+        crate::capi::boundary::non_null(handle, what)?;
+        let obj = handle
+            .cast::<u8>()
+            .wrapping_sub(std::mem::size_of::<ObjectHeader>())
+            .cast::<c_void>();
+        // SAFETY: per the contract, `obj` is the tensor object's header.
+        let index = unsafe { (*obj.cast::<ObjectHeader>()).type_index };
+        if index != type_index::TENSOR {
+            return Err(Error::type_error(format!(
+                "`{what}` is not an array handle made by tvmrt (object type index {index})"
+            )));
+        }
+        // SAFETY: a live tensor object per the contract.
+        let obj = unsafe { ObjectRef::from_raw_borrowed(obj) }
+            .ok_or_else(|| Error::value(format!("null handle passed as `{what}`")))?;
+        Ok(Tensor(obj))
+    }
+
+    /// Gives up this reference as a classic `TVMArrayHandle` (release with `TVMArrayFree`).
+    pub fn into_handle(self) -> *mut DLTensor {
+        self.0
+            .into_raw()
+            .cast::<u8>()
+            .wrapping_add(std::mem::size_of::<ObjectHeader>())
+            .cast()
+    }
+
+    /// The tensor object.
+    pub fn object(&self) -> &ObjectRef {
+        &self.0
+    }
+
+    /// The tensor object, giving up the wrapper.
+    pub fn into_object(self) -> ObjectRef {
+        self.0
+    }
+
+    /// The `DLTensor*` kernels read (object address + 24), valid while the tensor lives.
+    pub fn dltensor(&self) -> *mut DLTensor {
+        self.0.cell_ptr().cast()
+    }
+
+    /// The `DLTensor` descriptor.
+    pub fn dl(&self) -> &DLTensor {
+        // SAFETY: every tensor object has a `DLTensor` right after its header, alive while
+        // `self` holds a reference.
+        unsafe { &*self.dltensor() }
+    }
+
+    fn payload(&self) -> Option<&TensorObj> {
+        self.0.downcast_ref::<TensorObj>()
+    }
+
+    /// The dims.
+    pub fn shape(&self) -> &[i64] {
+        let dl = self.dl();
+        if dl.ndim <= 0 || dl.shape.is_null() {
+            return &[];
+        }
+        // SAFETY: a tensor object's shape holds `ndim` dims owned by the object.
+        unsafe { std::slice::from_raw_parts(dl.shape, dl.ndim as usize) }
+    }
+
+    /// The strides in elements (`None` for a 0-d tensor or one without strides).
+    pub fn strides(&self) -> Option<&[i64]> {
+        let dl = self.dl();
+        if dl.ndim <= 0 || dl.strides.is_null() {
+            return None;
+        }
+        // SAFETY: as for `shape`.
+        Some(unsafe { std::slice::from_raw_parts(dl.strides, dl.ndim as usize) })
+    }
+
+    /// Number of dims.
+    pub fn ndim(&self) -> usize {
+        self.dl().ndim.max(0) as usize
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DLDataType {
+        self.dl().dtype
+    }
+
+    /// Device.
+    pub fn device(&self) -> DLDevice {
+        self.dl().device
+    }
+
+    /// Byte offset from `data` to the first element.
+    pub fn byte_offset(&self) -> u64 {
+        self.dl().byte_offset
+    }
+
+    /// Address of the first element (`data + byte_offset`).
+    pub fn data_ptr(&self) -> *mut c_void {
+        let dl = self.dl();
+        dl.data
+            .cast::<u8>()
+            .wrapping_add(dl.byte_offset as usize)
+            .cast()
+    }
+
+    /// Element count.
+    pub fn numel(&self) -> u64 {
+        check_shape(self.shape()).unwrap_or(0)
+    }
+
+    /// Bytes the elements occupy when compact.
+    pub fn nbytes(&self) -> usize {
+        data_size(self.numel(), self.dtype()).unwrap_or(0)
+    }
+
+    /// Whether the layout is compact row-major.
+    pub fn is_contiguous(&self) -> bool {
+        layout::is_contiguous(self.shape(), self.strides())
+    }
+
+    /// Whether the data was imported read-only (DLPack 1.x flag), or views such data.
+    pub fn is_read_only(&self) -> bool {
+        self.flags() & FLAG_READ_ONLY != 0
+    }
+
+    fn flags(&self) -> u64 {
+        self.payload().map_or(0, |p| p.flags)
+    }
+
+    fn check_writable(&self, what: &str) -> Result<()> {
+        if self.is_read_only() {
+            return Err(Error::value(format!(
+                "{what}: the tensor is read-only (imported with DLPACK_FLAG_BITMASK_READ_ONLY)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The bytes of a compact CPU tensor.
+    ///
+    /// # Safety
+    /// Nothing writes the tensor's data (another clone, a kernel, a DLPack consumer) while the
+    /// slice is alive.
+    pub unsafe fn as_bytes(&self) -> Result<&[u8]> {
+        check_cpu(self.device(), "as_bytes")?;
+        if !self.is_contiguous() {
+            return Err(Error::value(
+                "as_bytes: the tensor is not contiguous; use copy_to_bytes",
+            ));
+        }
+        let n = self.nbytes();
+        if n == 0 {
+            return Ok(&[]);
+        }
+        // SAFETY: a compact CPU tensor's `n` bytes start at `data_ptr` and live as long as the
+        // object; no concurrent writes per the contract.
+        Ok(unsafe { std::slice::from_raw_parts(self.data_ptr().cast::<u8>(), n) })
+    }
+
+    /// Copies `bytes` (compact row-major, exactly `nbytes()` long) into the tensor.
+    pub fn copy_from_bytes(&self, bytes: &[u8]) -> Result<()> {
+        self.check_writable("copy_from_bytes")?;
+        // SAFETY: the descriptor of a live tensor describes its own memory.
+        unsafe { copy::copy_from_bytes(self.dl(), bytes) }
+    }
+
+    /// Copies the tensor into `out` (compact row-major, exactly `nbytes()` long).
+    pub fn copy_to_bytes(&self, out: &mut [u8]) -> Result<()> {
+        // SAFETY: the descriptor of a live tensor describes its own memory.
+        unsafe { copy::copy_to_bytes(self.dl(), out) }
+    }
+
+    /// The tensor's bytes, compact row-major.
+    pub fn to_vec(&self) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; self.nbytes()];
+        self.copy_to_bytes(&mut out)?;
+        Ok(out)
+    }
+
+    /// Copies `src` into this tensor (equal byte sizes; strided sides need equal shapes).
+    pub fn copy_from(&self, src: &Tensor) -> Result<()> {
+        self.check_writable("copy_from")?;
+        // SAFETY: both descriptors describe their objects' live memory.
+        unsafe { copy::copy_dltensor(src.dl(), self.dl()) }
+    }
+
+    /// A compact view of `shape` and `dtype` starting `byte_offset` bytes into this compact
+    /// tensor (TVM's `NDArray::CreateView`). The view must fit inside this tensor's bytes; it
+    /// keeps this tensor alive. The offset is folded into the view's data pointer so its
+    /// `byte_offset` is 0, as kernels built for offset-free buffers require.
+    pub fn view(&self, shape: &[i64], dtype: DLDataType, byte_offset: u64) -> Result<Tensor> {
+        check_dtype(dtype)?;
+        check_ndim(shape.len() as i64)?;
+        if !self.is_contiguous() {
+            return Err(Error::value("view: the source tensor is not contiguous"));
+        }
+        let view_bytes = data_size(check_shape(shape)?, dtype)?;
+        let have = self.nbytes() as u128;
+        let need = view_bytes as u128 + byte_offset as u128;
+        if need > have {
+            return Err(Error::value(format!(
+                "view: {view_bytes} bytes at offset {byte_offset} do not fit in the source's \
+                 {have} bytes"
+            )));
+        }
+        let data = self
+            .data_ptr()
+            .cast::<u8>()
+            .wrapping_add(byte_offset as usize)
+            .cast();
+        let meta = Meta {
+            data,
+            byte_offset: 0,
+            device: self.device(),
+            dtype,
+            flags: self.flags(),
+        };
+        Ok(Tensor::from_payload(TensorObj::new(
+            meta,
+            shape,
+            None,
+            DataOwner::Parent(self.0.clone()),
+        )))
+    }
+
+    /// A tensor described by `prototype` (data, offset, shape, strides, dtype, device, copied
+    /// as given) that keeps this tensor alive (`TVMFFITensorCreateUnsafeView`). Null strides
+    /// become compact ones.
+    ///
+    /// # Safety
+    /// `prototype.shape`/`strides` are readable for `ndim` entries, and the memory it describes
+    /// lies within this tensor's data.
+    pub unsafe fn create_unsafe_view(&self, prototype: &DLTensor) -> Result<Tensor> {
+        check_cpu(prototype.device, "TVMFFITensorCreateUnsafeView prototype")?;
+        check_dtype(prototype.dtype)?;
+        // SAFETY: per the contract.
+        let shape = unsafe { layout::dl_shape(prototype, "prototype")? };
+        check_shape(shape)?;
+        // SAFETY: per the contract.
+        let strides = unsafe { layout::dl_strides(prototype) };
+        let meta = Meta {
+            data: prototype.data,
+            byte_offset: prototype.byte_offset,
+            device: prototype.device,
+            dtype: prototype.dtype,
+            flags: self.flags(),
+        };
+        Ok(Tensor::from_payload(TensorObj::new(
+            meta,
+            shape,
+            strides,
+            DataOwner::Parent(self.0.clone()),
+        )))
+    }
+}
+
+impl From<Tensor> for Any {
+    fn from(t: Tensor) -> Any {
+        Any::from_object(t.0)
+    }
+}
+
+impl From<Tensor> for ObjectRef {
+    fn from(t: Tensor) -> ObjectRef {
+        t.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::dtypes;
+
+    #[test]
+    fn empty_is_aligned_and_zeroed() {
+        let t = Tensor::empty(&[3, 5], dtypes::FLOAT32, layout::cpu()).unwrap();
+        assert_eq!(t.data_ptr() as usize % 64, 0);
+        assert_eq!(t.shape(), &[3, 5]);
+        assert_eq!(t.strides(), Some(&[5i64, 1][..]));
+        assert_eq!(t.nbytes(), 60);
+        assert_eq!(t.to_vec().unwrap(), vec![0u8; 60]);
+        assert_eq!(t.object().type_index(), 70);
+        assert_eq!(t.dltensor() as usize, t.object().as_ptr() as usize + 24);
+    }
+
+    #[test]
+    fn scalar_tensor_has_null_shape() {
+        let t = Tensor::empty(&[], dtypes::INT64, layout::cpu()).unwrap();
+        assert!(t.dl().shape.is_null());
+        assert_eq!(t.nbytes(), 8);
+        t.copy_from_bytes(&7i64.to_le_bytes()).unwrap();
+        assert_eq!(t.to_vec().unwrap(), 7i64.to_le_bytes());
+    }
+
+    #[test]
+    fn view_keeps_parent_alive_and_folds_offset() {
+        let t = Tensor::empty(&[4], dtypes::INT32, layout::cpu()).unwrap();
+        let bytes: Vec<u8> = [1i32, 2, 3, 4]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        t.copy_from_bytes(&bytes).unwrap();
+        let v = t.view(&[2], dtypes::INT32, 8).unwrap();
+        assert_eq!(t.object().strong_count(), 2);
+        drop(t);
+        assert_eq!(v.byte_offset(), 0);
+        assert_eq!(v.to_vec().unwrap(), bytes[8..].to_vec());
+        let parent = Tensor::empty(&[4], dtypes::INT32, layout::cpu()).unwrap();
+        assert!(parent.view(&[3], dtypes::INT32, 8).is_err());
+    }
+}
