@@ -24,6 +24,9 @@
  *
  * Output lines starting with `RESULT` are machine-readable:
  *   RESULT <metric> <median> <min> <unit>
+ * and `CALLS <what> <n>` gives how often a measured entry point was called
+ * in the whole run (warm-up included), to turn profiler totals into
+ * per-call figures.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -31,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,6 +52,14 @@ static uint64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* User + system CPU time of the whole process (all threads), in ns. */
+static uint64_t process_cpu_ns(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ull +
+         ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
 }
 
 static int cmp_double(const void* a, const void* b) {
@@ -419,6 +431,9 @@ static void bench_add(TVMFFIObjectHandle f_load, TVMFFIObjectHandle f_getfn, con
   }
   check_add(&p);
   report("add_n16_safe_call_direct", samples, ADD_REPS, "ns/call");
+  /* Call counts, for turning profiler totals (callgrind) into per-call costs. */
+  printf("CALLS TVMFFIFunctionCall %d\nCALLS kernel_add %d\n", 1000 + ADD_REPS * ADD_CALLS,
+         1000 + 2 * ADD_REPS * ADD_CALLS);
   TVMFFIObjectDecRef(fn);
   TVMFFIObjectDecRef(mod);
 }
@@ -436,13 +451,20 @@ static void bench_matmul(TVMFFIObjectHandle f_load, TVMFFIObjectHandle f_getfn,
   memset(p.c, 0, (size_t)MM * MM * sizeof(float));
 
   double samples[MM_REPS];
+  uint64_t cpu0 = process_cpu_ns(), wall0 = now_ns();
   for (int r = 0; r < MM_REPS; r++) {
     uint64_t t0 = now_ns();
     call_kernel(fn, p.args, 3, "matmul_parallel");
     samples[r] = (double)(now_ns() - t0) / 1e6;
   }
+  /* CPU time of all threads over the whole loop, per call: shows pool
+   * threads that keep spinning after a launch has returned. */
+  double cpu_per_call = (double)(process_cpu_ns() - cpu0) / 1e6 / MM_REPS;
+  double wall_per_call = (double)(now_ns() - wall0) / 1e6 / MM_REPS;
   check_matmul(&p, 0);
   report("matmul_parallel_512", samples, MM_REPS, "ms");
+  report("matmul_parallel_512_cpu_per_call", &cpu_per_call, 1, "ms");
+  report("matmul_parallel_512_wall_per_call", &wall_per_call, 1, "ms");
   TVMFFIObjectDecRef(fn);
   TVMFFIObjectDecRef(mod);
 }
@@ -451,6 +473,7 @@ static void bench_workspace(void) {
   for (int i = 0; i < 1000; i++) {
     void* w = TVMBackendAllocWorkspace(kDLCPU, 0, 4096, kDLFloat, 32);
     if (w == NULL) die_with_raised("TVMBackendAllocWorkspace");
+    if ((uintptr_t)w % 64 != 0) die("%s", "TVMBackendAllocWorkspace: block not 64-byte aligned");
     ((volatile char*)w)[4095] = 1;
     if (TVMBackendFreeWorkspace(kDLCPU, 0, w) != 0) die_with_raised("TVMBackendFreeWorkspace");
   }
@@ -465,6 +488,7 @@ static void bench_workspace(void) {
     samples[r] = (double)(now_ns() - t0) / WS_PAIRS;
   }
   report("workspace_alloc_free_4096", samples, WS_REPS, "ns/pair");
+  printf("CALLS workspace_pair %d\n", 1000 + WS_REPS * WS_PAIRS);
 }
 
 /* only: NULL for all three measurements, else "add", "matmul" or "workspace"

@@ -6,7 +6,10 @@
 # apache-tvm wheel) -- runs both on the same TVM-compiled fixtures in the same
 # run, and prints a side-by-side table.
 #
-# Usage: benches/run_kernel_bench.sh [--no-build] [ROUNDS] [LOAD_SAMPLES]
+# Usage: benches/run_kernel_bench.sh [--no-build] [--callgrind] [ROUNDS] [LOAD_SAMPLES]
+#   --callgrind   also count instructions (valgrind --tool=callgrind) per
+#                 TVMFFIFunctionCall and per workspace alloc/free pair on both
+#                 runtimes: exact and immune to machine load (takes ~2 min).
 #   ROUNDS        --bench runs per runtime, alternated tvm/tvmrt (default 3);
 #                 the table shows the median of the per-round medians and the
 #                 overall minimum.
@@ -19,7 +22,15 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD=1
-if [[ "${1:-}" == "--no-build" ]]; then BUILD=0; shift; fi
+CALLGRIND=0
+while [[ "${1:-}" == --* ]]; do
+  case "$1" in
+    --no-build) BUILD=0 ;;
+    --callgrind) CALLGRIND=1 ;;
+    *) echo "unknown option $1" >&2; exit 1 ;;
+  esac
+  shift
+done
 ROUNDS="${1:-3}"
 LOAD_SAMPLES="${2:-30}"
 export TVM_NUM_THREADS="${TVM_NUM_THREADS:-2}"
@@ -91,3 +102,41 @@ awk '
       printf "| %s | %s | %.4g | %.4g | %.4g | %.4g | %.2f |\n", k, unit[k], tm, mn[t], rm, mn[r], rm / tm
     }
   }' "$RES"
+
+if [[ $CALLGRIND == 1 ]]; then
+  # Inclusive instruction counts (Ir) of the runtime entry points, divided by
+  # how often the program says it called them (its CALLS lines).
+  incl() {  # incl <callgrind.out> <function name>: inclusive Ir of that function
+    callgrind_annotate --threshold=100 --inclusive=yes "$1" > "$1.annotated" 2>/dev/null
+    awk -v f=":$2 [" 'index($0, f) && !done { gsub(",", "", $1); print $1; done = 1 }' "$1.annotated"
+  }
+  echo
+  echo "| instructions (callgrind Ir) | TVM | tvmrt |"
+  echo "|---|---:|---:|"
+  declare -A IR
+  for rt in tvm tvmrt; do
+    bin="$OUT/kernel_bench_$rt"
+    valgrind --tool=callgrind --callgrind-out-file="$OUT/cg_add_$rt.out" "$bin" --only add "$FIX" \
+      > "$OUT/cg_add_$rt.txt" 2>/dev/null
+    valgrind --tool=callgrind --callgrind-out-file="$OUT/cg_ws_$rt.out" "$bin" --only workspace "$FIX" \
+      > "$OUT/cg_ws_$rt.txt" 2>/dev/null
+    n_call=$(awk '$1 == "CALLS" && $2 == "TVMFFIFunctionCall" { print $3 }' "$OUT/cg_add_$rt.txt")
+    n_kern=$(awk '$1 == "CALLS" && $2 == "kernel_add" { print $3 }' "$OUT/cg_add_$rt.txt")
+    n_pair=$(awk '$1 == "CALLS" && $2 == "workspace_pair" { print $3 }' "$OUT/cg_ws_$rt.txt")
+    call=$(incl "$OUT/cg_add_$rt.out" TVMFFIFunctionCall)
+    kern=$(incl "$OUT/cg_add_$rt.out" __tvm_ffi_add)
+    al=$(incl "$OUT/cg_ws_$rt.out" TVMBackendAllocWorkspace)
+    fr=$(incl "$OUT/cg_ws_$rt.out" TVMBackendFreeWorkspace)
+    IR[$rt,call]=$(awk -v a="$call" -v n="$n_call" 'BEGIN { printf "%.1f", a / n }')
+    IR[$rt,kern]=$(awk -v a="$kern" -v n="$n_kern" 'BEGIN { printf "%.1f", a / n }')
+    IR[$rt,over]=$(awk -v a="$call" -v n="$n_call" -v k="$kern" -v m="$n_kern" \
+      'BEGIN { printf "%.1f", a / n - k / m }')
+    IR[$rt,alloc]=$(awk -v a="$al" -v n="$n_pair" 'BEGIN { printf "%.1f", a / n }')
+    IR[$rt,free]=$(awk -v a="$fr" -v n="$n_pair" 'BEGIN { printf "%.1f", a / n }')
+  done
+  echo "| TVMFFIFunctionCall(add, n=16), incl. kernel | ${IR[tvm,call]} | ${IR[tvmrt,call]} |"
+  echo "| the kernel's own safe_call entry (__tvm_ffi_add) | ${IR[tvm,kern]} | ${IR[tvmrt,kern]} |"
+  echo "| runtime overhead per call (difference) | ${IR[tvm,over]} | ${IR[tvmrt,over]} |"
+  echo "| TVMBackendAllocWorkspace(4096) | ${IR[tvm,alloc]} | ${IR[tvmrt,alloc]} |"
+  echo "| TVMBackendFreeWorkspace | ${IR[tvm,free]} | ${IR[tvmrt,free]} |"
+fi

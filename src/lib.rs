@@ -19,7 +19,6 @@ pub mod function;
 pub mod module;
 pub mod object;
 pub mod raised;
-pub mod system_lib;
 pub mod tensor;
 pub mod value;
 

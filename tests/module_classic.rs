@@ -10,63 +10,8 @@ use module_support::*;
 use tvmrt::error::{Error, Result};
 use tvmrt::function::{registry, Function};
 use tvmrt::module::blob::{self, BlobLayout, BlobModule, DecodedBlob, Writer};
-use tvmrt::module::{load_from_file, Module, ModuleKind};
+use tvmrt::module::{load_from_file, Module};
 use tvmrt::value::{Any, AnyView};
-
-/// A test module kind: its payload is a string `name:factor`; it has one function `name(x)`
-/// returning `x * factor`. Saved as that string (u64 length + bytes).
-struct Scaler {
-    kind: &'static str,
-    text: String,
-    name: String,
-    factor: i64,
-}
-
-impl ModuleKind for Scaler {
-    fn kind(&self) -> &str {
-        self.kind
-    }
-    fn get_function(&self, this: &Module, name: &str) -> Result<Option<Function>> {
-        if name != self.name {
-            return Ok(None);
-        }
-        let factor = self.factor;
-        let keep = this.clone();
-        Ok(Some(Function::from_fn(move |args| {
-            let _ = &keep;
-            Ok(Any::from(args[0].expect_i64("x")? * factor))
-        })))
-    }
-    fn save_to_bytes(&self) -> Result<Vec<u8>> {
-        Ok(scaler_payload(&self.text))
-    }
-}
-
-fn scaler_payload(text: &str) -> Vec<u8> {
-    let mut w = Writer::new();
-    w.write_string(text);
-    w.into_inner()
-}
-
-fn parse_scaler(kind: &'static str, bytes: &[u8]) -> Result<(Scaler, usize)> {
-    let mut r = blob::Reader::new(bytes);
-    let text = r.read_string()?.to_string();
-    let (name, factor) = text
-        .split_once(':')
-        .ok_or_else(|| Error::value(format!("bad scaler payload {text:?}")))?;
-    let factor = factor
-        .parse()
-        .map_err(|_| Error::value(format!("bad factor in {text:?}")))?;
-    Ok((
-        Scaler {
-            kind,
-            name: name.to_string(),
-            factor,
-            text: text.clone(),
-        },
-        r.position(),
-    ))
-}
 
 /// Registers the test loaders once:
 /// - `runtime.module.loadbinary_scaler`: reports the bytes it read through its second argument;

@@ -118,7 +118,7 @@ fn register_system_symbol(name: *const c_char, ptr: *mut c_void) -> Result<()> {
     // SAFETY: callers pass a C string (checked for null).
     let name = unsafe { c_str(name, "name")? };
     non_null(ptr, "ptr")?;
-    crate::system_lib::register_symbol(name, ptr);
+    crate::module::system_lib::register_symbol(name, ptr);
     Ok(())
 }
 

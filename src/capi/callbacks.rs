@@ -4,30 +4,25 @@
 
 use std::ffi::c_void;
 
-use crate::abi::{deleter_flag, TVMFFIAny, TVMFFIByteArray};
+use crate::abi::{TVMFFIAny, TVMFFIByteArray};
 use crate::capi::boundary::{run, run_or};
 use crate::error::Error;
 use crate::function::{FunctionImpl, FunctionObj};
 use crate::object::error_obj::ErrorObj;
-use crate::object::{ObjectBox, ObjectPayload};
+use crate::object::ObjectBox;
 use crate::value::classic::ClassicArgs;
 use crate::value::{Any, AnyView};
 
-/// The deleter of every object tvmrt allocates with payload `T` (tvm-ffi's deleter protocol:
-/// the strong flag destroys the payload, the weak flag frees the block).
+/// The deleter of every object tvmrt allocates (tvm-ffi's deleter protocol: the strong flag
+/// destroys the payload, the weak flag frees the block). One non-generic function, so its
+/// address identifies tvmrt's objects.
 ///
 /// # Safety
-/// Called by the reference-count protocol only, with `ptr` an `ObjectBox<T>`.
-pub unsafe extern "C" fn object_deleter<T: ObjectPayload>(ptr: *mut c_void, flags: i32) {
+/// Called by the reference-count protocol only, with `ptr` a tvmrt object.
+pub unsafe extern "C" fn object_deleter(ptr: *mut c_void, flags: i32) {
     run_or("object deleter", (), || {
-        if flags & deleter_flag::STRONG != 0 {
-            // SAFETY: the strong count reached zero: the payload is dropped exactly once.
-            unsafe { ObjectBox::<T>::drop_payload(ptr) };
-        }
-        if flags & deleter_flag::WEAK != 0 {
-            // SAFETY: the weak count reached zero after the payload was dropped.
-            unsafe { ObjectBox::<T>::free_block(ptr) };
-        }
+        // SAFETY: per the contract.
+        unsafe { crate::object::run_deleter(ptr, flags) };
         Ok(())
     })
 }

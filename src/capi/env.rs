@@ -5,7 +5,7 @@
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-use parking_lot::Mutex;
+use parking_lot::ReentrantMutex;
 
 use crate::capi::boundary::{c_str, non_null, write_out};
 use crate::error::Error;
@@ -57,7 +57,9 @@ pub unsafe extern "C" fn TVMFFIEnvModRegisterContextSymbol(
 }
 
 /// Serializes the slow path of [`TVMFFIHandleInitOnce`] (as tvm-ffi: one process-wide lock).
-static INIT_ONCE: Mutex<()> = Mutex::new(());
+/// Re-entrant, so an `init_func` that runs code initializing another handle on the same thread
+/// does not deadlock.
+static INIT_ONCE: ReentrantMutex<()> = ReentrantMutex::new(());
 
 /// Initializes `*handle_addr` once with `init_func` (thread-safe): nothing happens when it is
 /// already non-NULL; otherwise `init_func(&result)` runs under a lock and a non-NULL result is

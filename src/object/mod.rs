@@ -12,10 +12,14 @@ pub mod shape;
 pub mod string;
 pub mod type_registry;
 
+use std::any::TypeId;
 use std::ffi::c_void;
 use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
+
+use once_cell::sync::OnceCell;
+use parking_lot::Mutex;
 
 use crate::abi::{deleter_flag, ObjectDeleter};
 
@@ -61,7 +65,7 @@ impl<T: ObjectPayload> ObjectBox<T> {
     ///
     /// # Safety
     /// `ptr` is an `ObjectBox<T>` allocated by [`new_object`] whose payload was not dropped yet.
-    pub unsafe fn drop_payload(ptr: *mut c_void) {
+    unsafe fn drop_payload(ptr: *mut c_void) {
         let obj = ptr.cast::<ObjectBox<T>>();
         // SAFETY: per the contract, the payload is live and dropped exactly once.
         unsafe { ManuallyDrop::drop(&mut (*obj).payload) };
@@ -71,21 +75,103 @@ impl<T: ObjectPayload> ObjectBox<T> {
     ///
     /// # Safety
     /// `ptr` is an `ObjectBox<T>` allocated by [`new_object`] whose payload was dropped.
-    pub unsafe fn free_block(ptr: *mut c_void) {
+    unsafe fn free_block(ptr: *mut c_void) {
         // SAFETY: the block came from `Box::into_raw` in `new_object`; `ManuallyDrop` keeps the
         // (already dropped) payload from being dropped again.
         drop(unsafe { Box::from_raw(ptr.cast::<ObjectBox<T>>()) });
     }
 }
 
+/// Marks tvmrt's objects in the header's padding word, with the payload kind's index in the low
+/// 16 bits. tvm-ffi zeroes that word and never reads it (`object.h`), so it is ours to use;
+/// together with tvmrt's (single, non-generic) deleter it identifies the payload type. Comparing
+/// addresses of generic functions would not: Rust guarantees neither distinct nor stable
+/// addresses for instantiations.
+const KIND_TAG: u32 = 0x7452_0000;
+const KIND_TAG_MASK: u32 = 0xFFFF_0000;
+const MAX_KINDS: usize = 1024;
+
+/// How to destroy one payload type, and which type it is.
+struct KindEntry {
+    type_id: TypeId,
+    drop_payload: unsafe fn(*mut c_void),
+    free_block: unsafe fn(*mut c_void),
+}
+
+static KINDS: [OnceCell<KindEntry>; MAX_KINDS] = [const { OnceCell::new() }; MAX_KINDS];
+static KIND_COUNT: AtomicUsize = AtomicUsize::new(0);
+static KIND_LOCK: Mutex<()> = Mutex::new(());
+
+fn find_kind(type_id: TypeId, count: usize) -> Option<usize> {
+    (0..count).find(|&i| KINDS[i].get().is_some_and(|e| e.type_id == type_id))
+}
+
+/// The kind index of payload type `T`, registered on first use.
+fn kind_index<T: ObjectPayload>() -> usize {
+    let type_id = TypeId::of::<T>();
+    if let Some(i) = find_kind(type_id, KIND_COUNT.load(Ordering::Acquire)) {
+        return i;
+    }
+    let _guard = KIND_LOCK.lock();
+    let count = KIND_COUNT.load(Ordering::Acquire);
+    if let Some(i) = find_kind(type_id, count) {
+        return i;
+    }
+    assert!(
+        count < MAX_KINDS,
+        "more than {MAX_KINDS} object payload types"
+    );
+    let entry = KindEntry {
+        type_id,
+        drop_payload: ObjectBox::<T>::drop_payload,
+        free_block: ObjectBox::<T>::free_block,
+    };
+    if KINDS[count].set(entry).is_err() {
+        unreachable!("kind slots are claimed under KIND_LOCK");
+    }
+    KIND_COUNT.store(count + 1, Ordering::Release);
+    count
+}
+
+/// The kind entry of a tvmrt object, or `None` for objects made by others.
+fn kind_of(header: &ObjectHeader) -> Option<&'static KindEntry> {
+    let ours = header.deleter.map(|d| d as usize)
+        == Some(crate::capi::callbacks::object_deleter as ObjectDeleter as usize);
+    if !ours || header.padding & KIND_TAG_MASK != KIND_TAG {
+        return None;
+    }
+    KINDS.get((header.padding & !KIND_TAG_MASK) as usize)?.get()
+}
+
+/// Destroys a tvmrt object per tvm-ffi's deleter flags: the strong flag drops the payload, the
+/// weak flag frees the block (what `capi::callbacks::object_deleter` runs).
+///
+/// # Safety
+/// `ptr` is a tvmrt object whose count just reached zero for the flags given.
+pub unsafe fn run_deleter(ptr: *mut c_void, flags: i32) {
+    // SAFETY: the header is live until the block is freed below.
+    let Some(kind) = kind_of(unsafe { &*ptr.cast::<ObjectHeader>() }) else {
+        return;
+    };
+    if flags & deleter_flag::STRONG != 0 {
+        // SAFETY: the strong count reached zero: the payload is dropped exactly once.
+        unsafe { (kind.drop_payload)(ptr) };
+    }
+    if flags & deleter_flag::WEAK != 0 {
+        // SAFETY: the weak count reached zero after the payload was dropped.
+        unsafe { (kind.free_block)(ptr) };
+    }
+}
+
 /// Allocates an object holding `payload` with one strong reference.
 pub fn new_object<T: ObjectPayload>(payload: T) -> ObjectRef {
+    let kind = kind_index::<T>() as u32;
     let boxed = Box::new(ObjectBox {
         header: ObjectHeader {
             combined_ref_count: AtomicU64::new(BOTH_ONE),
             type_index: T::TYPE_INDEX,
-            padding: 0,
-            deleter: Some(crate::capi::callbacks::object_deleter::<T>),
+            padding: KIND_TAG | kind,
+            deleter: Some(crate::capi::callbacks::object_deleter),
         },
         payload: ManuallyDrop::new(payload),
     });
@@ -157,9 +243,7 @@ impl ObjectRef {
     /// Whether this object was allocated by tvmrt with payload type `T`.
     pub fn is<T: ObjectPayload>(&self) -> bool {
         let h = self.header();
-        h.type_index == T::TYPE_INDEX
-            && h.deleter.map(|d| d as usize)
-                == Some(crate::capi::callbacks::object_deleter::<T> as ObjectDeleter as usize)
+        h.type_index == T::TYPE_INDEX && kind_of(h).is_some_and(|k| k.type_id == TypeId::of::<T>())
     }
 
     /// The payload, if this object was allocated by tvmrt with payload type `T`.
@@ -303,7 +387,7 @@ mod tests {
         // Release the weak reference as tvm-ffi does: the block is freed with the weak flag.
         if count.fetch_sub(WEAK_ONE, Ordering::Release) == WEAK_ONE {
             // SAFETY: the last weak reference is gone.
-            unsafe { crate::capi::callbacks::object_deleter::<Probe>(raw, deleter_flag::WEAK) };
+            unsafe { crate::capi::callbacks::object_deleter(raw, deleter_flag::WEAK) };
         }
         assert_eq!(drops.load(Ordering::SeqCst), 1);
     }

@@ -301,10 +301,6 @@ impl Tensor {
         unsafe { &*self.dltensor() }
     }
 
-    fn payload(&self) -> Option<&TensorObj> {
-        self.0.downcast_ref::<TensorObj>()
-    }
-
     /// The dims.
     pub fn shape(&self) -> &[i64] {
         let dl = self.dl();
@@ -374,8 +370,15 @@ impl Tensor {
         self.flags() & FLAG_READ_ONLY != 0
     }
 
+    /// The DLPack flags tvmrt keeps for this tensor. Looked up by descriptor address rather
+    /// than by downcasting the payload, so it holds for any tensor object and does not depend
+    /// on comparing deleter addresses.
     fn flags(&self) -> u64 {
-        self.payload().map_or(0, |p| p.flags)
+        if read_only_registry::contains(self.dltensor()) {
+            FLAG_READ_ONLY
+        } else {
+            0
+        }
     }
 
     fn check_writable(&self, what: &str) -> Result<()> {

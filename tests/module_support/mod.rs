@@ -8,6 +8,9 @@ use std::process::Command;
 use std::sync::Once;
 
 use tvmrt::abi::{type_index, DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, DLTensor};
+use tvmrt::function::Function;
+use tvmrt::module::blob::{self, Writer};
+use tvmrt::module::{Module, ModuleKind};
 use tvmrt::object::{new_object, ObjectPayload, ObjectRef};
 use tvmrt::value::Any;
 
@@ -21,11 +24,26 @@ pub fn classic_libs() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/classic_libs")
 }
 
-/// A fresh scratch directory for this test process.
+/// A scratch directory for this test process (named with its pid, so concurrent runs never
+/// rewrite each other's loaded libraries). Directories of finished runs are removed.
 pub fn scratch(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("module_tests")
-        .join(format!("{name}-{}", std::process::id()));
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("module_tests");
+    static CLEAN: Once = Once::new();
+    CLEAN.call_once(|| {
+        let Ok(entries) = std::fs::read_dir(&root) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let file_name = e.file_name();
+            let pid = file_name.to_str().and_then(|n| n.rsplit('-').next());
+            if let Some(pid) = pid.and_then(|p| p.parse::<u32>().ok()) {
+                if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+    });
+    let d = root.join(format!("{name}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
 }
@@ -270,4 +288,59 @@ impl HostTensor {
 /// f32 values as little-endian bytes.
 pub fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// A test module kind: its payload is a string `name:factor`; it has one function `name(x)`
+/// returning `x * factor`. Saved as that string (u64 length + bytes).
+pub struct Scaler {
+    pub kind: &'static str,
+    pub text: String,
+    pub name: String,
+    pub factor: i64,
+}
+
+impl ModuleKind for Scaler {
+    fn kind(&self) -> &str {
+        self.kind
+    }
+    fn get_function(&self, this: &Module, name: &str) -> tvmrt::Result<Option<Function>> {
+        if name != self.name {
+            return Ok(None);
+        }
+        let factor = self.factor;
+        let keep = this.clone();
+        Ok(Some(Function::from_fn(move |args| {
+            let _ = &keep;
+            Ok(Any::from(args[0].expect_i64("x")? * factor))
+        })))
+    }
+    fn save_to_bytes(&self) -> tvmrt::Result<Vec<u8>> {
+        Ok(scaler_payload(&self.text))
+    }
+}
+
+pub fn scaler_payload(text: &str) -> Vec<u8> {
+    let mut w = Writer::new();
+    w.write_string(text);
+    w.into_inner()
+}
+
+pub fn parse_scaler(kind: &'static str, bytes: &[u8]) -> tvmrt::Result<(Scaler, usize)> {
+    let mut r = blob::Reader::new(bytes);
+    let text = r.read_string()?.to_string();
+    let (name, factor) = text
+        .split_once(':')
+        .ok_or_else(|| tvmrt::Error::value(format!("bad scaler payload {text:?}")))?;
+    let factor = factor
+        .parse()
+        .map_err(|_| tvmrt::Error::value(format!("bad factor in {text:?}")))?;
+    Ok((
+        Scaler {
+            kind,
+            name: name.to_string(),
+            factor,
+            text: text.clone(),
+        },
+        r.position(),
+    ))
 }

@@ -1,0 +1,219 @@
+//! What a shared library's file says about itself, read without loading it: its dynamic symbols
+//! (defined and imported), its `DT_NEEDED` entries, the bytes of a data symbol, and the strings
+//! of its read-only data.
+//!
+//! Reading the file (with the `object` crate) instead of asking the dynamic linker is what lets
+//! `inspect` list every function (`dlsym` can only confirm names one knows) and what the library
+//! imports, and it works on a library that cannot be loaded, which is when one most needs to
+//! look inside it.
+
+use object::read::elf::{Dyn, ElfFile, FileHeader};
+use object::{Endianness, FileKind, Object, ObjectSection, ObjectSymbol, SectionKind};
+
+use crate::error::{Error, Result};
+
+/// The kind of a defined symbol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SymKind {
+    /// Code.
+    Function,
+    /// A data object.
+    Data,
+    /// Anything else (sections, TLS, untyped).
+    Other,
+}
+
+/// A symbol the library defines (exports).
+#[derive(Clone, Debug)]
+pub struct DefinedSymbol {
+    /// Its name.
+    pub name: String,
+    /// Code or data.
+    pub kind: SymKind,
+    /// Its virtual address in the library.
+    pub address: u64,
+    /// `st_size`.
+    pub size: u64,
+    /// A weak definition (TVM 0.27 emits `__tvm_ffi_main` and the context pointers weak).
+    pub weak: bool,
+}
+
+/// A symbol the library imports (an undefined dynamic symbol).
+#[derive(Clone, Debug)]
+pub struct ImportedSymbol {
+    /// Its name.
+    pub name: String,
+    /// A weak reference (may stay unresolved).
+    pub weak: bool,
+}
+
+/// A parsed shared library.
+pub struct ElfLibrary<'a> {
+    data: &'a [u8],
+    /// `ELF64 x86_64`-style description.
+    pub format: String,
+    /// Defined dynamic symbols, sorted by name.
+    pub defined: Vec<DefinedSymbol>,
+    /// Undefined dynamic symbols, sorted by name.
+    pub imported: Vec<ImportedSymbol>,
+    /// `DT_NEEDED` entries, in order.
+    pub needed: Vec<String>,
+    /// Read-only sections: (address, bytes).
+    rodata: Vec<(u64, &'a [u8])>,
+    /// Sections with file contents: (address, bytes), to read data symbols from.
+    sections: Vec<(u64, &'a [u8])>,
+}
+
+fn elf_error(path_hint: &str, e: object::read::Error) -> Error {
+    Error::value(format!("{path_hint}: malformed ELF file: {e}"))
+}
+
+impl<'a> ElfLibrary<'a> {
+    /// Parses `data` (the whole file). `what` names it in errors.
+    pub fn parse(data: &'a [u8], what: &str) -> Result<ElfLibrary<'a>> {
+        match FileKind::parse(data) {
+            Ok(FileKind::Elf64) => {
+                let f = ElfFile::<object::elf::FileHeader64<Endianness>>::parse(data)
+                    .map_err(|e| elf_error(what, e))?;
+                Self::from_elf(data, &f, what)
+            }
+            Ok(FileKind::Elf32) => {
+                let f = ElfFile::<object::elf::FileHeader32<Endianness>>::parse(data)
+                    .map_err(|e| elf_error(what, e))?;
+                Self::from_elf(data, &f, what)
+            }
+            Ok(kind) => Err(Error::value(format!(
+                "{what}: a {kind:?} file; tvmrt reads the symbols of ELF shared libraries only"
+            ))),
+            Err(_) => Err(Error::value(format!(
+                "{what}: not a shared library (unrecognized file format)"
+            ))),
+        }
+    }
+
+    fn from_elf<H: FileHeader<Endian = Endianness>>(
+        data: &'a [u8],
+        f: &ElfFile<'a, H>,
+        what: &str,
+    ) -> Result<ElfLibrary<'a>> {
+        let format = format!(
+            "ELF{} {:?}",
+            if f.is_64() { 64 } else { 32 },
+            f.architecture()
+        );
+        let mut defined = Vec::new();
+        let mut imported = Vec::new();
+        for sym in f.dynamic_symbols() {
+            let Ok(name) = sym.name() else { continue };
+            if name.is_empty() {
+                continue;
+            }
+            if sym.is_undefined() {
+                imported.push(ImportedSymbol {
+                    name: name.to_string(),
+                    weak: sym.is_weak(),
+                });
+            } else if sym.is_definition() || sym.kind() == object::SymbolKind::Data {
+                let kind = match sym.kind() {
+                    object::SymbolKind::Text => SymKind::Function,
+                    object::SymbolKind::Data => SymKind::Data,
+                    _ => SymKind::Other,
+                };
+                defined.push(DefinedSymbol {
+                    name: name.to_string(),
+                    kind,
+                    address: sym.address(),
+                    size: sym.size(),
+                    weak: sym.is_weak(),
+                });
+            }
+        }
+        defined.sort_by(|a, b| a.name.cmp(&b.name));
+        imported.sort_by(|a, b| a.name.cmp(&b.name));
+
+        let mut rodata = Vec::new();
+        let mut sections = Vec::new();
+        for s in f.sections() {
+            let Ok(bytes) = s.data() else { continue };
+            if bytes.is_empty() {
+                continue;
+            }
+            sections.push((s.address(), bytes));
+            if matches!(
+                s.kind(),
+                SectionKind::ReadOnlyData | SectionKind::ReadOnlyString
+            ) {
+                rodata.push((s.address(), bytes));
+            }
+        }
+        Ok(ElfLibrary {
+            data,
+            format,
+            defined,
+            imported,
+            needed: needed_libraries(f).map_err(|e| elf_error(what, e))?,
+            rodata,
+            sections,
+        })
+    }
+
+    /// The file's size in bytes.
+    pub fn file_size(&self) -> usize {
+        self.data.len()
+    }
+
+    /// The defined symbol `name`.
+    pub fn symbol(&self, name: &str) -> Option<&DefinedSymbol> {
+        self.defined
+            .binary_search_by(|s| s.name.as_str().cmp(name))
+            .ok()
+            .map(|i| &self.defined[i])
+    }
+
+    /// The bytes of a data symbol: `st_size` bytes at its address, or (when the size is 0) the
+    /// rest of its section. `None` when the symbol lies in no section with file contents (e.g.
+    /// `.bss`).
+    pub fn symbol_bytes(&self, sym: &DefinedSymbol) -> Option<&'a [u8]> {
+        let (base, bytes) = self.sections.iter().find(|(base, bytes)| {
+            sym.address >= *base && sym.address - *base < bytes.len() as u64
+        })?;
+        let start = usize::try_from(sym.address - base).ok()?;
+        let rest = &bytes[start..];
+        if sym.size == 0 {
+            return Some(rest);
+        }
+        let len = usize::try_from(sym.size).ok()?;
+        rest.get(..len)
+    }
+
+    /// The NUL-terminated UTF-8 strings of the read-only data sections.
+    pub fn rodata_strings(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.rodata.iter().flat_map(|(_, bytes)| {
+            bytes
+                .split(|&b| b == 0)
+                .filter(|s| s.len() > 1)
+                .filter_map(|s| std::str::from_utf8(s).ok())
+        })
+    }
+}
+
+/// The `DT_NEEDED` entries of the dynamic section.
+fn needed_libraries<H: FileHeader<Endian = Endianness>>(
+    f: &ElfFile<'_, H>,
+) -> std::result::Result<Vec<String>, object::read::Error> {
+    let endian = f.endian();
+    let data = f.data();
+    let table = f.elf_section_table();
+    let Some((entries, link)) = table.dynamic(endian, data)? else {
+        return Ok(Vec::new());
+    };
+    let strings = table.strings(endian, data, link)?;
+    let mut out = Vec::new();
+    for d in entries {
+        if d.tag32(endian) == Some(object::elf::DT_NEEDED) {
+            let name = d.string(endian, strings)?;
+            out.push(String::from_utf8_lossy(name).into_owned());
+        }
+    }
+    Ok(out)
+}
