@@ -104,39 +104,37 @@ awk '
   }' "$RES"
 
 if [[ $CALLGRIND == 1 ]]; then
-  # Inclusive instruction counts (Ir) of the runtime entry points, divided by
-  # how often the program says it called them (its CALLS lines).
-  incl() {  # incl <callgrind.out> <function name>: inclusive Ir of that function
-    callgrind_annotate --threshold=100 --inclusive=yes "$1" > "$1.annotated" 2>/dev/null
-    awk -v f=":$2 [" 'index($0, f) && !done { gsub(",", "", $1); print $1; done = 1 }' "$1.annotated"
+  # Instructions (Ir) per call of a runtime entry point, from callgrind's call
+  # edges: the inclusive cost of the busiest edge into the function divided by
+  # that edge's call count (so warm-up and one-off calls need no bookkeeping).
+  per_call() {  # per_call <annotated tree file> <function name>
+    awk -v f="$2" '
+      $2 == ">" && index($3, ":" f) == length($3) - length(f) && match($0, /\(([0-9,]+)x\)/) {
+        n = substr($0, RSTART + 1, RLENGTH - 3); gsub(",", "", n); c = $1; gsub(",", "", c)
+        if (n + 0 > best) { best = n + 0; cost = c + 0 } }
+      END { if (best > 0) printf "%.1f", cost / best; else printf "n/a" }' "$1"
   }
-  echo
-  echo "| instructions (callgrind Ir) | TVM | tvmrt |"
-  echo "|---|---:|---:|"
   declare -A IR
   for rt in tvm tvmrt; do
     bin="$OUT/kernel_bench_$rt"
-    valgrind --tool=callgrind --callgrind-out-file="$OUT/cg_add_$rt.out" "$bin" --only add "$FIX" \
-      > "$OUT/cg_add_$rt.txt" 2>/dev/null
-    valgrind --tool=callgrind --callgrind-out-file="$OUT/cg_ws_$rt.out" "$bin" --only workspace "$FIX" \
-      > "$OUT/cg_ws_$rt.txt" 2>/dev/null
-    n_call=$(awk '$1 == "CALLS" && $2 == "TVMFFIFunctionCall" { print $3 }' "$OUT/cg_add_$rt.txt")
-    n_kern=$(awk '$1 == "CALLS" && $2 == "kernel_add" { print $3 }' "$OUT/cg_add_$rt.txt")
-    n_pair=$(awk '$1 == "CALLS" && $2 == "workspace_pair" { print $3 }' "$OUT/cg_ws_$rt.txt")
-    call=$(incl "$OUT/cg_add_$rt.out" TVMFFIFunctionCall)
-    kern=$(incl "$OUT/cg_add_$rt.out" __tvm_ffi_add)
-    al=$(incl "$OUT/cg_ws_$rt.out" TVMBackendAllocWorkspace)
-    fr=$(incl "$OUT/cg_ws_$rt.out" TVMBackendFreeWorkspace)
-    IR[$rt,call]=$(awk -v a="$call" -v n="$n_call" 'BEGIN { printf "%.1f", a / n }')
-    IR[$rt,kern]=$(awk -v a="$kern" -v n="$n_kern" 'BEGIN { printf "%.1f", a / n }')
-    IR[$rt,over]=$(awk -v a="$call" -v n="$n_call" -v k="$kern" -v m="$n_kern" \
-      'BEGIN { printf "%.1f", a / n - k / m }')
-    IR[$rt,alloc]=$(awk -v a="$al" -v n="$n_pair" 'BEGIN { printf "%.1f", a / n }')
-    IR[$rt,free]=$(awk -v a="$fr" -v n="$n_pair" 'BEGIN { printf "%.1f", a / n }')
+    for sec in add workspace; do
+      valgrind --tool=callgrind --callgrind-out-file="$OUT/cg_${sec}_$rt.out" \
+        "$bin" --only "$sec" "$FIX" > /dev/null 2>&1
+      callgrind_annotate --threshold=100 --tree=calling --auto=no --show-percs=no "$OUT/cg_${sec}_$rt.out" \
+        > "$OUT/cg_${sec}_$rt.tree" 2>/dev/null
+    done
+    IR[$rt,call]=$(per_call "$OUT/cg_add_$rt.tree" TVMFFIFunctionCall)
+    IR[$rt,kern]=$(per_call "$OUT/cg_add_$rt.tree" __tvm_ffi_add)
+    IR[$rt,over]=$(awk -v a="${IR[$rt,call]}" -v k="${IR[$rt,kern]}" 'BEGIN { printf "%.1f", a - k }')
+    IR[$rt,alloc]=$(per_call "$OUT/cg_workspace_$rt.tree" TVMBackendAllocWorkspace)
+    IR[$rt,free]=$(per_call "$OUT/cg_workspace_$rt.tree" TVMBackendFreeWorkspace)
   done
-  echo "| TVMFFIFunctionCall(add, n=16), incl. kernel | ${IR[tvm,call]} | ${IR[tvmrt,call]} |"
-  echo "| the kernel's own safe_call entry (__tvm_ffi_add) | ${IR[tvm,kern]} | ${IR[tvmrt,kern]} |"
+  echo
+  echo "| instructions per call (callgrind Ir, inclusive) | TVM | tvmrt |"
+  echo "|---|---:|---:|"
+  echo "| TVMFFIFunctionCall(add, n=16), kernel included | ${IR[tvm,call]} | ${IR[tvmrt,call]} |"
+  echo "| __tvm_ffi_add (the kernel's own entry) | ${IR[tvm,kern]} | ${IR[tvmrt,kern]} |"
   echo "| runtime overhead per call (difference) | ${IR[tvm,over]} | ${IR[tvmrt,over]} |"
-  echo "| TVMBackendAllocWorkspace(4096) | ${IR[tvm,alloc]} | ${IR[tvmrt,alloc]} |"
+  echo "| TVMBackendAllocWorkspace(1, 0, 4096, 2, 32) | ${IR[tvm,alloc]} | ${IR[tvmrt,alloc]} |"
   echo "| TVMBackendFreeWorkspace | ${IR[tvm,free]} | ${IR[tvmrt,free]} |"
 fi

@@ -29,5 +29,6 @@ pub fn all() -> Vec<(&'static str, Function)> {
     v.extend(crate::module::builtins());
     v.extend(crate::contrib::examplejson::module::builtins());
     v.extend(crate::module::system_lib::builtins());
+    v.extend(crate::vm::builtins());
     v
 }

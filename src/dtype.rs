@@ -157,7 +157,7 @@ pub fn dtype_from_str(input: &str) -> Result<DLDataType> {
             }
         }
     }
-    if s.starts_with("float8") || s.starts_with("float6") || s.starts_with("float4_") {
+    if s.starts_with("float8_") || s.starts_with("float6_") || s.starts_with("float4_") {
         return Err(unknown(input));
     }
     if s == "bool" {

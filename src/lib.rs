@@ -16,11 +16,15 @@ pub mod contrib;
 pub mod dtype;
 pub mod error;
 pub mod function;
+pub mod introspect;
+pub mod logging;
 pub mod module;
 pub mod object;
+pub mod pack;
 pub mod raised;
 pub mod tensor;
 pub mod value;
+pub mod vm;
 
 pub use error::{Error, Result};
 pub use function::Function;

@@ -75,8 +75,9 @@ pub fn init_from_env() {
         if level == LevelFilter::Off {
             return;
         }
-        let logger = Box::new(StderrLogger { level });
-        if log::set_boxed_logger(logger).is_ok() {
+        // Leaked once: the logger lives as long as the process, as `log` requires.
+        let logger: &'static StderrLogger = Box::leak(Box::new(StderrLogger { level }));
+        if log::set_logger(logger).is_ok() {
             log::set_max_level(level);
         }
     });

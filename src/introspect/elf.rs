@@ -8,7 +8,10 @@
 //! look inside it.
 
 use object::read::elf::{Dyn, ElfFile, FileHeader};
-use object::{Endianness, FileKind, Object, ObjectSection, ObjectSymbol, SectionKind};
+use object::{
+    Architecture, Endianness, FileKind, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable,
+    RelocationTarget, SectionKind,
+};
 
 use crate::error::{Error, Result};
 
@@ -62,6 +65,10 @@ pub struct ElfLibrary<'a> {
     rodata: Vec<(u64, &'a [u8])>,
     /// Sections with file contents: (address, bytes), to read data symbols from.
     sections: Vec<(u64, &'a [u8])>,
+    /// The architecture.
+    arch: Architecture,
+    /// Dynamic relocations that bind a slot (e.g. a GOT entry) to a named symbol.
+    slot_symbols: Vec<(u64, String)>,
 }
 
 fn elf_error(path_hint: &str, e: object::read::Error) -> Error {
@@ -146,6 +153,17 @@ impl<'a> ElfLibrary<'a> {
                 rodata.push((s.address(), bytes));
             }
         }
+        let mut slot_symbols = Vec::new();
+        if let (Some(relocs), Some(table)) = (f.dynamic_relocations(), f.dynamic_symbol_table()) {
+            for (offset, r) in relocs {
+                if let RelocationTarget::Symbol(idx) = r.target() {
+                    if let Some(name) = table.symbol_by_index(idx).ok().and_then(|s| s.name().ok())
+                    {
+                        slot_symbols.push((offset, name.to_string()));
+                    }
+                }
+            }
+        }
         Ok(ElfLibrary {
             data,
             format,
@@ -154,7 +172,56 @@ impl<'a> ElfLibrary<'a> {
             needed: needed_libraries(f).map_err(|e| elf_error(what, e))?,
             rodata,
             sections,
+            arch: f.architecture(),
+            slot_symbols,
         })
+    }
+
+    /// `n` bytes of the file's contents at virtual address `addr`.
+    fn bytes_at(&self, addr: u64, n: usize) -> Option<&'a [u8]> {
+        let (base, bytes) = self
+            .sections
+            .iter()
+            .find(|(base, bytes)| addr >= *base && addr - *base < bytes.len() as u64)?;
+        let start = usize::try_from(addr - base).ok()?;
+        bytes.get(start..start.checked_add(n)?)
+    }
+
+    /// The symbol a function that is a bare jump lands in, on x86-64: `jmp rel32` straight to
+    /// an exported function, or to a PLT entry (`[endbr64] [bnd] jmp *slot(%rip)`) whose slot a
+    /// dynamic relocation binds to a symbol. TVM 0.27 emits `__tvm_ffi_main` as such a jump to
+    /// the entry function. `None` on other architectures or any other code.
+    pub fn jump_target(&self, addr: u64) -> Option<String> {
+        if self.arch != Architecture::X86_64 {
+            return None;
+        }
+        let rel32 = |at: u64| -> Option<i64> {
+            let b = self.bytes_at(at, 4)?;
+            Some(i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+        };
+        let code = self.bytes_at(addr, 1)?;
+        if code[0] != 0xe9 {
+            return None;
+        }
+        let target = (addr as i64)
+            .checked_add(5)?
+            .checked_add(rel32(addr + 1)?)? as u64;
+        if let Some(s) = self
+            .defined
+            .iter()
+            .find(|s| s.kind == SymKind::Function && s.address == target)
+        {
+            return Some(s.name.clone());
+        }
+        // A PLT entry: find `ff 25` (jmp *rel32(%rip)) in its first bytes.
+        let entry = self.bytes_at(target, 16)?;
+        let at = entry.windows(2).take(8).position(|w| w == [0xff, 0x25])? as u64;
+        let insn_end = target + at + 6;
+        let slot = (insn_end as i64).checked_add(rel32(target + at + 2)?)? as u64;
+        self.slot_symbols
+            .iter()
+            .find(|(off, _)| *off == slot)
+            .map(|(_, name)| name.clone())
     }
 
     /// The file's size in bytes.

@@ -149,8 +149,8 @@ impl LibraryInfo {
 
 /// Reads `path` and describes it (see [`inspect_bytes`]).
 pub fn inspect_file(path: &str) -> Result<LibraryInfo> {
-    let data = std::fs::read(path)
-        .map_err(|e| Error::value(format!("cannot read `{path}`: {e}")))?;
+    let data =
+        std::fs::read(path).map_err(|e| Error::value(format!("cannot read `{path}`: {e}")))?;
     inspect_bytes(&data, path)
 }
 
@@ -169,8 +169,15 @@ fn is_runtime_import(name: &str) -> bool {
 pub fn inspect_bytes(data: &[u8], path: &str) -> Result<LibraryInfo> {
     let lib = ElfLibrary::parse(data, path)?;
     let has = |n: &str| lib.symbol(n).is_some();
-    let ffi = has(FFI_LIBRARY_CTX) || has(FFI_BLOB_SYMBOL) || has(FFI_MAIN);
+    let ffi_markers = has(FFI_LIBRARY_CTX) || has(FFI_BLOB_SYMBOL) || has(FFI_MAIN);
     let classic = has(CLASSIC_MODULE_CTX) || has(CLASSIC_BLOB_SYMBOL) || has(CLASSIC_MAIN);
+    // A kernel-only tvm-ffi library (no entry, blob or context variable) is recognized by its
+    // `__tvm_ffi_<name>` functions.
+    let ffi = ffi_markers
+        || lib
+            .defined
+            .iter()
+            .any(|s| s.kind == SymKind::Function && s.name.starts_with(FFI_SYMBOL_PREFIX));
     let abi = match (ffi, classic) {
         (true, true) => AbiGeneration::Both,
         (true, false) => AbiGeneration::TvmFfi,
@@ -204,7 +211,7 @@ pub fn inspect_bytes(data: &[u8], path: &str) -> Result<LibraryInfo> {
                 symbol: s.name.clone(),
                 signature: signature_of(name),
             });
-        } else if (classic || !ffi) && !s.name.starts_with('_') {
+        } else if (classic || !ffi_markers) && !s.name.starts_with('_') {
             functions.push(CompiledFunction {
                 name: s.name.clone(),
                 abi: Abi::Classic,
@@ -212,6 +219,13 @@ pub fn inspect_bytes(data: &[u8], path: &str) -> Result<LibraryInfo> {
                 signature: signature_of(&s.name),
             });
         }
+    }
+    if let (Some(addr), None) = (main_addr, &entry) {
+        // TVM 0.27 emits `__tvm_ffi_main` as a jump to the entry function's symbol.
+        entry = lib
+            .jump_target(addr)
+            .and_then(|t| t.strip_prefix(FFI_SYMBOL_PREFIX).map(str::to_string))
+            .filter(|name| functions.iter().any(|f| &f.name == name));
     }
     if main_addr.is_some() && entry.is_none() {
         // An entry of its own, not an alias.
@@ -276,9 +290,9 @@ fn blob_info(lib: &ElfLibrary<'_>, sym: &elf::DefinedSymbol) -> BlobInfo {
         error: None,
     };
     let decoded = (|| -> Result<DecodedBlob> {
-        let bytes = lib.symbol_bytes(sym).ok_or_else(|| {
-            Error::value(format!("`{}` has no contents in the file", sym.name))
-        })?;
+        let bytes = lib
+            .symbol_bytes(sym)
+            .ok_or_else(|| Error::value(format!("`{}` has no contents in the file", sym.name)))?;
         let prefix: [u8; SIZE_PREFIX_LEN] = bytes
             .get(..SIZE_PREFIX_LEN)
             .and_then(|b| b.try_into().ok())
@@ -343,8 +357,9 @@ fn classic_payload_len(kind: &str, rest: &[u8]) -> Result<usize> {
 pub struct ModuleNode {
     /// Its kind (`library`, `relax.VMExecutable`, ...).
     pub kind: String,
-    /// Its functions: all of them for a library module (from the file), otherwise those of
-    /// [`PROBED_FUNCTIONS`] it implements.
+    /// Its functions: all of them for a library module (from the file), otherwise the names it
+    /// implements among [`PROBED_FUNCTIONS`] and the identifiers its saved bytes mention (a
+    /// module's serialized form usually names its functions: ExampleJSON's subgraphs).
     pub functions: Vec<String>,
     /// Whether `functions` is the complete list.
     pub functions_complete: bool,
@@ -374,6 +389,38 @@ pub const PROBED_FUNCTIONS: &[&str] = &[
 /// Limit on the depth described (import trees are acyclic; this only bounds the output).
 const MAX_TREE_DEPTH: usize = 64;
 
+/// Bounds on the names taken from a module's saved bytes.
+const MAX_SAVED_BYTES: usize = 1 << 20;
+const MAX_CANDIDATES: usize = 4096;
+
+/// Candidate function names of a module that cannot list its functions: the conventional ones,
+/// then identifiers found in what the module saves of itself, in order of appearance.
+fn candidate_names(m: &Module) -> Vec<String> {
+    let mut names: Vec<String> = PROBED_FUNCTIONS.iter().map(|s| s.to_string()).collect();
+    let Ok(bytes) = m.save_to_bytes() else {
+        return names;
+    };
+    let bytes = &bytes[..bytes.len().min(MAX_SAVED_BYTES)];
+    let is_word = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'.';
+    let mut seen: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+    for word in bytes.split(|b| !is_word(b)) {
+        if names.len() >= MAX_CANDIDATES {
+            break;
+        }
+        let starts_ok = word
+            .first()
+            .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_');
+        if starts_ok && word.len() <= 128 && seen.insert(word) {
+            // ASCII by construction.
+            let w = String::from_utf8_lossy(word).into_owned();
+            if !names.contains(&w) {
+                names.push(w);
+            }
+        }
+    }
+    names
+}
+
 /// Describes a loaded module and its imports. `lib` (the file's [`LibraryInfo`]) supplies the
 /// functions of library modules.
 pub fn module_tree(root: &Module, lib: Option<&LibraryInfo>) -> ModuleNode {
@@ -381,16 +428,18 @@ pub fn module_tree(root: &Module, lib: Option<&LibraryInfo>) -> ModuleNode {
         let (functions, functions_complete) = match (m.kind(), lib) {
             ("library", Some(info)) => (info.function_names(), true),
             _ => (
-                PROBED_FUNCTIONS
-                    .iter()
+                candidate_names(m)
+                    .into_iter()
                     .filter(|n| m.implements_function(n, false))
-                    .map(|n| n.to_string())
                     .collect(),
                 false,
             ),
         };
         let imports = if depth < MAX_TREE_DEPTH {
-            m.imports().iter().map(|c| walk(c, lib, depth + 1)).collect()
+            m.imports()
+                .iter()
+                .map(|c| walk(c, lib, depth + 1))
+                .collect()
         } else {
             Vec::new()
         };
@@ -426,7 +475,10 @@ mod tests {
         assert_eq!(info.function("main").unwrap().name, "add");
         assert_eq!(info.signature("add").unwrap().params.len(), 3);
         assert!(info.blob.is_none());
-        assert_eq!(info.runtime_imports, vec!["TVMFFIErrorSetRaisedFromCStrParts"]);
+        assert_eq!(
+            info.runtime_imports,
+            vec!["TVMFFIErrorSetRaisedFromCStrParts"]
+        );
         assert!(info.other_imports.contains(&"__cxa_finalize".to_string()));
         assert!(info.needed.is_empty());
         assert_eq!(info.file_size, 18816);
@@ -435,9 +487,15 @@ mod tests {
     #[test]
     fn context_symbols_and_several_functions() {
         let info = inspect_file(&fixture("workspace.so")).unwrap();
+        // No entry, blob or context variable of its own: known by its function symbols.
+        assert_eq!(info.abi, AbiGeneration::TvmFfi);
         assert_eq!(
             info.function_names(),
-            vec!["rows_reverse_parallel", "scale_reverse", "scale_reverse_dyn"]
+            vec![
+                "rows_reverse_parallel",
+                "scale_reverse",
+                "scale_reverse_dyn"
+            ]
         );
         assert_eq!(info.entry, None);
         assert_eq!(
@@ -479,7 +537,10 @@ mod tests {
         let e = inspect_bytes(b"hello world, not ELF", "x.so").unwrap_err();
         assert!(e.message.contains("x.so: not a shared library"), "{e}");
         let e = inspect_file("/nonexistent/lib.so").unwrap_err();
-        assert!(e.message.contains("cannot read `/nonexistent/lib.so`"), "{e}");
+        assert!(
+            e.message.contains("cannot read `/nonexistent/lib.so`"),
+            "{e}"
+        );
         // A truncated ELF header.
         let data = std::fs::read(fixture("add_dyn.so")).unwrap();
         assert!(inspect_bytes(&data[..100], "t.so").is_err());

@@ -198,7 +198,10 @@ pub fn parse(text: &str) -> Result<Signature> {
 
 /// Finds the signature text of `name` among the NUL-separated strings of `rodata`: a string
 /// that is exactly `name(...)` with balanced parentheses and parses.
-pub fn find_in_strings<'a>(strings: impl IntoIterator<Item = &'a str>, name: &str) -> Option<String> {
+pub fn find_in_strings<'a>(
+    strings: impl IntoIterator<Item = &'a str>,
+    name: &str,
+) -> Option<String> {
     strings
         .into_iter()
         .filter(|s| {
@@ -217,8 +220,9 @@ mod tests {
 
     #[test]
     fn parses_dynamic_and_static_shapes() {
-        let s = parse("add(A: Tensor([n], float32), B: Tensor([n], float32), C: Tensor([n], float32))")
-            .unwrap();
+        let s =
+            parse("add(A: Tensor([n], float32), B: Tensor([n], float32), C: Tensor([n], float32))")
+                .unwrap();
         assert_eq!(s.name, "add");
         assert_eq!(s.params.len(), 3);
         assert_eq!(s.params[1].name, "B");
@@ -231,7 +235,10 @@ mod tests {
              T.int64(32)], float32), matmul: Tensor([T.int64(1), T.int64(32)], float32))",
         )
         .unwrap();
-        assert_eq!(s.params[1].shape().unwrap(), &[Dim::Fixed(16), Dim::Fixed(32)]);
+        assert_eq!(
+            s.params[1].shape().unwrap(),
+            &[Dim::Fixed(16), Dim::Fixed(32)]
+        );
         let s = parse("f(A: Tensor([4, n * 2], bool), k: int32)").unwrap();
         assert_eq!(
             s.params[0].shape().unwrap(),
@@ -240,7 +247,12 @@ mod tests {
         assert_eq!(s.params[0].dtype(), Some(crate::dtype::dtypes::BOOL));
         assert_eq!(s.params[1].ty, ParamType::Other("int32".into()));
         assert!(parse("g()").unwrap().params.is_empty());
-        assert_eq!(parse("h(s: Tensor([], float16))").unwrap().params[0].shape().unwrap(), &[]);
+        assert_eq!(
+            parse("h(s: Tensor([], float16))").unwrap().params[0]
+                .shape()
+                .unwrap(),
+            &[]
+        );
     }
 
     #[test]

@@ -381,6 +381,7 @@ impl LibraryState {
         // SAFETY: a pointer-sized data variable of the library, which stays mapped while the
         // state lives; compiled code reads it only when called, after this store.
         unsafe { info.addr.as_ptr().cast::<*mut c_void>().write(value) };
+        log::debug!("{}: set `{name}`", self.source().describe());
     }
 
     fn init_context_symbols(&self) {
@@ -446,11 +447,13 @@ impl LibraryState {
         }
         if allow_ffi {
             if let Some(p) = self.function_symbol(&format!("{FFI_SYMBOL_PREFIX}{name}")) {
+                log::debug!("`{name}`: symbol `{FFI_SYMBOL_PREFIX}{name}` (tvm-ffi ABI)");
                 return Some((p, Abi::Ffi));
             }
         }
         if allow_classic && !name.starts_with("__") && !name.is_empty() {
             if let Some(p) = self.function_symbol(name) {
+                log::debug!("`{name}`: symbol `{name}` (classic ABI)");
                 return Some((p, Abi::Classic));
             }
         }
@@ -633,7 +636,11 @@ impl Dso {
         // SAFETY: opening runs the library's initializers; loading a library is what the
         // caller asked for (TVM does the same).
         let lib = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }.map_err(|e| {
-            let text = e.to_string();
+            // libloading keeps dlerror()'s text (e.g. "undefined symbol: ...") in the source.
+            let text = match std::error::Error::source(&e) {
+                Some(reason) => format!("{e}: {reason}"),
+                None => e.to_string(),
+            };
             let hint = if text.contains("undefined symbol: TVM") {
                 " (the library needs the TVM runtime's C symbols: link the program against \
                  libtvmrt.so, or export tvmrt's symbols from the executable with -rdynamic)"
@@ -790,6 +797,7 @@ pub(crate) fn open_dso(path: &str) -> Result<Arc<LibraryState>> {
             None => break,
         }
     }
+    log::debug!("dlopen `{path}` (RTLD_NOW | RTLD_LOCAL)");
     let dso = Dso::open(path)?;
     let state = LibraryState::new(Box::new(dso), Some(key));
     table.insert(key, Arc::downgrade(&state));

@@ -16,11 +16,13 @@ use crate::value::{Any, AnyView};
 /// `dylib` and `dso` load a shared library; anything else calls the global
 /// `runtime.module.loadfile_<fmt>` or `ffi.Module.load_from_file.<fmt>` with `(path, format)`.
 pub fn load_from_file(path: &str, format: &str) -> Result<Module> {
+    crate::logging::init_from_env();
     let fmt = if format.is_empty() {
         file_format(path)?
     } else {
         format.trim_start_matches('.').to_string()
     };
+    log::debug!("load `{path}`: format `{fmt}`");
     let fmt = match fmt.as_str() {
         "so" | "dll" | "dylib" | "dso" => return load_dso(path),
         _ => fmt,
@@ -39,6 +41,7 @@ pub fn load_from_file(path: &str, format: &str) -> Result<Module> {
             }
         },
     };
+    log::debug!("load `{path}`: calling the file loader `{name}`");
     let result = f.call_values(&[Any::from(path), Any::from(fmt.as_str())])?;
     module_result(&name, result)
 }
@@ -67,11 +70,16 @@ pub(crate) fn build_library_tree(state: Arc<LibraryState>) -> Result<Module> {
     let lib_module = || Module::new(LibraryModule::new(state.clone()));
     let (decoded, mut loaded) = match state.blob()? {
         None => {
+            log::debug!("no blob symbol: the library module is the root");
             let root = lib_module();
             state.register_roots(&root, std::slice::from_ref(&root));
             return Ok(root);
         }
         Some((body, true)) => {
+            log::debug!(
+                "blob `__tvm_ffi__library_bin`: {} bytes, tvm-ffi layout",
+                body.len()
+            );
             let decoded = blob::decode_ffi(body)?;
             let mut loaded = Vec::new();
             for m in decoded.modules.iter().filter(|m| !m.is_library()) {
@@ -80,6 +88,10 @@ pub(crate) fn build_library_tree(state: Arc<LibraryState>) -> Result<Module> {
             (decoded, loaded)
         }
         Some((body, false)) => {
+            log::debug!(
+                "blob `__tvm_dev_mblob`: {} bytes, classic layout",
+                body.len()
+            );
             let loaded = RefCell::new(Vec::new());
             let decoded = blob::decode_classic(body, &|key, rest| {
                 let (m, n) = load_classic_entry(key, rest)?;
@@ -125,6 +137,11 @@ fn assemble(
         .cloned()
         .ok_or_else(|| Error::value("library blob has no modules"))?;
     state.register_roots(&root, &libs);
+    log::debug!(
+        "module tree: {} modules, root `{}`",
+        modules.len(),
+        root.kind()
+    );
     Ok(root)
 }
 
@@ -164,12 +181,20 @@ fn load_ffi_entry(m: &BlobModule) -> Result<Module> {
     let secondary = format!("runtime.module.loadbinary_{kind}");
     let arr = TVMFFIByteArray::from_slice(payload);
     if let Some(f) = registry::get(&primary) {
+        log::debug!(
+            "module `{kind}` ({} bytes): loader `{primary}`",
+            payload.len()
+        );
         let out = f
             .call(&[byte_array_view(&arr)])
             .map_err(|e| loader_error(&primary, e))?;
         return module_result(&primary, out);
     }
     if let Some(f) = registry::get(&secondary) {
+        log::debug!(
+            "module `{kind}` ({} bytes): loader `{secondary}`",
+            payload.len()
+        );
         let (m, _) = call_classic_loader(&secondary, &f, &arr)?;
         return Ok(m);
     }
@@ -231,6 +256,7 @@ fn load_classic_entry(kind: &str, rest: &[u8]) -> Result<(Module, usize)> {
             })?
             .len(),
     };
+    log::debug!("module `{kind}`: loader `{name}` read {n} bytes");
     Ok((m, n))
 }
 

@@ -426,7 +426,17 @@ impl Tensor {
 
     /// The tensor's bytes, compact row-major.
     pub fn to_vec(&self) -> Result<Vec<u8>> {
-        let mut out = vec![0u8; self.nbytes()];
+        let n = self.nbytes();
+        // An imported tensor may describe far more elements than it stores (zero strides
+        // broadcast one element), so the compact size can exceed memory: fail, do not abort.
+        let mut out = Vec::new();
+        out.try_reserve_exact(n).map_err(|_| {
+            Error::value(format!(
+                "to_vec: cannot allocate {n} bytes for a tensor of shape {:?}",
+                self.shape()
+            ))
+        })?;
+        out.resize(n, 0u8);
         self.copy_to_bytes(&mut out)?;
         Ok(out)
     }

@@ -242,7 +242,8 @@ pub fn read_tensor(r: &mut Reader<'_>) -> Result<Tensor> {
     for &d in &shape {
         numel = numel.saturating_mul(d as u128);
     }
-    let expected = numel.saturating_mul(((dt.bits as u128) + 7) / 8 * dt.lanes.max(1) as u128);
+    // Without the lanes, exactly as TVM's reader checks it.
+    let expected = numel.saturating_mul((dt.bits as u128).div_ceil(8));
     if size < 0 || size as u128 != expected {
         crate::bail_value!(
             "tensor data size {size} does not match its shape {shape:?} and dtype ({expected} \
@@ -641,11 +642,7 @@ impl Executable {
                     continue;
                 }
                 FuncKind::VMTIRFunc => {
-                    let _ = write!(
-                        os,
-                        "@{} num_inputs={} vm_tir_func;\n\n",
-                        f.name, f.num_args
-                    );
+                    let _ = write!(os, "@{} num_inputs={} vm_tir_func;\n\n", f.name, f.num_args);
                     continue;
                 }
                 FuncKind::VMFunc => {}
@@ -660,8 +657,7 @@ impl Executable {
                         args_len,
                         ..
                     } => {
-                        let args: Vec<String> = self.call_args
-                            [*args_start..args_start + args_len]
+                        let args: Vec<String> = self.call_args[*args_start..args_start + args_len]
                             .iter()
                             .map(|a| self.arg_text(a))
                             .collect();
@@ -791,9 +787,9 @@ impl ModuleKind for ExecutableModule {
                 let n = first_str(args, "name")?;
                 Ok(Any::from(exec.func_map.contains_key(n)))
             }),
-            "vm_load_executable" => Function::from_fn(move |_| {
-                Ok(Any::from(super::interp::load_vm(&keep)?))
-            }),
+            "vm_load_executable" => {
+                Function::from_fn(move |_| Ok(Any::from(super::interp::load_vm(&keep)?)))
+            }
             _ => return Ok(None),
         };
         Ok(Some(f))

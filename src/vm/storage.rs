@@ -13,11 +13,9 @@
 //!   storage and no tensor view uses it), which gives the same reuse without a drop hook and
 //!   can never hand out memory a live tensor still views.
 
-use std::collections::HashMap;
-
 use parking_lot::Mutex;
 
-use crate::abi::{type_index, DLDataType};
+use crate::abi::{type_index, DLDataType, DLTensor};
 use crate::dtype::dtypes;
 use crate::error::{Error, Result};
 use crate::object::{new_object, ObjectPayload, ObjectRef};
@@ -51,8 +49,8 @@ impl AllocatorKind {
 /// A CPU allocator of storage blocks.
 pub struct Allocator {
     kind: AllocatorKind,
-    /// Pooled only: blocks by rounded size.
-    pool: Mutex<HashMap<usize, Vec<Tensor>>>,
+    /// Pooled only: blocks by rounded size (a model uses few sizes, so a list beats a hash).
+    pool: Mutex<Vec<(usize, Vec<Tensor>)>>,
 }
 
 impl Allocator {
@@ -60,7 +58,7 @@ impl Allocator {
     pub fn new(kind: AllocatorKind) -> Allocator {
         Allocator {
             kind,
-            pool: Mutex::new(HashMap::new()),
+            pool: Mutex::new(Vec::new()),
         }
     }
 
@@ -78,7 +76,14 @@ impl Allocator {
                     .checked_next_multiple_of(PAGE_SIZE)
                     .ok_or_else(|| Error::value(format!("cannot allocate {nbytes} bytes")))?;
                 let mut pool = self.pool.lock();
-                let blocks = pool.entry(size).or_default();
+                let at = match pool.iter().position(|(s, _)| *s == size) {
+                    Some(i) => i,
+                    None => {
+                        pool.push((size, Vec::new()));
+                        pool.len() - 1
+                    }
+                };
+                let blocks = &mut pool[at].1;
                 // Only the pool references a free block; nobody else can take a new reference
                 // to it while we hold the lock, so the count cannot change under us.
                 if let Some(b) = blocks.iter().find(|b| b.object().strong_count() == 1) {
@@ -102,7 +107,7 @@ impl Allocator {
 
     /// Number of blocks in the pool.
     pub fn pooled_blocks(&self) -> usize {
-        self.pool.lock().values().map(Vec::len).sum()
+        self.pool.lock().iter().map(|(_, b)| b.len()).sum()
     }
 }
 
@@ -133,24 +138,89 @@ pub fn storage_block(obj: &ObjectRef) -> Option<&Tensor> {
     obj.downcast_ref::<StorageObj>().map(|s| &s.block)
 }
 
+/// Payload of a tensor carved from a storage block: a tensor object (type index 70) like any
+/// other, whose `DLTensor` follows the header, with its dims (shape then compact strides) in
+/// one allocation and a reference to the block it views. `vm.builtin.alloc_tensor` runs several
+/// times per model call, so this keeps it to two allocations, as TVM's `StorageObj::AllocTensor`.
+#[repr(C)]
+pub struct StorageTensorObj {
+    dl: DLTensor,
+    dims: Box<[i64]>,
+    _block: ObjectRef,
+}
+
+// SAFETY: the payload starts with the `DLTensor` tvm-ffi's tensor object has after its header
+// (type index 70), which is all that generated code and `Tensor` read; the descriptor is
+// immutable and the dims it points to live in `dims`, owned by the object. The data is shared
+// memory whose synchronization is the users' (as in TVM).
+unsafe impl ObjectPayload for StorageTensorObj {
+    const TYPE_INDEX: i32 = type_index::TENSOR;
+}
+
 /// A tensor of `shape` and `dtype` at `offset` bytes into a storage's block
-/// (`StorageObj::AllocTensor`).
-pub fn alloc_tensor_in(block: &Tensor, offset: i64, shape: &[i64], dtype: DLDataType) -> Result<Tensor> {
-    crate::tensor::layout::check_dtype(dtype)?;
+/// (`StorageObj::AllocTensor`), keeping the block alive.
+pub fn alloc_tensor_in(
+    block: &Tensor,
+    offset: i64,
+    shape: &[i64],
+    dtype: DLDataType,
+) -> Result<Tensor> {
+    // The common dtypes skip the full check (this runs several times per model call).
+    let common = dtype.lanes == 1
+        && matches!(
+            (dtype.code.0, dtype.bits),
+            (0 | 1, 8 | 16 | 32 | 64) | (2, 16 | 32 | 64) | (6, 8)
+        );
+    if !common {
+        crate::tensor::layout::check_dtype(dtype)?;
+    }
+    let ndim = crate::tensor::layout::check_ndim(shape.len() as i64)?;
     let numel = crate::tensor::layout::check_shape(shape)?;
-    let needed = crate::tensor::layout::data_size(numel, dtype)?;
-    let size = block.nbytes();
-    let fits = u64::try_from(offset)
-        .ok()
-        .and_then(|o| o.checked_add(needed as u64))
-        .is_some_and(|end| end <= size as u64);
+    let needed = (numel as u128 * dtype.bits as u128 * dtype.lanes as u128).div_ceil(8);
+    // Blocks are 1-d uint8 tensors: their one dim is their size in bytes.
+    let size = block.shape().first().copied().unwrap_or(0).max(0) as u128;
+    let fits = offset >= 0 && (offset as u128).saturating_add(needed) <= size;
     if !fits {
         return Err(Error::runtime(format!(
             "storage allocation failure, attempted to allocate {needed} at offset {offset} in \
              region that is {size}bytes"
         )));
     }
-    block.view(shape, dtype, offset as u64)
+    let mut dims = vec![0i64; 2 * ndim].into_boxed_slice();
+    dims[..ndim].copy_from_slice(shape);
+    let mut stride = 1i64;
+    for i in (0..ndim).rev() {
+        dims[ndim + i] = stride;
+        // `check_shape` bounded the product of the non-zero dims.
+        if shape[i] != 0 {
+            stride = stride.saturating_mul(shape[i]);
+        }
+    }
+    let (shape_ptr, strides_ptr) = if ndim == 0 {
+        (std::ptr::null_mut(), std::ptr::null_mut())
+    } else {
+        (dims.as_mut_ptr(), dims[ndim..].as_mut_ptr())
+    };
+    let dl = DLTensor {
+        // In bounds: checked above against the block's size.
+        data: block
+            .data_ptr()
+            .cast::<u8>()
+            .wrapping_add(offset as usize)
+            .cast(),
+        device: block.device(),
+        ndim: ndim as i32,
+        dtype,
+        shape: shape_ptr,
+        strides: strides_ptr,
+        byte_offset: 0,
+    };
+    let obj = new_object(StorageTensorObj {
+        dl,
+        dims,
+        _block: block.object().clone(),
+    });
+    Tensor::from_object(obj)
 }
 
 #[cfg(test)]
@@ -176,7 +246,8 @@ mod tests {
         let b4 = a.alloc(10).unwrap();
         assert_ne!(b4.data_ptr(), p1);
         assert_eq!(v.data_ptr() as usize, p1 as usize + 64);
-        assert_eq!(a.pooled_blocks(), 2);
+        // A (held by the view), B (held by b2) and the new one.
+        assert_eq!(a.pooled_blocks(), 3);
     }
 
     #[test]
@@ -186,7 +257,10 @@ mod tests {
         assert_eq!(b.nbytes(), 16);
         assert!(alloc_tensor_in(&b, 0, &[4], dtypes::FLOAT32).is_ok());
         let e = alloc_tensor_in(&b, 4, &[4], dtypes::FLOAT32).unwrap_err();
-        assert!(e.message.contains("attempted to allocate 16 at offset 4"), "{e}");
+        assert!(
+            e.message.contains("attempted to allocate 16 at offset 4"),
+            "{e}"
+        );
         assert!(AllocatorKind::from_code(3).is_err());
     }
 }

@@ -1,10 +1,192 @@
-//! `tvmrt bench`.
+//! `tvmrt bench`: time a function on `.npy` inputs (median, p90, min latency).
+
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::invoke::{CallArgs, Prepared};
 
 /// Arguments of `tvmrt bench`.
-#[derive(clap::Args)]
-pub struct Args {}
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Example:\n  tvmrt bench add.so add -i a.npy -i b.npy -o float32:16 --repeat 200"
+)]
+pub struct Args {
+    #[command(flatten)]
+    pub call: CallArgs,
+
+    /// Untimed calls before measuring (at least one is always made).
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub warmup: usize,
+
+    /// Timed calls.
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub repeat: usize,
+
+    /// Print the results as JSON (times in nanoseconds).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Latency statistics of a set of timed calls.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Latency {
+    /// Number of timed calls.
+    pub runs: usize,
+    /// Median.
+    pub median: Duration,
+    /// 90th percentile (nearest rank).
+    pub p90: Duration,
+    /// Fastest.
+    pub min: Duration,
+    /// Slowest.
+    pub max: Duration,
+    /// Mean.
+    pub mean: Duration,
+}
+
+impl Latency {
+    /// Statistics of `times`, or `None` when it is empty.
+    pub fn of(times: &[Duration]) -> Option<Latency> {
+        if times.is_empty() {
+            return None;
+        }
+        let mut t = times.to_vec();
+        t.sort();
+        let n = t.len();
+        let rank = |q: f64| t[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+        let median = if n % 2 == 1 {
+            t[n / 2]
+        } else {
+            (t[n / 2 - 1] + t[n / 2]) / 2
+        };
+        let total: Duration = t.iter().sum();
+        Some(Latency {
+            runs: n,
+            median,
+            p90: rank(0.9),
+            min: t[0],
+            max: t[n - 1],
+            mean: total / n as u32,
+        })
+    }
+}
+
+/// `12.3 us`, `4.56 ms`, `1.23 s`.
+pub fn human(d: Duration) -> String {
+    let ns = d.as_nanos() as f64;
+    if ns < 1e3 {
+        format!("{ns:.0} ns")
+    } else if ns < 1e6 {
+        format!("{:.2} us", ns / 1e3)
+    } else if ns < 1e9 {
+        format!("{:.2} ms", ns / 1e6)
+    } else {
+        format!("{:.3} s", ns / 1e9)
+    }
+}
+
+/// Runs longer than this (estimated from the warm-up) show a progress bar.
+const PROGRESS_AFTER: Duration = Duration::from_secs(1);
 
 /// Runs `tvmrt bench`.
-pub fn main(_args: Args) -> tvmrt::Result<()> {
-    Err(tvmrt::Error::runtime("`tvmrt bench` is being written"))
+pub fn main(args: Args) -> tvmrt::Result<()> {
+    if args.repeat == 0 {
+        return Err(tvmrt::Error::value("--repeat must be at least 1"));
+    }
+    let p = Prepared::new(&args.call)?;
+    // The first call also checks that the function runs at all.
+    let start = Instant::now();
+    p.call()?;
+    let mut estimate = start.elapsed();
+    for _ in 1..args.warmup {
+        let t = Instant::now();
+        p.call()?;
+        estimate = t.elapsed();
+    }
+    let bar = if estimate * args.repeat as u32 > PROGRESS_AFTER {
+        // Drawn on standard error, and only when it is a terminal.
+        let bar = ProgressBar::new(args.repeat as u64);
+        if let Ok(style) = ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} ({eta} left)")
+        {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_message("timing");
+        Some(bar)
+    } else {
+        None
+    };
+    let mut times = Vec::with_capacity(args.repeat);
+    for _ in 0..args.repeat {
+        let t = Instant::now();
+        p.call()?;
+        times.push(t.elapsed());
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let lat = Latency::of(&times).expect("repeat >= 1");
+    let threads = tvmrt::backend::thread_pool::num_threads();
+    if args.json {
+        let v = serde_json::json!({
+            "library": args.call.library,
+            "function": p.function,
+            "kind": p.kind(),
+            "warmup": args.warmup.max(1),
+            "runs": lat.runs,
+            "threads": threads,
+            "median_ns": lat.median.as_nanos() as u64,
+            "p90_ns": lat.p90.as_nanos() as u64,
+            "min_ns": lat.min.as_nanos() as u64,
+            "max_ns": lat.max.as_nanos() as u64,
+            "mean_ns": lat.mean.as_nanos() as u64,
+        });
+        println!("{v:#}");
+        return Ok(());
+    }
+    println!(
+        "{} `{}` ({}): {} runs after {} warm-up, {threads} thread(s)",
+        args.call.library,
+        p.function,
+        p.kind(),
+        lat.runs,
+        args.warmup.max(1)
+    );
+    println!("  median {}", human(lat.median));
+    println!("  p90    {}", human(lat.p90));
+    println!("  min    {}", human(lat.min));
+    println!("  mean   {}  max {}", human(lat.mean), human(lat.max));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles() {
+        let ms = |v: u64| Duration::from_millis(v);
+        let times: Vec<Duration> = (1..=10).rev().map(ms).collect();
+        let l = Latency::of(&times).unwrap();
+        assert_eq!(l.runs, 10);
+        assert_eq!(l.min, ms(1));
+        assert_eq!(l.max, ms(10));
+        assert_eq!(l.median, Duration::from_micros(5500));
+        assert_eq!(l.p90, ms(9));
+        assert_eq!(l.mean, Duration::from_micros(5500));
+        let one = Latency::of(&[ms(3)]).unwrap();
+        assert_eq!((one.median, one.p90, one.min), (ms(3), ms(3), ms(3)));
+        assert!(Latency::of(&[]).is_none());
+    }
+
+    #[test]
+    fn human_units() {
+        assert_eq!(human(Duration::from_nanos(999)), "999 ns");
+        assert_eq!(human(Duration::from_nanos(12_345)), "12.35 us");
+        assert_eq!(human(Duration::from_micros(4_560)), "4.56 ms");
+        assert_eq!(human(Duration::from_millis(1_234)), "1.234 s");
+    }
 }

@@ -1,10 +1,244 @@
-//! `tvmrt inspect`.
+//! `tvmrt inspect`: what a compiled library holds and needs.
+
+use serde_json::{json, Value};
+use tvmrt::introspect::signature::{self, Dim, ParamType};
+use tvmrt::introspect::{self, LibraryInfo, ModuleNode};
+use tvmrt::module::blob::BlobLayout;
+use tvmrt::module::library::Abi;
+use tvmrt::Result;
 
 /// Arguments of `tvmrt inspect`.
-#[derive(clap::Args)]
-pub struct Args {}
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The library (`.so` exported by TVM) to inspect.
+    pub library: String,
+
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Read the file only; do not load it (no module tree).
+    #[arg(long)]
+    pub no_load: bool,
+}
+
+fn layout_name(l: BlobLayout) -> &'static str {
+    match l {
+        BlobLayout::TvmFfi => "tvm-ffi",
+        BlobLayout::ClassicImportTree => "classic with import tree",
+        BlobLayout::ClassicLegacy => "classic legacy",
+    }
+}
+
+fn abi_name(a: Abi) -> &'static str {
+    match a {
+        Abi::Ffi => "tvm-ffi",
+        Abi::Classic => "classic",
+    }
+}
+
+/// A signature with TVMScript's `T.int64(32)` shown as `32`.
+fn pretty_signature(text: &str) -> String {
+    let Ok(sig) = signature::parse(text) else {
+        return text.to_string();
+    };
+    let params: Vec<String> = sig
+        .params
+        .iter()
+        .map(|p| match &p.ty {
+            ParamType::Tensor { shape, dtype } => {
+                let dims: Vec<String> = shape
+                    .iter()
+                    .map(|d| match d {
+                        Dim::Fixed(v) => v.to_string(),
+                        Dim::Var(s) | Dim::Expr(s) => s.clone(),
+                    })
+                    .collect();
+                format!("{}: Tensor([{}], {dtype})", p.name, dims.join(", "))
+            }
+            ParamType::Other(t) => format!("{}: {t}", p.name),
+        })
+        .collect();
+    format!("{}({})", sig.name, params.join(", "))
+}
+
+fn tree_json(n: &ModuleNode) -> Value {
+    json!({
+        "kind": n.kind,
+        "functions": n.functions,
+        "functions_complete": n.functions_complete,
+        "imports": n.imports.iter().map(tree_json).collect::<Vec<_>>(),
+    })
+}
+
+fn info_json(info: &LibraryInfo, tree: &Option<std::result::Result<ModuleNode, String>>) -> Value {
+    let blob = info.blob.as_ref().map(|b| {
+        json!({
+            "symbol": b.symbol,
+            "symbol_size": b.symbol_size,
+            "declared_bytes": b.declared_bytes,
+            "layout": b.layout.map(layout_name),
+            "modules": b.entries.iter().map(|e| json!({
+                "kind": e.kind,
+                "payload_bytes": e.payload_bytes,
+                "imports": e.imports,
+            })).collect::<Vec<_>>(),
+            "error": b.error,
+        })
+    });
+    let (tree, load_error) = match tree {
+        Some(Ok(t)) => (tree_json(t), Value::Null),
+        Some(Err(e)) => (Value::Null, Value::from(e.as_str())),
+        None => (Value::Null, Value::Null),
+    };
+    json!({
+        "path": info.path,
+        "file_size": info.file_size,
+        "format": info.format,
+        "abi": info.abi.label(),
+        "abi_tvm_versions": info.abi.tvm_versions(),
+        "entry": info.entry,
+        "functions": info.functions.iter().map(|f| json!({
+            "name": f.name,
+            "abi": abi_name(f.abi),
+            "symbol": f.symbol,
+            "signature": f.signature,
+        })).collect::<Vec<_>>(),
+        "blob": blob,
+        "module_tree": tree,
+        "load_error": load_error,
+        "runtime_imports": info.runtime_imports,
+        "context_symbols": info.context_symbols,
+        "other_imports": info.other_imports,
+        "needed": info.needed,
+    })
+}
+
+fn print_tree(n: &ModuleNode, prefix: &str, last: bool, root: bool) {
+    let (branch, child_prefix) = if root {
+        ("", String::from("  "))
+    } else if last {
+        ("`- ", format!("{prefix}   "))
+    } else {
+        ("|- ", format!("{prefix}|  "))
+    };
+    let functions = if n.functions.is_empty() {
+        String::from("no functions found")
+    } else if n.functions_complete {
+        format!("functions: {}", n.functions.join(", "))
+    } else {
+        format!("implements: {}", n.functions.join(", "))
+    };
+    println!("{prefix}{branch}{}  ({functions})", n.kind);
+    for (i, c) in n.imports.iter().enumerate() {
+        print_tree(c, &child_prefix, i + 1 == n.imports.len(), false);
+    }
+}
+
+fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".into()
+    } else {
+        items.join(", ")
+    }
+}
+
+fn print_text(info: &LibraryInfo, tree: &Option<std::result::Result<ModuleNode, String>>) {
+    println!("{}: {}, {} bytes", info.path, info.format, info.file_size);
+    println!("ABI: {} ({})", info.abi.label(), info.abi.tvm_versions());
+    match &info.entry {
+        Some(e) if e != "main" => println!("entry: main -> {e}"),
+        Some(e) => println!("entry: {e}"),
+        None => println!("entry: none"),
+    }
+    println!("compiled functions ({}):", info.functions.len());
+    let width = info
+        .functions
+        .iter()
+        .map(|f| f.name.len())
+        .max()
+        .unwrap_or(0);
+    for f in &info.functions {
+        let sig = f
+            .signature
+            .as_deref()
+            .map(pretty_signature)
+            .unwrap_or_else(|| String::from("(signature not recorded)"));
+        println!("  {:width$}  [{}] {sig}", f.name, abi_name(f.abi));
+    }
+    match &info.blob {
+        None => println!("blob: none (the library is its only module)"),
+        Some(b) => {
+            let layout = b.layout.map(layout_name).unwrap_or("undecoded");
+            println!(
+                "blob: {}, {} bytes + 8-byte size prefix ({layout} layout)",
+                b.symbol, b.declared_bytes
+            );
+            for (i, e) in b.entries.iter().enumerate() {
+                let size = match e.payload_bytes {
+                    Some(n) => format!("{n} bytes"),
+                    None => String::from("the library itself"),
+                };
+                let imports = if e.imports.is_empty() {
+                    String::new()
+                } else {
+                    let v: Vec<String> = e.imports.iter().map(|i| format!("[{i}]")).collect();
+                    format!(", imports {}", v.join(" "))
+                };
+                println!("  [{i}] {}: {size}{imports}", e.kind);
+            }
+            if let Some(err) = &b.error {
+                println!("  cannot decode: {err}");
+            }
+        }
+    }
+    match tree {
+        Some(Ok(t)) => {
+            println!("module tree (loaded):");
+            print_tree(t, "  ", true, true);
+        }
+        Some(Err(e)) => println!("module tree: not loaded: {e}"),
+        None => {}
+    }
+    println!("runtime imports: {}", list(&info.runtime_imports));
+    println!(
+        "context pointers set at load: {}",
+        list(&info.context_symbols)
+    );
+    println!("other imports: {}", list(&info.other_imports));
+    println!("needed libraries: {}", list(&info.needed));
+}
 
 /// Runs `tvmrt inspect`.
-pub fn main(_args: Args) -> tvmrt::Result<()> {
-    Err(tvmrt::Error::runtime("`tvmrt inspect` is being written"))
+pub fn main(args: Args) -> Result<()> {
+    let info = introspect::inspect_file(&args.library)?;
+    let tree = if args.no_load {
+        None
+    } else {
+        Some(
+            tvmrt::module::load_from_file(&crate::invoke::loadable_path(&args.library), "")
+                .map(|m| introspect::module_tree(&m, Some(&info)))
+                .map_err(|e| crate::invoke::one_line(&e.to_string())),
+        )
+    };
+    if args.json {
+        println!("{:#}", info_json(&info, &tree));
+    } else {
+        print_text(&info, &tree);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pretty_signature;
+
+    #[test]
+    fn signatures_read_like_shapes() {
+        assert_eq!(
+            pretty_signature("relu(lv1: Tensor([T.int64(1), T.int64(32)], float32), compute: Tensor([T.int64(1), T.int64(32)], float32))"),
+            "relu(lv1: Tensor([1, 32], float32), compute: Tensor([1, 32], float32))"
+        );
+        assert_eq!(pretty_signature("not a signature"), "not a signature");
+    }
 }

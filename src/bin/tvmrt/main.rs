@@ -1,15 +1,25 @@
 //! `tvmrt`: look inside TVM-compiled libraries, run and time their functions, and pack
 //! deployable libraries, on the tvmrt runtime.
+//!
+//! Set `TVMRT_LOG=debug` to see the loader's decisions on standard error.
 
 mod bench;
 mod inspect;
+mod invoke;
+mod npyio;
 mod pack;
 mod run;
 
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "tvmrt", version = tvmrt_version(), about = "Run what Apache TVM compiles")]
+#[command(
+    name = "tvmrt",
+    version = short_version(),
+    long_version = long_version(),
+    about = "Run what Apache TVM compiles",
+    after_help = "Set TVMRT_LOG=debug to log the loader's decisions to standard error."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -27,14 +37,35 @@ enum Command {
     Pack(pack::Args),
 }
 
-fn tvmrt_version() -> &'static str {
+/// `0.1.0 (tvm-ffi ABI 0.1, classic TVM C ABI)`.
+fn short_version() -> &'static str {
     concat!(
         env!("CARGO_PKG_VERSION"),
-        " (ABIs: tvm-ffi 0.1, classic TVM 0.7-0.20 backend and C runtime API)"
+        " (ABIs: tvm-ffi 0.1, classic TVM 0.7-0.20)"
     )
 }
 
+/// The version and every interface version tvmrt speaks (`tvmrt --version`).
+fn long_version() -> &'static str {
+    let ffi = tvmrt::capi::ffi_core::FFI_VERSION;
+    let text = format!(
+        "{}\n\
+         tvm-ffi C ABI {}.{}.{} (libraries built by TVM 0.21 and later: __tvm_ffi_* symbols)\n\
+         classic TVM C runtime and backend API (libraries built by TVM 0.7 to 0.20)\n\
+         DLPack {}.{}",
+        env!("CARGO_PKG_VERSION"),
+        ffi.major,
+        ffi.minor,
+        ffi.patch,
+        dlpark::ffi::DLPACK_MAJOR_VERSION,
+        dlpark::ffi::DLPACK_MINOR_VERSION,
+    );
+    // Built once per process, for clap, which wants a 'static string.
+    Box::leak(text.into_boxed_str())
+}
+
 fn main() {
+    tvmrt::logging::init_from_env();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Inspect(a) => inspect::main(a),
@@ -43,7 +74,8 @@ fn main() {
         Command::Pack(a) => pack::main(a),
     };
     if let Err(e) = result {
-        eprintln!("tvmrt: {e}");
+        // One line: kernels' messages span several.
+        eprintln!("tvmrt: {}", invoke::one_line(&e.to_string()));
         std::process::exit(1);
     }
 }

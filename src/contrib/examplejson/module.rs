@@ -240,7 +240,10 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
         Ok(ExampleJsonModule::from_bytes(bytes)?.into_module().into())
     }
     vec![
-        ("module.examplejson_module_create", Function::from_fn(create)),
+        (
+            "module.examplejson_module_create",
+            Function::from_fn(create),
+        ),
         (
             "runtime.module.loadfile_examplejson",
             Function::from_fn(load_file),

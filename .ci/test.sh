@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Every check CI runs, in one command: installs cmake (and valgrind) when missing, then
+# cargo fmt --check, cargo clippy -D warnings, cargo test, the tvmrt.h checks (drift from the
+# sources, every export declared), the CMake build and ctest. Keeps going after a failed step
+# and exits non-zero if any step failed.
+#
+#   .ci/test.sh            (BUILD_DIR=build, JOBS=2 by default)
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${JOBS:-2}
+HEADER=include/tvmrt.h
+# Any failure to generate the header is an error here (build.rs only warns by default).
+export TVMRT_HEADER_STRICT=1
+
+failed=()
+step() { printf '\n==> %s\n' "$*"; }
+run() {
+  local name=$1
+  shift
+  step "$name"
+  if "$@"; then
+    echo "ok: $name"
+  else
+    echo "FAILED: $name"
+    failed+=("$name")
+  fi
+}
+
+# apt_install PKG...: installs Debian/Ubuntu packages (as root, or through sudo).
+apt_updated=
+apt_install() {
+  local sudo=
+  if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null; then sudo=sudo; else
+      echo "cannot install $*: not root and no sudo"
+      return 1
+    fi
+  fi
+  if ! command -v apt-get >/dev/null; then
+    echo "no apt-get: install $* with your package manager"
+    return 1
+  fi
+  if [ -z "$apt_updated" ]; then
+    $sudo apt-get update -qq && apt_updated=1 || return 1
+  fi
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
+}
+
+if ! command -v cmake >/dev/null; then
+  step "installing cmake"
+  apt_install cmake || failed+=("install cmake")
+fi
+if ! command -v valgrind >/dev/null; then
+  step "installing valgrind"
+  apt_install valgrind || echo "valgrind unavailable: the memcheck tests will not be registered"
+fi
+if ! command -v cc >/dev/null || ! command -v c++ >/dev/null; then
+  step "installing a C/C++ compiler"
+  apt_install gcc g++ || failed+=("install compilers")
+fi
+
+# The header as the tree has it, before any build regenerates it.
+header_before=$(mktemp)
+trap 'rm -f "$header_before"' EXIT
+had_header=0
+if [ -f "$HEADER" ]; then
+  cp "$HEADER" "$header_before"
+  had_header=1
+fi
+
+run "cargo fmt --check" cargo fmt --all -- --check
+run "cargo clippy --all-targets -D warnings" cargo clippy --all-targets -- -D warnings
+run "cargo test" cargo test --no-fail-fast
+
+header_drift() {
+  # Regenerate (strictly: a source cbindgen cannot parse fails here), then compare with what
+  # the tree had before any build, and, when the file is tracked, with what git has.
+  if ! cargo build --lib --quiet; then
+    echo "could not regenerate $HEADER (see the errors above)"
+    return 1
+  fi
+  if [ "$had_header" = 0 ]; then
+    echo "$HEADER was missing; the build generated it: add it to the repository"
+    return 1
+  fi
+  if ! cmp -s "$header_before" "$HEADER"; then
+    diff -u "$header_before" "$HEADER" | head -100
+    echo "$HEADER was out of date with src/ (now regenerated): commit the new version"
+    return 1
+  fi
+  if git rev-parse --is-inside-work-tree >/dev/null 2>&1 &&
+    git ls-files --error-unmatch "$HEADER" >/dev/null 2>&1; then
+    if ! git diff --exit-code -- "$HEADER"; then
+      echo "$HEADER differs from the committed version: commit (or stage) it"
+      return 1
+    fi
+  fi
+}
+run "tvmrt.h drift check" header_drift
+run "tvmrt.h declares every export" .ci/header_exports.sh
+
+cmake_build() {
+  # The dev-profile library: `cargo build --lib` above already built it, so CI compiles the
+  # crate once more at most (README's plain cmake command builds release).
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
+    -DTVMRT_CARGO_PROFILE="${TVMRT_CARGO_PROFILE:-dev}" || return 1
+  # Keep going past a target that fails to compile, so ctest still reports the others.
+  local keep_going=-k
+  if [ -f "$BUILD_DIR/build.ninja" ]; then keep_going="-k 0"; fi
+  # shellcheck disable=SC2086
+  cmake --build "$BUILD_DIR" -j "$JOBS" -- $keep_going
+}
+run "cmake configure + build" cmake_build
+run "ctest" bash -c "cd '$BUILD_DIR' && ctest --output-on-failure -j '$JOBS'"
+
+if [ ${#failed[@]} -ne 0 ]; then
+  printf '\n%d step(s) failed:\n' "${#failed[@]}"
+  printf '  - %s\n' "${failed[@]}"
+  exit 1
+fi
+printf '\nall checks passed\n'

@@ -1,0 +1,30 @@
+"""Runs the Python package's tests (standard library unittest) and prints one closing line,
+`python: N passed, N failed, N skipped`. Exits 1 when a test fails or when no test ran (the
+suite has tests, so none running means it was not found)."""
+
+import os
+import sys
+import unittest
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def main() -> int:
+    sys.path.insert(0, str(HERE))
+    suite = unittest.defaultTestLoader.discover(str(HERE / "tests"))
+    verbosity = 2 if os.environ.get("VERBOSE") else 1
+    result = unittest.TextTestRunner(verbosity=verbosity).run(suite)
+    failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
+    skipped = len(result.skipped)
+    passed = result.testsRun - failed - skipped
+    sys.stderr.flush()
+    print(f"python: {passed} passed, {failed} failed, {skipped} skipped", flush=True)
+    if result.testsRun == 0:
+        print("python: no tests ran (is python/tests missing?)", file=sys.stderr)
+        return 1
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

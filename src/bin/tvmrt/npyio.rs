@@ -1,0 +1,457 @@
+//! `.npy` files to and from host arrays, through the `npyz` crate.
+//!
+//! A [`HostArray`] holds native-endian, C-order bytes and a DLPack dtype, which is what a tvmrt
+//! tensor is filled from and read back as. `npyz` parses and writes the format (header, byte
+//! order); this file only maps numpy's type strings to DLPack dtypes.
+
+use std::io::BufWriter;
+
+use npyz::{DType, Order, TypeChar, WriterBuilder};
+use tvmrt::abi::DLDataType;
+use tvmrt::dtype::{dtype, dtype_to_string};
+use tvmrt::{Error, Result};
+
+/// The element types `.npy` files may hold here.
+pub const SUPPORTED: &str = "bool, int8/16/32/64, uint8/16/32/64, float16/32/64";
+
+/// An array in host memory: native-endian, C-order bytes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostArray {
+    /// The element type.
+    pub dtype: DLDataType,
+    /// The shape.
+    pub shape: Vec<i64>,
+    /// `product(shape) * element size` bytes.
+    pub data: Vec<u8>,
+}
+
+/// The element types, one per supported dtype.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Elem {
+    Bool,
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+    F16,
+    F32,
+    F64,
+}
+
+/// Runs `$body` with `$t` bound to the Rust type of `$elem`.
+macro_rules! with_elem {
+    ($elem:expr, $t:ident => $body:expr) => {
+        match $elem {
+            Elem::Bool => {
+                type $t = bool;
+                $body
+            }
+            Elem::I8 => {
+                type $t = i8;
+                $body
+            }
+            Elem::I16 => {
+                type $t = i16;
+                $body
+            }
+            Elem::I32 => {
+                type $t = i32;
+                $body
+            }
+            Elem::I64 => {
+                type $t = i64;
+                $body
+            }
+            Elem::U8 => {
+                type $t = u8;
+                $body
+            }
+            Elem::U16 => {
+                type $t = u16;
+                $body
+            }
+            Elem::U32 => {
+                type $t = u32;
+                $body
+            }
+            Elem::U64 => {
+                type $t = u64;
+                $body
+            }
+            Elem::F16 => {
+                type $t = half::f16;
+                $body
+            }
+            Elem::F32 => {
+                type $t = f32;
+                $body
+            }
+            Elem::F64 => {
+                type $t = f64;
+                $body
+            }
+        }
+    };
+}
+
+/// A Rust element type: its native bytes and its value as `f64` (for summaries).
+trait Element: Sized + Copy {
+    const SIZE: usize;
+    fn put(self, out: &mut Vec<u8>);
+    fn get(bytes: &[u8]) -> Self;
+    fn to_f64(self) -> f64;
+}
+
+macro_rules! numeric_element {
+    ($($t:ty),*) => {$(
+        impl Element for $t {
+            const SIZE: usize = std::mem::size_of::<$t>();
+            fn put(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_ne_bytes());
+            }
+            fn get(bytes: &[u8]) -> Self {
+                let mut b = [0u8; std::mem::size_of::<$t>()];
+                b.copy_from_slice(bytes);
+                <$t>::from_ne_bytes(b)
+            }
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+        }
+    )*};
+}
+numeric_element!(i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
+
+impl Element for bool {
+    const SIZE: usize = 1;
+    fn put(self, out: &mut Vec<u8>) {
+        out.push(self as u8);
+    }
+    fn get(bytes: &[u8]) -> Self {
+        bytes[0] != 0
+    }
+    fn to_f64(self) -> f64 {
+        f64::from(u8::from(self))
+    }
+}
+
+impl Element for half::f16 {
+    const SIZE: usize = 2;
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_ne_bytes());
+    }
+    fn get(bytes: &[u8]) -> Self {
+        half::f16::from_ne_bytes([bytes[0], bytes[1]])
+    }
+    fn to_f64(self) -> f64 {
+        self.to_f64()
+    }
+}
+
+fn elem_of_dtype(t: DLDataType) -> Option<Elem> {
+    if t.lanes != 1 {
+        return None;
+    }
+    Some(match (t.code.0, t.bits) {
+        (6, 8) => Elem::Bool,
+        (0, 8) => Elem::I8,
+        (0, 16) => Elem::I16,
+        (0, 32) => Elem::I32,
+        (0, 64) => Elem::I64,
+        (1, 8) => Elem::U8,
+        (1, 16) => Elem::U16,
+        (1, 32) => Elem::U32,
+        (1, 64) => Elem::U64,
+        (2, 16) => Elem::F16,
+        (2, 32) => Elem::F32,
+        (2, 64) => Elem::F64,
+        _ => return None,
+    })
+}
+
+fn elem_dtype(e: Elem) -> DLDataType {
+    match e {
+        Elem::Bool => dtype(6, 8, 1),
+        Elem::I8 => dtype(0, 8, 1),
+        Elem::I16 => dtype(0, 16, 1),
+        Elem::I32 => dtype(0, 32, 1),
+        Elem::I64 => dtype(0, 64, 1),
+        Elem::U8 => dtype(1, 8, 1),
+        Elem::U16 => dtype(1, 16, 1),
+        Elem::U32 => dtype(1, 32, 1),
+        Elem::U64 => dtype(1, 64, 1),
+        Elem::F16 => dtype(2, 16, 1),
+        Elem::F32 => dtype(2, 32, 1),
+        Elem::F64 => dtype(2, 64, 1),
+    }
+}
+
+/// `float32`, or a description of a dtype tvmrt cannot name.
+pub fn dtype_name(t: DLDataType) -> String {
+    dtype_to_string(t).unwrap_or_else(|_| {
+        format!(
+            "dtype(code={}, bits={}, lanes={})",
+            t.code.0, t.bits, t.lanes
+        )
+    })
+}
+
+fn elem_of_npy(dt: &DType) -> Option<Elem> {
+    let DType::Plain(ts) = dt else { return None };
+    Some(match (ts.type_char(), ts.size_field()) {
+        (TypeChar::Bool, 1) => Elem::Bool,
+        (TypeChar::Int, 1) => Elem::I8,
+        (TypeChar::Int, 2) => Elem::I16,
+        (TypeChar::Int, 4) => Elem::I32,
+        (TypeChar::Int, 8) => Elem::I64,
+        (TypeChar::Uint, 1) => Elem::U8,
+        (TypeChar::Uint, 2) => Elem::U16,
+        (TypeChar::Uint, 4) => Elem::U32,
+        (TypeChar::Uint, 8) => Elem::U64,
+        (TypeChar::Float, 2) => Elem::F16,
+        (TypeChar::Float, 4) => Elem::F32,
+        (TypeChar::Float, 8) => Elem::F64,
+        _ => return None,
+    })
+}
+
+/// Reads a `.npy` file.
+pub fn read_npy(path: &str) -> Result<HostArray> {
+    let bytes =
+        std::fs::read(path).map_err(|e| Error::value(format!("cannot read `{path}`: {e}")))?;
+    let bad = |why: String| Error::value(format!("`{path}` is not a usable .npy file: {why}"));
+    let mut rest: &[u8] = &bytes;
+    let header = npyz::NpyHeader::from_reader(&mut rest).map_err(|e| bad(e.to_string()))?;
+    let npy_dtype = header.dtype();
+    let elem = elem_of_npy(&npy_dtype).ok_or_else(|| {
+        let descr = match &npy_dtype {
+            DType::Plain(ts) => ts.to_string(),
+            other => format!("{other:?}"),
+        };
+        bad(format!(
+            "numpy dtype `{descr}` is not supported (supported: {SUPPORTED})"
+        ))
+    })?;
+    if header.order() == Order::Fortran && header.shape().len() > 1 {
+        return Err(bad(
+            "it is stored in Fortran order; save a C-ordered array (numpy.ascontiguousarray)"
+                .into(),
+        ));
+    }
+    let shape = header
+        .shape()
+        .iter()
+        .map(|&d| i64::try_from(d))
+        .collect::<std::result::Result<Vec<i64>, _>>()
+        .map_err(|_| bad("a dimension does not fit in int64".into()))?;
+    // Checked before decoding, so a header claiming a huge shape cannot make us allocate.
+    let count = header
+        .shape()
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| bad("the element count overflows".into()))?;
+    let size = with_elem!(elem, T => <T as Element>::SIZE) as u64;
+    let needed = count
+        .checked_mul(size)
+        .ok_or_else(|| bad("the size overflows".into()))?;
+    if needed != rest.len() as u64 {
+        return Err(bad(format!(
+            "its header says shape {:?} ({count} elements, {needed} bytes) but the file holds \
+             {} data bytes",
+            header.shape(),
+            rest.len()
+        )));
+    }
+    let file = npyz::NpyFile::with_header(header, rest);
+    let mut data = Vec::with_capacity(needed as usize);
+    with_elem!(elem, T => {
+        let values: Vec<T> = file.into_vec::<T>().map_err(|e| bad(e.to_string()))?;
+        for v in values {
+            v.put(&mut data);
+        }
+    });
+    Ok(HostArray {
+        dtype: elem_dtype(elem),
+        shape,
+        data,
+    })
+}
+
+/// Writes `a` as a `.npy` file (little-endian, C order, as numpy writes by default).
+pub fn write_npy(path: &std::path::Path, a: &HostArray) -> Result<()> {
+    let shown = path.display();
+    let elem = elem_of_dtype(a.dtype).ok_or_else(|| {
+        Error::type_error(format!(
+            "cannot write `{shown}`: dtype {} has no .npy equivalent here (supported: {SUPPORTED})",
+            dtype_name(a.dtype)
+        ))
+    })?;
+    let io = |e: std::io::Error| Error::runtime(format!("cannot write `{shown}`: {e}"));
+    let file = std::fs::File::create(path).map_err(io)?;
+    let shape: Vec<u64> = a.shape.iter().map(|&d| d.max(0) as u64).collect();
+    with_elem!(elem, T => {
+        let mut w = npyz::WriteOptions::<T>::new()
+            .default_dtype()
+            .shape(&shape)
+            .writer(BufWriter::new(file))
+            .begin_nd()
+            .map_err(io)?;
+        for chunk in a.data.chunks_exact(<T as Element>::SIZE) {
+            w.push(&<T as Element>::get(chunk)).map_err(io)?;
+        }
+        w.finish().map_err(io)?;
+    });
+    Ok(())
+}
+
+/// Summary statistics of an array: element count, min, max, mean and NaN count, with the
+/// first few values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stats {
+    /// Elements.
+    pub count: usize,
+    /// Smallest non-NaN value.
+    pub min: f64,
+    /// Largest non-NaN value.
+    pub max: f64,
+    /// Mean of the non-NaN values.
+    pub mean: f64,
+    /// NaN elements.
+    pub nans: usize,
+    /// The first values, in order.
+    pub head: Vec<f64>,
+}
+
+/// How many leading values [`stats`] keeps.
+const HEAD: usize = 6;
+
+/// Statistics of `a`, or `None` for a dtype without numeric values here.
+pub fn stats(a: &HostArray) -> Option<Stats> {
+    let elem = elem_of_dtype(a.dtype)?;
+    let values: Vec<f64> = with_elem!(elem, T => a
+        .data
+        .chunks_exact(<T as Element>::SIZE)
+        .map(|c| <T as Element>::get(c).to_f64())
+        .collect());
+    let mut s = Stats {
+        count: values.len(),
+        min: f64::INFINITY,
+        max: f64::NEG_INFINITY,
+        mean: 0.0,
+        nans: 0,
+        head: values.iter().take(HEAD).copied().collect(),
+    };
+    let mut sum = 0.0;
+    for &v in &values {
+        if v.is_nan() {
+            s.nans += 1;
+            continue;
+        }
+        s.min = s.min.min(v);
+        s.max = s.max.max(v);
+        sum += v;
+    }
+    let finite = s.count - s.nans;
+    s.mean = if finite > 0 {
+        sum / finite as f64
+    } else {
+        f64::NAN
+    };
+    Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_every_dtype() {
+        let dir = std::env::temp_dir().join(format!("tvmrt-npyio-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for elem in [
+            Elem::Bool,
+            Elem::I8,
+            Elem::I16,
+            Elem::I32,
+            Elem::I64,
+            Elem::U8,
+            Elem::U16,
+            Elem::U32,
+            Elem::U64,
+            Elem::F16,
+            Elem::F32,
+            Elem::F64,
+        ] {
+            let size = with_elem!(elem, T => <T as Element>::SIZE);
+            let data: Vec<u8> = (0..6 * size)
+                .map(|i| {
+                    if elem == Elem::Bool {
+                        (i % 2) as u8
+                    } else {
+                        i as u8
+                    }
+                })
+                .collect();
+            let a = HostArray {
+                dtype: elem_dtype(elem),
+                shape: vec![2, 3],
+                data,
+            };
+            let p = dir.join(format!("{elem:?}.npy"));
+            write_npy(&p, &a).unwrap();
+            assert_eq!(read_npy(p.to_str().unwrap()).unwrap(), a, "{elem:?}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn summary() {
+        let mut data = Vec::new();
+        for v in [1.0f32, -2.0, f32::NAN, 4.0] {
+            data.extend_from_slice(&v.to_ne_bytes());
+        }
+        let s = stats(&HostArray {
+            dtype: dtype(2, 32, 1),
+            shape: vec![4],
+            data,
+        })
+        .unwrap();
+        assert_eq!(
+            (s.count, s.nans, s.min, s.max, s.mean),
+            (4, 1, -2.0, 4.0, 1.0)
+        );
+    }
+
+    #[test]
+    fn bad_files() {
+        let dir = std::env::temp_dir().join(format!("tvmrt-npybad-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("junk.npy");
+        std::fs::write(&p, b"not numpy").unwrap();
+        let e = read_npy(p.to_str().unwrap()).unwrap_err();
+        assert!(
+            e.message.contains("junk.npy` is not a usable .npy file"),
+            "{e}"
+        );
+        // A valid header whose shape claims more data than the file has.
+        let a = HostArray {
+            dtype: dtype(2, 32, 1),
+            shape: vec![4],
+            data: vec![0; 16],
+        };
+        write_npy(&p, &a).unwrap();
+        let full = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &full[..full.len() - 4]).unwrap();
+        let e = read_npy(p.to_str().unwrap()).unwrap_err();
+        assert!(
+            e.message
+                .contains("16 bytes) but the file holds 12 data bytes"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,62 @@
+//! The Relax virtual machine: runs models that TVM 0.21+ compiles with `tvm.compile` and
+//! exports, whose blob root is a `relax.VMExecutable` importing the compiled kernels.
+//!
+//! - [`exec`]: the executable format, decoded and checked at load time, and its module
+//!   (`ffi.Module.load_from_bytes.relax.VMExecutable`; functions `vm_load_executable`,
+//!   `stats`, `as_text`, `has_function`).
+//! - [`interp`]: the VM module (`vm_initialization`, every VM function by name, `set_input`,
+//!   `invoke_stateful`, `get_output`, `get_output_arity`, `get_function_arity`,
+//!   `get_function_param_name`, `save_function`, `invoke_closure`) and the interpreter.
+//! - [`builtin`]: the `vm.builtin.*` functions generated code calls.
+//! - [`storage`]: allocators (naive, pooled) and storage objects.
+//! - [`array`]: `ffi.Array`, the VM's tuples.
+//!
+//! To run a model from Rust: load the library, call `vm_load_executable` on the root module,
+//! then `vm_initialization(1, 0, 2)` (CPU, device 0, pooled allocator) on the VM, and call its
+//! `main`. tvmrt runs Relax models on the CPU only.
+
+pub mod array;
+pub mod builtin;
+pub mod exec;
+pub mod interp;
+pub mod storage;
+
+use crate::function::Function;
+use crate::value::{Any, AnyView};
+
+pub use exec::{load_executable, Executable, ExecutableModule};
+pub use interp::{load_vm, VmModule, VmState};
+
+/// Global functions of the VM: the executable loaders and the builtins.
+pub(crate) fn builtins() -> Vec<(&'static str, Function)> {
+    fn load_bytes(args: &[AnyView<'_>]) -> crate::Result<Any> {
+        let v = args
+            .first()
+            .ok_or_else(|| crate::Error::type_error("expected 1 argument (bytes)"))?;
+        let bytes = v
+            .as_byte_slice()
+            .ok_or_else(|| v.type_mismatch("bytes", "bytes"))?;
+        Ok(load_executable(bytes)?.into())
+    }
+    fn load_file(args: &[AnyView<'_>]) -> crate::Result<Any> {
+        let path = args
+            .first()
+            .ok_or_else(|| crate::Error::type_error("expected argument `file_name`"))?
+            .expect_str("file_name")?;
+        let bytes = std::fs::read(path)
+            .map_err(|e| crate::Error::value(format!("cannot read `{path}`: {e}")))?;
+        Ok(load_executable(&bytes)?.into())
+    }
+    let mut v = vec![
+        (
+            "ffi.Module.load_from_bytes.relax.VMExecutable",
+            Function::from_fn(load_bytes),
+        ),
+        (
+            "ffi.Module.load_from_file.relax.VMExecutable",
+            Function::from_fn(load_file),
+        ),
+    ];
+    v.extend(builtin::globals());
+    v
+}

@@ -1,0 +1,684 @@
+//! Runs every Relax model of the fixtures (built by TVM 0.27, outputs recorded from TVM's own
+//! VM) through tvmrt's VM, and checks the executable loader against TVM's own listing and
+//! against truncated or corrupt bytes.
+
+mod module_support;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use tvmrt::abi::DLDataType;
+use tvmrt::dtype::dtype;
+use tvmrt::module::{load_from_file, Module};
+use tvmrt::tensor::Tensor;
+use tvmrt::value::{Any, AnyView};
+use tvmrt::vm::Executable;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+fn manifest() -> Value {
+    let text = std::fs::read_to_string(fixtures().join("manifest.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+struct Npy {
+    descr: String,
+    shape: Vec<i64>,
+    data: Vec<u8>,
+}
+
+fn read_npy(path: &Path) -> Npy {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(&bytes[..6], b"\x93NUMPY");
+    let (hlen, start) = match bytes[6] {
+        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
+        _ => (
+            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+            12,
+        ),
+    };
+    let header = std::str::from_utf8(&bytes[start..start + hlen]).unwrap();
+    assert!(header.contains("'fortran_order': False"), "{header}");
+    let descr = header
+        .split("'descr': '")
+        .nth(1)
+        .and_then(|s| s.split('\'').next())
+        .unwrap()
+        .to_string();
+    let shape = header
+        .split("'shape': (")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .unwrap()
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<i64>().unwrap())
+        .collect();
+    Npy {
+        descr,
+        shape,
+        data: bytes[start + hlen..].to_vec(),
+    }
+}
+
+fn dl_dtype(j: &Value) -> DLDataType {
+    let d = &j["dlpack_dtype"];
+    dtype(
+        d["code"].as_u64().unwrap() as u8,
+        d["bits"].as_u64().unwrap() as u8,
+        d["lanes"].as_u64().unwrap() as u16,
+    )
+}
+
+fn input_tensor(j: &Value) -> Tensor {
+    let npy = read_npy(&fixtures().join(j["file"].as_str().unwrap()));
+    let shape: Vec<i64> = j["shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    assert_eq!(npy.shape, shape);
+    let t = Tensor::empty(&shape, dl_dtype(j), tvmrt::tensor::layout::cpu()).unwrap();
+    t.copy_from_bytes(&npy.data).unwrap();
+    t
+}
+
+/// Loads `lib`, makes a VM and initializes it with `allocator` (1 naive, 2 pooled).
+fn load_vm(lib: &str, allocator: i64) -> (Module, Module) {
+    // Kernels import `TVMFFIErrorSetRaisedFromCStrParts`; a test binary does not export
+    // tvmrt's symbols, so the shared shim does.
+    module_support::export_runtime_symbols();
+    let path = fixtures().join(lib);
+    let root = load_from_file(path.to_str().unwrap(), "").unwrap();
+    assert_eq!(root.kind(), "relax.VMExecutable");
+    let vm = root
+        .get_function("vm_load_executable", false)
+        .unwrap()
+        .unwrap()
+        .call(&[])
+        .unwrap();
+    let vm = Module::from_view(&vm.view(), "vm").unwrap();
+    assert_eq!(vm.kind(), "relax.VirtualMachine");
+    let init = vm
+        .get_function("vm_initialization", false)
+        .unwrap()
+        .unwrap();
+    init.call(&[
+        AnyView::from(1i64),
+        AnyView::from(0i64),
+        AnyView::from(allocator),
+    ])
+    .unwrap();
+    (root, vm)
+}
+
+/// The tensors of a result: a tensor, or a (nested) tuple of tensors, depth-first.
+fn flatten(v: &AnyView<'_>, out: &mut Vec<Tensor>) {
+    let obj = v.as_object().expect("an object result");
+    if let Some(items) = tvmrt::vm::array::array_items(&obj) {
+        for i in items {
+            flatten(i, out);
+        }
+    } else {
+        out.push(Tensor::from_object(obj).unwrap());
+    }
+}
+
+fn to_f64(descr: &str, bytes: &[u8]) -> Vec<f64> {
+    match descr {
+        "<f4" => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64)
+            .collect(),
+        "<f8" => bytes
+            .chunks_exact(8)
+            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+            .collect(),
+        d => panic!("unexpected output dtype {d}"),
+    }
+}
+
+fn check_close(id: &str, got: &Tensor, want: &Value, rtol: f64, atol: f64) {
+    let npy = read_npy(&fixtures().join(want["file"].as_str().unwrap()));
+    assert_eq!(got.shape(), &npy.shape[..], "{id}: shape");
+    assert_eq!(got.dtype(), dl_dtype(want), "{id}: dtype");
+    let g = to_f64(&npy.descr, &got.to_vec().unwrap());
+    let w = to_f64(&npy.descr, &npy.data);
+    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+        assert!(
+            (a - b).abs() <= atol + rtol * b.abs(),
+            "{id}: element {i}: tvmrt {a}, TVM {b}"
+        );
+    }
+}
+
+fn relax_cases() -> Vec<Value> {
+    manifest()["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["convention"] == "relax_vm")
+        .cloned()
+        .collect()
+}
+
+fn run_case(case: &Value, allocator: i64) -> tvmrt::Result<Vec<Tensor>> {
+    let (_root, vm) = load_vm(case["library"].as_str().unwrap(), allocator);
+    let f = vm
+        .get_function(case["function"].as_str().unwrap(), false)
+        .unwrap()
+        .unwrap();
+    let inputs: Vec<Any> = case["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| Any::from(input_tensor(j)))
+        .collect();
+    let views: Vec<AnyView<'_>> = inputs.iter().map(Any::view).collect();
+    let out = f.call(&views)?;
+    let mut tensors = Vec::new();
+    flatten(&out.view(), &mut tensors);
+    Ok(tensors)
+}
+
+#[test]
+fn every_relax_model_matches_tvm() {
+    let cases = relax_cases();
+    let libs: std::collections::BTreeSet<&str> = cases
+        .iter()
+        .map(|c| c["library"].as_str().unwrap())
+        .collect();
+    for lib in [
+        "mlp.so",
+        "cnn.so",
+        "dyn_batch.so",
+        "tuple_ret.so",
+        "cond.so",
+        "subfunc.so",
+    ] {
+        assert!(libs.contains(lib), "fixture {lib} has no relax_vm case");
+    }
+    let mut checked = 0;
+    for case in &cases {
+        let id = case["id"].as_str().unwrap();
+        if !case["expect_error"].is_null() {
+            continue;
+        }
+        for allocator in [2, 1] {
+            let outs = run_case(case, allocator).unwrap_or_else(|e| panic!("{id}: {e}"));
+            let want = case["outputs"].as_array().unwrap();
+            assert_eq!(outs.len(), want.len(), "{id}: number of outputs");
+            let rtol = case["tolerance"]["rtol"].as_f64().unwrap();
+            let atol = case["tolerance"]["atol"].as_f64().unwrap();
+            for (g, w) in outs.iter().zip(want) {
+                check_close(id, g, w, rtol, atol);
+            }
+        }
+        checked += 1;
+    }
+    assert!(checked >= 9, "only {checked} cases ran");
+}
+
+#[test]
+fn input_mismatches_fail_with_tvms_message_naming_the_parameter() {
+    let mut checked = 0;
+    for case in relax_cases() {
+        let id = case["id"].as_str().unwrap();
+        let want = &case["expect_error"];
+        if want.is_null() {
+            continue;
+        }
+        let e = match run_case(&case, 2) {
+            Ok(_) => panic!("{id}: the call succeeded"),
+            Err(e) => e,
+        };
+        assert_eq!(e.kind, want["kind"].as_str().unwrap(), "{id}: {e}");
+        assert_eq!(e.message, want["message"].as_str().unwrap(), "{id}");
+        assert!(e.message.contains("param="), "{id}: {e}");
+        checked += 1;
+    }
+    assert!(checked >= 5, "only {checked} error cases");
+}
+
+#[test]
+fn executable_listing_matches_tvm() {
+    module_support::export_runtime_symbols();
+    for lib in ["mlp", "cnn", "dyn_batch", "tuple_ret", "cond", "subfunc"] {
+        let path = fixtures().join(format!("{lib}.so"));
+        let root = load_from_file(path.to_str().unwrap(), "").unwrap();
+        let call = |name: &str| -> String {
+            let f = root.get_function(name, false).unwrap().unwrap();
+            f.call(&[]).unwrap().view().as_str().unwrap().to_string()
+        };
+        let text = format!("{}\n{}", call("stats"), call("as_text"));
+        let want = std::fs::read_to_string(fixtures().join(format!("{lib}.vm.txt"))).unwrap();
+        assert_eq!(text, want, "{lib}");
+        let has = root.get_function("has_function", false).unwrap().unwrap();
+        let yes = has.call(&[AnyView::from(&Any::from("main"))]).unwrap();
+        assert_eq!(yes.view().as_bool(), Some(true));
+        let no = has.call(&[AnyView::from(&Any::from("nope"))]).unwrap();
+        assert_eq!(no.view().as_bool(), Some(false));
+    }
+}
+
+/// The executable payload of a model's blob (offsets recorded in the manifest).
+fn payload(lib: &str) -> Vec<u8> {
+    let m = manifest();
+    let info = &m["libraries"][lib]["library_bin"];
+    let blob = std::fs::read(fixtures().join(info["file"].as_str().unwrap())).unwrap();
+    let module = &info["modules"][0];
+    assert_eq!(module["kind"], "relax.VMExecutable");
+    let off = module["payload_offset"].as_u64().unwrap() as usize;
+    let size = module["payload_size"].as_u64().unwrap() as usize;
+    blob[off..off + size].to_vec()
+}
+
+#[test]
+fn executable_decodes_and_saves_its_exact_bytes() {
+    let bytes = payload("mlp.so");
+    let exec = Executable::from_bytes(&bytes).unwrap();
+    assert!(exec.has_memory_scopes);
+    assert_eq!(exec.funcs.len(), 11);
+    let (_, main) = exec.func("main").unwrap();
+    assert_eq!(main.param_names, vec!["x".to_string()]);
+    assert_eq!(main.num_args, 1);
+    assert_eq!(exec.constants.len(), 12);
+    let m = tvmrt::vm::load_executable(&bytes).unwrap();
+    assert_eq!(m.save_to_bytes().unwrap(), bytes);
+}
+
+#[test]
+fn truncated_executables_are_errors() {
+    for lib in ["mlp.so", "cond.so"] {
+        let bytes = payload(lib);
+        for n in 0..bytes.len() {
+            let e = match Executable::from_bytes(&bytes[..n]) {
+                Ok(_) => panic!("{lib}: {n} of {} bytes loaded", bytes.len()),
+                Err(e) => e,
+            };
+            assert!(
+                e.message.contains("relax.VMExecutable"),
+                "{lib} at {n}: {e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn corrupt_executables_never_crash() {
+    let bytes = payload("mlp.so");
+    // Deterministic xorshift: flip one byte at a time, and overwrite 8-byte words with
+    // extreme values (lengths, counts, indexes).
+    let mut s: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    for _ in 0..3000 {
+        let mut b = bytes.clone();
+        let at = (next() % b.len() as u64) as usize;
+        b[at] ^= (next() % 255 + 1) as u8;
+        let _ = Executable::from_bytes(&b);
+    }
+    for at in (0..bytes.len().saturating_sub(8)).step_by(3) {
+        for v in [u64::MAX, 1 << 62, 0x7fff_ffff, 1 << 54] {
+            let mut b = bytes.clone();
+            b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+            let _ = Executable::from_bytes(&b);
+        }
+    }
+}
+
+#[test]
+fn bad_magic_and_version_are_clear_errors() {
+    let mut bytes = payload("mlp.so");
+    let mut bad = bytes.clone();
+    bad[0] ^= 0xff;
+    let e = Executable::from_bytes(&bad).err().unwrap();
+    assert!(e.message.contains("bad magic"), "{e}");
+    // The version string "0.14" follows the magic and its length.
+    assert_eq!(&bytes[16..20], b"0.14");
+    bytes[19] = b'9';
+    let e = Executable::from_bytes(&bytes).err().unwrap();
+    assert!(
+        e.message
+            .contains("unsupported relax.VMExecutable format version \"0.19\""),
+        "{e}"
+    );
+    // Through the registered loader too, as the library loader calls it.
+    let f =
+        tvmrt::function::registry::get("ffi.Module.load_from_bytes.relax.VMExecutable").unwrap();
+    let e = f.call(&[AnyView::from(&Any::bytes(&bytes))]).unwrap_err();
+    assert!(e.message.contains("format version"), "{e}");
+}
+
+fn call_vm(vm: &Module, name: &str, args: &[Any]) -> tvmrt::Result<Any> {
+    let f = vm.get_function(name, false)?.unwrap();
+    f.call_values(args)
+}
+
+#[test]
+fn stateful_interface_and_introspection() {
+    let case = relax_cases()
+        .into_iter()
+        .find(|c| c["id"] == "tuple_ret.main")
+        .unwrap();
+    let (_root, vm) = load_vm("tuple_ret.so", 2);
+    let arity = call_vm(&vm, "get_function_arity", &[Any::from("main")]).unwrap();
+    assert_eq!(arity.view().as_i64(), Some(2));
+    for (i, want) in ["x", "y"].iter().enumerate() {
+        let n = call_vm(
+            &vm,
+            "get_function_param_name",
+            &[Any::from("main"), Any::from(i as i64)],
+        )
+        .unwrap();
+        assert_eq!(n.view().as_str(), Some(*want));
+    }
+    let e = call_vm(
+        &vm,
+        "get_function_param_name",
+        &[Any::from("main"), Any::from(2i64)],
+    )
+    .unwrap_err();
+    assert_eq!(e.message, "Invalid index for main (2 out of 2)");
+    let e = call_vm(&vm, "get_function_arity", &[Any::from("nope")]).unwrap_err();
+    assert_eq!(e.message, "Unknown function: nope");
+
+    let e = call_vm(&vm, "invoke_stateful", &[Any::from("main")]).unwrap_err();
+    assert!(e.message.contains("No inputs set"), "{e}");
+    let mut args = vec![Any::from("main")];
+    args.extend(
+        case["inputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| Any::from(input_tensor(j))),
+    );
+    let e = call_vm(&vm, "set_input", &args[..2]).unwrap_err();
+    assert!(e.message.contains("number of provided parameters"), "{e}");
+    call_vm(&vm, "set_input", &args).unwrap();
+    let e = call_vm(&vm, "get_output", &[Any::from("main"), Any::from(0i64)]).unwrap_err();
+    assert!(e.message.contains("use `invoke_stateful`"), "{e}");
+    call_vm(&vm, "invoke_stateful", &[Any::from("main")]).unwrap();
+    let n = call_vm(&vm, "get_output_arity", &[Any::from("main")]).unwrap();
+    assert_eq!(n.view().as_i64(), Some(3));
+    let e = call_vm(&vm, "get_output", &[Any::from("main")]).unwrap_err();
+    assert!(e.message.contains("cannot return a tuple"), "{e}");
+    let outs = case["outputs"].as_array().unwrap();
+    for (i, want) in outs.iter().enumerate() {
+        let t = call_vm(&vm, "get_output", &[Any::from("main"), Any::from(i as i64)]).unwrap();
+        let t = Tensor::from_any_view(&t.view(), "output").unwrap();
+        check_close("tuple_ret.stateful", &t, want, 1e-5, 1e-6);
+        let n = call_vm(
+            &vm,
+            "get_output_arity",
+            &[Any::from("main"), Any::from(i as i64)],
+        )
+        .unwrap();
+        assert_eq!(n.view().as_i64(), Some(-1));
+    }
+    let e = call_vm(&vm, "get_output", &[Any::from("main"), Any::from(3i64)]).unwrap_err();
+    assert_eq!(e.message, "Invalid index (3 >= 3).");
+    let e = call_vm(
+        &vm,
+        "get_output",
+        &[Any::from("main"), Any::from(0i64), Any::from(0i64)],
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.message,
+        "Attempted to index into an object that is not an Array."
+    );
+}
+
+#[test]
+fn vm_needs_initialization_and_checks_arity() {
+    module_support::export_runtime_symbols();
+    let path = fixtures().join("mlp.so");
+    let root = load_from_file(path.to_str().unwrap(), "").unwrap();
+    let vm = root
+        .get_function("vm_load_executable", false)
+        .unwrap()
+        .unwrap()
+        .call(&[])
+        .unwrap();
+    let vm = Module::from_view(&vm.view(), "vm").unwrap();
+    let e = call_vm(&vm, "main", &[]).unwrap_err();
+    assert!(e.message.contains("vm_initialization"), "{e}");
+    let e = call_vm(
+        &vm,
+        "vm_initialization",
+        &[1i64.into(), 0i64.into(), 7i64.into()],
+    )
+    .unwrap_err();
+    assert!(e.message.contains("allocator type 7"), "{e}");
+    let e = call_vm(
+        &vm,
+        "vm_initialization",
+        &[2i64.into(), 0i64.into(), 2i64.into()],
+    )
+    .unwrap_err();
+    assert!(e.message.contains("device type 2"), "{e}");
+    call_vm(
+        &vm,
+        "vm_initialization",
+        &[1i64.into(), 0i64.into(), 2i64.into()],
+    )
+    .unwrap();
+    let e = call_vm(&vm, "main", &[]).unwrap_err();
+    assert_eq!(
+        e.message,
+        "Invoking function main expects 1 arguments (x), but 0 arguments were provided."
+    );
+    let e = call_vm(&vm, "main", &[Any::from(3i64)]).unwrap_err();
+    assert!(e.message.contains("expect a Tensor but get int"), "{e}");
+    assert!(vm.get_function("nope", false).unwrap().is_none());
+    // A packed-function entry of the table is not a VM function.
+    assert!(vm.get_function("matmul", false).is_err());
+}
+
+#[test]
+fn pooled_allocator_reuses_storage_across_calls() {
+    let case = relax_cases()
+        .into_iter()
+        .find(|c| c["id"] == "mlp.main")
+        .unwrap();
+    let (_root, vm) = load_vm("mlp.so", 2);
+    let x = Any::from(input_tensor(&case["inputs"][0]));
+    let main = vm.get_function("main", false).unwrap().unwrap();
+    let first = main.call(&[x.view()]).unwrap();
+    drop(first);
+    let state = vm
+        .downcast::<tvmrt::vm::VmModule>()
+        .unwrap()
+        .state()
+        .unwrap();
+    let blocks = state.allocator(0).unwrap().pooled_blocks();
+    for _ in 0..5 {
+        let y = main.call(&[x.view()]).unwrap();
+        let y = Tensor::from_any_view(&y.view(), "y").unwrap();
+        check_close("mlp.repeat", &y, &case["outputs"][0], 1e-5, 1e-6);
+        // Every storage, the output's too once dropped, went back to the pool and was
+        // handed out again: the pool does not grow.
+        assert_eq!(state.allocator(0).unwrap().pooled_blocks(), blocks);
+    }
+    // MLP main needs two 4096-byte blocks at its peak (TVM's planner reuses the first for
+    // the output).
+    assert_eq!(blocks, 2);
+    // While an output is held, the next call takes another block.
+    let held = main.call(&[x.view()]).unwrap();
+    let again = main.call(&[x.view()]).unwrap();
+    let a = Tensor::from_any_view(&held.view(), "y").unwrap();
+    let b = Tensor::from_any_view(&again.view(), "y").unwrap();
+    assert_ne!(a.data_ptr(), b.data_ptr());
+    assert_eq!(a.to_vec().unwrap(), b.to_vec().unwrap());
+}
+
+#[test]
+fn dltensor_pointer_inputs_are_accepted() {
+    let case = relax_cases()
+        .into_iter()
+        .find(|c| c["id"] == "cnn.main")
+        .unwrap();
+    let (_root, vm) = load_vm("cnn.so", 2);
+    let x = input_tensor(&case["inputs"][0]);
+    let main = vm.get_function("main", false).unwrap().unwrap();
+    // A bare DLTensor* (type index 7), as a C caller passes it.
+    let y = main
+        .call(&[AnyView::from(&Any::dltensor_ptr(x.dltensor()))])
+        .unwrap();
+    let y = Tensor::from_any_view(&y.view(), "y").unwrap();
+    check_close("cnn.dltensor_ptr", &y, &case["outputs"][0], 1e-5, 1e-6);
+}
+
+#[test]
+fn builtins_are_global_functions() {
+    let get = |n: &str| tvmrt::function::registry::get(n).unwrap();
+    let shape = get("vm.builtin.make_shape")
+        .call_values(&[
+            Any::none(),
+            2i64.into(),
+            0i64.into(),
+            3i64.into(),
+            0i64.into(),
+            4i64.into(),
+        ])
+        .unwrap();
+    let obj = shape.view().as_object().unwrap();
+    assert_eq!(tvmrt::object::shape::shape_dims(&obj).unwrap(), &[3, 4]);
+    let t = get("vm.builtin.make_tuple")
+        .call_values(&[1i64.into(), shape.clone()])
+        .unwrap();
+    let item = get("vm.builtin.tuple_getitem")
+        .call_values(&[t.clone(), 0i64.into()])
+        .unwrap();
+    assert_eq!(item.view().as_i64(), Some(1));
+    let e = get("vm.builtin.check_tuple_info")
+        .call_values(&[t, 3i64.into(), Any::from("ctx")])
+        .unwrap_err();
+    assert!(e.message.contains("expect a Tuple with 3 elements"), "{e}");
+    let e = get("vm.builtin.match_shape")
+        .call_values(&[
+            shape,
+            Any::none(),
+            2i64.into(),
+            0i64.into(),
+            3i64.into(),
+            0i64.into(),
+            5i64.into(),
+            Any::from("here"),
+        ])
+        .unwrap_err();
+    assert!(
+        e.message
+            .contains("here match_cast error,  shape[1] mismatch"),
+        "{e}"
+    );
+    // The context-pointer builtins refuse pointers that are not live VMs.
+    let e = get("vm.builtin.alloc_shape_heap")
+        .call_values(&[Any::opaque_ptr(8 as *mut _), 4i64.into()])
+        .unwrap_err();
+    assert!(e.message.contains("not a live tvmrt VirtualMachine"), "{e}");
+    let cond = Tensor::empty(
+        &[],
+        tvmrt::dtype::dtypes::BOOL,
+        tvmrt::tensor::layout::cpu(),
+    )
+    .unwrap();
+    let r = get("vm.builtin.read_if_cond")
+        .call_values(&[cond.clone().into()])
+        .unwrap();
+    assert_eq!(r.view().as_bool(), Some(false));
+    cond.copy_from_bytes(&[1]).unwrap();
+    let r = get("vm.builtin.read_if_cond")
+        .call_values(&[cond.into()])
+        .unwrap();
+    assert_eq!(r.view().as_bool(), Some(true));
+}
+
+#[test]
+fn saved_closures_bind_their_arguments() {
+    let case = relax_cases()
+        .into_iter()
+        .find(|c| c["id"] == "subfunc.main")
+        .unwrap();
+    let (_root, vm) = load_vm("subfunc.so", 2);
+    let x = Any::from(input_tensor(&case["inputs"][0]));
+    let y = Any::from(input_tensor(&case["inputs"][1]));
+    // main with both arguments bound, returning its result.
+    call_vm(
+        &vm,
+        "save_function",
+        &[
+            Any::from("main"),
+            Any::from("main_saved"),
+            Any::from(true),
+            x.clone(),
+            y.clone(),
+        ],
+    )
+    .unwrap();
+    let out = call_vm(&vm, "main_saved", &[]).unwrap();
+    let t = Tensor::from_any_view(&out.view(), "out").unwrap();
+    check_close("subfunc.saved", &t, &case["outputs"][0], 1e-5, 1e-6);
+    // Only the last argument bound: the call supplies the first.
+    call_vm(
+        &vm,
+        "save_function",
+        &[Any::from("main"), Any::from("main_y"), Any::from(true), y],
+    )
+    .unwrap();
+    let out = call_vm(&vm, "main_y", &[x.clone()]).unwrap();
+    let t = Tensor::from_any_view(&out.view(), "out").unwrap();
+    check_close("subfunc.partial", &t, &case["outputs"][0], 1e-5, 1e-6);
+    // include_return = false: the call runs and returns None.
+    call_vm(
+        &vm,
+        "save_function",
+        &[
+            Any::from("main"),
+            Any::from("main_void"),
+            Any::from(false),
+            x,
+        ],
+    )
+    .unwrap();
+    let out = call_vm(
+        &vm,
+        "main_void",
+        &[Any::from(input_tensor(&case["inputs"][1]))],
+    )
+    .unwrap();
+    assert!(out.view().is_none());
+}
+
+#[test]
+fn one_vm_serves_several_threads() {
+    let case = relax_cases()
+        .into_iter()
+        .find(|c| c["id"] == "cnn.main")
+        .unwrap();
+    let (_root, vm) = load_vm("cnn.so", 2);
+    let main = vm.get_function("main", false).unwrap().unwrap();
+    let x = input_tensor(&case["inputs"][0]);
+    let want = &case["outputs"][0];
+    std::thread::scope(|s| {
+        for _ in 0..3 {
+            s.spawn(|| {
+                let xa = Any::from(x.clone());
+                for _ in 0..40 {
+                    let y = main.call(&[xa.view()]).unwrap();
+                    let y = Tensor::from_any_view(&y.view(), "y").unwrap();
+                    check_close("cnn.threads", &y, want, 1e-5, 1e-6);
+                }
+            });
+        }
+    });
+}
