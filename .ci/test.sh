@@ -73,6 +73,7 @@ fi
 run "cargo fmt --check" cargo fmt --all -- --check
 run "cargo clippy --all-targets -D warnings" cargo clippy --all-targets -- -D warnings
 run "cargo test" cargo test --no-fail-fast
+run "python package tests" python/run_tests.sh
 
 header_drift() {
   # Regenerate (strictly: a source cbindgen cannot parse fails here), then compare with what

@@ -129,7 +129,7 @@ int TVMObjectGetTypeIndex(void *obj, uint32_t *out_tindex);
  * # Safety
  * `arr` is null or a pointer returned by a tvmrt call.
  */
-int TVMByteArrayFree(TVMFFIByteArray *arr);
+int TVMByteArrayFree(TVMByteArray *arr);
 
 /**
  * Records a Python exception object as this thread's last error (TVM's Python frontend does
@@ -503,7 +503,7 @@ void TVMFFIErrorSetRaisedFromCStr(const char *kind, const char *message);
  * `kind` is a C string; `message_parts` holds `num_parts` C strings (null entries skipped).
  */
 void TVMFFIErrorSetRaisedFromCStrParts(const char *kind,
-                                       const char *const *message_parts,
+                                       const char **message_parts,
                                        int32_t num_parts);
 
 /**

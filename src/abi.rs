@@ -149,6 +149,9 @@ impl TVMFFIByteArray {
     }
 }
 
+/// The classic `TVMByteArray`: the same layout as `TVMFFIByteArray`, a distinct C type.
+pub type TVMByteArray = TVMFFIByteArray;
+
 /// `TVMFFIFunctionCell`: what follows the header of a function object.
 #[repr(C)]
 #[derive(Clone, Copy)]

@@ -7,8 +7,15 @@
 use std::fmt;
 
 /// A runtime error with TVM's error kind and a human-readable message.
+///
+/// The fields live behind one box (read them through `Deref`: `err.kind`, `err.message`), so
+/// `Result<()>` is a single word and the success path of every C entry point stays cheap.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Error(Box<ErrorData>);
+
+/// The contents of an [`Error`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Error {
+pub struct ErrorData {
     /// TVM's error kind, e.g. `ValueError`, `TypeError`, `RuntimeError`.
     pub kind: String,
     /// What went wrong, naming the bad input.
@@ -17,17 +24,48 @@ pub struct Error {
     pub backtrace: String,
 }
 
+impl std::ops::Deref for Error {
+    type Target = ErrorData;
+    fn deref(&self) -> &ErrorData {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Error {
+    fn deref_mut(&mut self) -> &mut ErrorData {
+        &mut self.0
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// The result type used throughout tvmrt.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     /// An error of the given kind.
     pub fn new(kind: impl Into<String>, message: impl Into<String>) -> Self {
-        Error {
+        Error(Box::new(ErrorData {
             kind: kind.into(),
             message: message.into(),
             backtrace: String::new(),
-        }
+        }))
+    }
+
+    /// An error with a backtrace text.
+    pub fn with_backtrace(mut self, backtrace: impl Into<String>) -> Self {
+        self.0.backtrace = backtrace.into();
+        self
+    }
+
+    /// The same error with its message prefixed by `context` (`"{context}: {message}"`).
+    pub fn context(mut self, context: impl fmt::Display) -> Self {
+        self.0.message = format!("{context}: {}", self.0.message);
+        self
     }
     /// `ValueError`: a value of the right type but wrong content (shape, size, name, ...).
     pub fn value(message: impl Into<String>) -> Self {

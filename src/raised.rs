@@ -15,6 +15,18 @@ use crate::object::ObjectRef;
 thread_local! {
     static RAISED: RefCell<Option<ObjectRef>> = const { RefCell::new(None) };
     static CLASSIC_TEXT: RefCell<CString> = RefCell::new(CString::default());
+    /// The exact text `TVMAPISetLastError` was given, with the error object it raised: TVM
+    /// returns that text unchanged from `TVMGetLastError`, whatever kind prefix it has.
+    static CLASSIC_ORIGINAL: RefCell<Option<(usize, String)>> = const { RefCell::new(None) };
+}
+
+/// Raises an error given as classic text (`TVMAPISetLastError`); `TVMGetLastError` returns the
+/// text exactly as given while this error stays raised.
+pub fn set_raised_classic_text(text: &str) {
+    let obj = new_error(&Error::from_classic_text(text));
+    let key = obj.as_ptr() as usize;
+    set_raised_object(obj);
+    CLASSIC_ORIGINAL.with(|c| *c.borrow_mut() = Some((key, text.to_string())));
 }
 
 /// Raises `err` on this thread (replacing any earlier one).
@@ -42,12 +54,17 @@ pub fn take_raised() -> Option<Error> {
 /// next call to this function on the thread (`TVMGetLastError`). The error stays raised.
 pub fn classic_text_ptr() -> *const std::ffi::c_char {
     let text = RAISED.with(|r| {
-        r.borrow()
-            .as_ref()
-            .and_then(error_from_object)
-            .map(|e| e.to_classic_text())
-            .unwrap_or_default()
+        let raised = r.borrow();
+        let obj = raised.as_ref()?;
+        let original = CLASSIC_ORIGINAL.with(|c| {
+            c.borrow()
+                .as_ref()
+                .filter(|(key, _)| *key == obj.as_ptr() as usize)
+                .map(|(_, text)| text.clone())
+        });
+        original.or_else(|| error_from_object(obj).map(|e| e.to_classic_text()))
     });
+    let text = text.unwrap_or_default();
     let c = CString::new(text.replace('\0', "\\0")).unwrap_or_default();
     CLASSIC_TEXT.with(|t| {
         *t.borrow_mut() = c;
@@ -58,6 +75,16 @@ pub fn classic_text_ptr() -> *const std::ffi::c_char {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn classic_text_comes_back_verbatim() {
+        set_raised_classic_text("RuntimeError: x");
+        // SAFETY: valid until the next call on this thread.
+        let text = unsafe { std::ffi::CStr::from_ptr(classic_text_ptr()) };
+        assert_eq!(text.to_str().unwrap(), "RuntimeError: x");
+        let e = take_raised().unwrap();
+        assert_eq!((e.kind.as_str(), e.message.as_str()), ("RuntimeError", "x"));
+    }
 
     #[test]
     fn raise_and_take() {

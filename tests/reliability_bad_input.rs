@@ -40,9 +40,10 @@ fn refused(what: &str, rc: c_int, kind: &str, needle: &str) -> String {
     );
     assert!(text.contains(needle), "{what}: {needle:?} not in {text:?}");
     let first_line = text.lines().next().unwrap_or_default().to_string();
-    ROWS.lock()
-        .unwrap()
-        .push(format!("| {what} | -1 | `{first_line}` |"));
+    let row = format!("| {what} | -1 | `{first_line}` |");
+    // Printed at once too, so a failure later still shows the rows before it.
+    println!("{row}");
+    ROWS.lock().unwrap().push(row);
     text
 }
 

@@ -1,7 +1,9 @@
 //! Mutation tests over real TVM libraries: hundreds of copies of `tests/fixtures/mlp.so` and
 //! `imports_merged.so` (built by TVM 0.27) whose embedded blob (`__tvm_ffi__library_bin`) is
 //! corrupted: bit flips, length fields set huge, the size prefix shrunk (truncation), import
-//! indexes out of range, self and two-module import cycles, garbage over the payload.
+//! indexes out of range, self and two-module import cycles, garbage over the payload. A
+//! library in the classic layout (`__tvm_dev_mblob`, an ExampleJSON module under `_lib`,
+//! compiled here) gets the same treatment.
 //!
 //! Each mutant is loaded through the C API (`TVMModLoadFromFile`) in a child process (this
 //! test executable re-run on the ignored test `mutant_child`), under a 2 GiB address-space
@@ -216,8 +218,7 @@ fn write_mutant(
     cache: &mut Vec<(&'static str, Vec<u8>, usize)>,
 ) -> PathBuf {
     if !cache.iter().any(|(f, _, _)| *f == m.fixture) {
-        let file = std::fs::read(fixtures().join(m.fixture)).unwrap();
-        let blob = blob_of(m.fixture);
+        let (file, blob) = library_and_blob(m.fixture);
         let at = find_bytes(&file, &blob).expect("the blob's bytes are in the library");
         assert!(
             find_bytes(&file[at + 1..], &blob).is_none(),
@@ -236,11 +237,124 @@ fn write_mutant(
     path
 }
 
+/// A library in the classic import-tree layout (`__tvm_dev_mblob`, TVM <= 0.20), built here
+/// since no real classic library is among the fixtures: `_lib` importing an ExampleJSON module.
+const CLASSIC_LIB: &str = "classic_examplejson.so";
+
+/// The classic blob (size prefix included) and the offsets of its `u64` fields.
+fn classic_blob() -> (Vec<u8>, Vec<(usize, String)>) {
+    let text = "subgraph_0\n  input 0 4\n  input 1 4\n  add 2 inputs: 0 1 shape: 4\n  \
+                relu 3 inputs: 2 shape: 4\n";
+    let mut b: Vec<u8> = Vec::new();
+    let mut fields = Vec::new();
+    let mut u64_field = |b: &mut Vec<u8>, v: u64, what: &str| {
+        fields.push((b.len(), what.to_string()));
+        b.extend(v.to_le_bytes());
+    };
+    u64_field(&mut b, 0, "size prefix");
+    u64_field(&mut b, 3, "entry count");
+    for (key, what) in [("_lib", "entry 0"), ("examplejson", "entry 1")] {
+        u64_field(&mut b, key.len() as u64, &format!("{what} key length"));
+        b.extend(key.as_bytes());
+    }
+    u64_field(&mut b, text.len() as u64, "ExampleJSON text length");
+    b.extend(text.as_bytes());
+    u64_field(&mut b, 12, "entry 2 key length");
+    b.extend(b"_import_tree");
+    u64_field(&mut b, 3, "row_ptr count");
+    for (i, v) in [0u64, 1, 1].into_iter().enumerate() {
+        u64_field(&mut b, v, &format!("row_ptr[{i}]"));
+    }
+    u64_field(&mut b, 1, "child_indices count");
+    u64_field(&mut b, 1, "child_indices[0]");
+    let body = (b.len() - 8) as u64;
+    b[..8].copy_from_slice(&body.to_le_bytes());
+    (b, fields)
+}
+
+/// The bytes of a library and of the blob inside it.
+fn library_and_blob(name: &str) -> (Vec<u8>, Vec<u8>) {
+    if name != CLASSIC_LIB {
+        return (std::fs::read(fixtures().join(name)).unwrap(), blob_of(name));
+    }
+    let (blob, _) = classic_blob();
+    let dir = scratch("classic_lib");
+    let src = dir.join("classic_examplejson.c");
+    let mut c = String::from(
+        "/* A TVM <= 0.20 style library: only the blob and the module context. */\n\
+         void* __tvm_module_ctx = 0;\n\
+         __attribute__((visibility(\"default\"))) const unsigned char __tvm_dev_mblob[] = {",
+    );
+    for (i, byte) in blob.iter().enumerate() {
+        if i % 16 == 0 {
+            c.push_str("\n  ");
+        }
+        c.push_str(&format!("{byte},"));
+    }
+    c.push_str("\n};\n");
+    std::fs::write(&src, c).unwrap();
+    let so = dir.join(CLASSIC_LIB);
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let out = std::process::Command::new(cc)
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&so)
+        .arg(&src)
+        .output()
+        .expect("running the C compiler");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (std::fs::read(&so).unwrap(), blob)
+}
+
+fn classic_mutants(rng: &mut Rng, flips: usize) -> Vec<Mutant> {
+    let (blob, fields) = classic_blob();
+    let mut out = Vec::new();
+    let mut push = |name: String, patches: Vec<(usize, Vec<u8>)>| {
+        out.push(Mutant {
+            name: format!("{CLASSIC_LIB}: {name}"),
+            fixture: CLASSIC_LIB,
+            patches,
+        })
+    };
+    push("unchanged".into(), vec![]);
+    let body = (blob.len() - 8) as u64;
+    for (at, what) in &fields {
+        for v in [u64::MAX, 1 << 62, 0xFFFF_FFFF, body + 1, body, 0, 1, 2, 3] {
+            if u64_at(&blob, *at) != v {
+                push(format!("{what} = {v:#x}"), vec![(*at, le(v))]);
+            }
+        }
+    }
+    for _ in 0..10 {
+        let n = rng.below(blob.len() - 8) as u64;
+        push(format!("size prefix shrunk to {n}"), vec![(0, le(n))]);
+    }
+    for i in 0..flips {
+        let n_bits = 1 + rng.below(3);
+        let mut patches: Vec<(usize, Vec<u8>)> = Vec::new();
+        for _ in 0..n_bits {
+            let at = rng.below(blob.len());
+            let cur = patches
+                .iter()
+                .rev()
+                .find(|(p, _)| *p == at)
+                .map_or(blob[at], |(_, b)| b[0]);
+            patches.push((at, vec![cur ^ (1 << rng.below(8))]));
+        }
+        push(format!("bit flips #{i}"), patches);
+    }
+    out
+}
+
 #[test]
 fn mutated_blobs_load_or_are_refused() {
     let mut rng = Rng::new(0x7E57_B10B);
     let mut mutants = mutants_of("mlp.so", &mut rng, 240);
     mutants.extend(mutants_of("imports_merged.so", &mut rng, 40));
+    mutants.extend(classic_mutants(&mut rng, 80));
     let limit = std::env::var("TVMRT_MUTANTS_LIMIT")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -341,7 +455,7 @@ fn mutated_blobs_load_or_are_refused() {
         slowest
     );
     let mut by_count: Vec<_> = messages.into_iter().collect();
-    by_count.sort_by(|a, b| b.1.cmp(&a.1));
+    by_count.sort_by_key(|e| std::cmp::Reverse(e.1));
     for (msg, n) in by_count.iter().take(30) {
         println!("  {n:4} x refused: {msg}");
     }

@@ -635,7 +635,7 @@ fn saved_closures_bind_their_arguments() {
         &[Any::from("main"), Any::from("main_y"), Any::from(true), y],
     )
     .unwrap();
-    let out = call_vm(&vm, "main_y", &[x.clone()]).unwrap();
+    let out = call_vm(&vm, "main_y", std::slice::from_ref(&x)).unwrap();
     let t = Tensor::from_any_view(&out.view(), "out").unwrap();
     check_close("subfunc.partial", &t, &case["outputs"][0], 1e-5, 1e-6);
     // include_return = false: the call runs and returns None.
@@ -681,4 +681,148 @@ fn one_vm_serves_several_threads() {
             });
         }
     });
+}
+
+/// Serializes a one-function executable: `main` with `num_args` arguments, `regs` registers
+/// and the given instruction words (offsets computed from `instr_lens`).
+fn tiny_executable(num_args: i64, regs: i64, instrs: &[&[i64]]) -> Vec<u8> {
+    let mut b = Vec::new();
+    let u64le = |b: &mut Vec<u8>, v: u64| b.extend_from_slice(&v.to_le_bytes());
+    let string = |b: &mut Vec<u8>, s: &str| {
+        b.extend_from_slice(&(s.len() as u64).to_le_bytes());
+        b.extend_from_slice(s.as_bytes());
+    };
+    u64le(&mut b, tvmrt::vm::exec::MAGIC_V2);
+    string(&mut b, "0.14");
+    u64le(&mut b, 1); // one function
+    b.extend_from_slice(&1i32.to_le_bytes()); // kVMFunc
+    string(&mut b, "main");
+    for v in [0, instrs.len() as i64, num_args, regs] {
+        u64le(&mut b, v as u64);
+    }
+    u64le(&mut b, num_args as u64);
+    for i in 0..num_args {
+        string(&mut b, &format!("p{i}"));
+    }
+    u64le(&mut b, 0); // memory scopes
+    u64le(&mut b, 0); // constants
+    u64le(&mut b, instrs.len() as u64);
+    let mut off = 0u64;
+    for i in instrs {
+        u64le(&mut b, off);
+        off += i.len() as u64;
+    }
+    u64le(&mut b, off);
+    for i in instrs {
+        for &w in i.iter() {
+            u64le(&mut b, w as u64);
+        }
+    }
+    b
+}
+
+#[test]
+fn hand_built_executables_run_or_are_refused() {
+    // main(p0): ret %0
+    let ok = tiny_executable(1, 1, &[&[2, 0]]);
+    let m = tvmrt::vm::load_executable(&ok).unwrap();
+    let vm = m
+        .get_function("vm_load_executable", false)
+        .unwrap()
+        .unwrap()
+        .call(&[])
+        .unwrap();
+    let vm = Module::from_view(&vm.view(), "vm").unwrap();
+    call_vm(
+        &vm,
+        "vm_initialization",
+        &[1i64.into(), 0i64.into(), 1i64.into()],
+    )
+    .unwrap();
+    let out = call_vm(&vm, "main", &[Any::from(42i64)]).unwrap();
+    assert_eq!(out.view().as_i64(), Some(42));
+    // A null DLTensor* is an error, not a crash, in the builtins that read tensors.
+    let f = tvmrt::function::registry::get("vm.builtin.check_tensor_info").unwrap();
+    let e = f
+        .call_values(&[
+            Any::dltensor_ptr(std::ptr::null_mut()),
+            Any::from(1i64),
+            Any::none(),
+            Any::from("ctx"),
+        ])
+        .unwrap_err();
+    assert!(e.message.contains("null DLTensor*"), "{e}");
+
+    let refused = |instrs: &[&[i64]], regs: i64, needle: &str| {
+        let e = Executable::from_bytes(&tiny_executable(1, regs, instrs))
+            .err()
+            .unwrap_or_else(|| panic!("{instrs:?} loaded"));
+        assert!(e.message.contains(needle), "{instrs:?}: {e}");
+    };
+    // A jump to itself (or backwards) could spin forever.
+    refused(&[&[3, 0], &[2, 0]], 1, "Goto offset 0");
+    refused(&[&[2, 0], &[3, -1]], 1, "Goto offset -1");
+    // Jumps out of the function, registers past the frame, unknown opcodes and functions.
+    refused(&[&[3, 5], &[2, 0]], 1, "outside the function");
+    refused(&[&[2, 3]], 1, "uses register 3");
+    refused(&[&[4, 0, 1], &[2, 0]], 1, "If false offset 1");
+    refused(&[&[9, 0]], 1, "unknown opcode 9");
+    refused(&[&[1, 0, 7, 0], &[2, 0]], 1, "calls function index 7");
+    // A call reading constant 0 of an empty pool: kind 2 in the top byte.
+    refused(&[&[1, 0, 0, 1, 2 << 56], &[2, 0]], 1, "reads constant 0");
+}
+
+/// A module whose `get_params()` returns one tensor (for `set_input_with_param_module`).
+struct Params(Tensor);
+
+impl tvmrt::module::ModuleKind for Params {
+    fn kind(&self) -> &str {
+        "test.params"
+    }
+    fn get_function(
+        &self,
+        this: &Module,
+        name: &str,
+    ) -> tvmrt::Result<Option<tvmrt::function::Function>> {
+        if name != "get_params" {
+            return Ok(None);
+        }
+        let keep = this.clone();
+        let t = self.0.clone();
+        Ok(Some(tvmrt::function::Function::from_fn(move |_| {
+            let _ = &keep;
+            Ok(Any::from(t.clone()))
+        })))
+    }
+}
+
+#[test]
+fn set_input_with_param_module_takes_the_last_input_from_get_params() {
+    let case = relax_cases()
+        .into_iter()
+        .find(|c| c["id"] == "dyn_batch.main.n5")
+        .unwrap();
+    let (_root, vm) = load_vm("dyn_batch.so", 2);
+    let ins: Vec<Tensor> = case["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(input_tensor)
+        .collect();
+    let params = Module::new(Params(ins[2].clone()));
+    call_vm(
+        &vm,
+        "set_input_with_param_module",
+        &[
+            Any::from("main"),
+            Any::from(ins[0].clone()),
+            Any::from(ins[1].clone()),
+            Any::from(params),
+        ],
+    )
+    .unwrap();
+    call_vm(&vm, "invoke_stateful", &[Any::from("main")]).unwrap();
+    let out = call_vm(&vm, "get_output", &[Any::from("main")]).unwrap();
+    let t = Tensor::from_any_view(&out.view(), "out").unwrap();
+    check_close("dyn_batch.params", &t, &case["outputs"][0], 1e-5, 1e-6);
 }

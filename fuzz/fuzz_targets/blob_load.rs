@@ -80,7 +80,13 @@ fn walk(m: &Module, depth: usize) {
         return;
     }
     let _ = m.kind();
-    for name in ["main", "__tvm_ffi_main", "subgraph_0", "add", "vm_load_executable"] {
+    for name in [
+        "main",
+        "__tvm_ffi_main",
+        "subgraph_0",
+        "add",
+        "vm_load_executable",
+    ] {
         let _ = m.get_function(name, true);
     }
     let _ = m.save_to_bytes();

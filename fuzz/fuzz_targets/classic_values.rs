@@ -17,7 +17,9 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use tvmrt::abi::{type_code as tc, DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, TVMFFIByteArray, TVMValue};
+use tvmrt::abi::{
+    type_code as tc, DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, TVMFFIByteArray, TVMValue,
+};
 use tvmrt::capi::classic_error::{TVMGetLastError, TVMObjectFree};
 use tvmrt::capi::classic_func::{
     TVMCFuncSetReturn, TVMCbArgToReturn, TVMFuncCall, TVMFuncCreateFromCFunc, TVMFuncGetGlobal,
@@ -185,9 +187,17 @@ fuzz_target!(|data: &[u8]| {
     let pool = pool();
     let counts_before: Vec<u32> = pool.objects.iter().map(ObjectRef::strong_count).collect();
     let mut inp = Input(data);
-    let target = if inp.u8() & 1 == 0 { pool.echo } else { pool.callback };
+    let target = if inp.u8() & 1 == 0 {
+        pool.echo
+    } else {
+        pool.callback
+    };
     let raw_n = inp.u8();
-    let num_args: c_int = if raw_n >= 250 { -(raw_n as c_int) } else { (raw_n % 9) as c_int };
+    let num_args: c_int = if raw_n >= 250 {
+        -(raw_n as c_int)
+    } else {
+        (raw_n % 9) as c_int
+    };
 
     // Storage the pointer-typed values point into; it outlives the call.
     let mut strings: Vec<CString> = Vec::new();
@@ -203,7 +213,11 @@ fuzz_target!(|data: &[u8]| {
 
     for _ in 0..num_args.max(0) {
         let tag = inp.u8();
-        let code: c_int = if tag >= 0xF0 { inp.u32() as c_int } else { (tag % 17) as c_int };
+        let code: c_int = if tag >= 0xF0 {
+            inp.u32() as c_int
+        } else {
+            (tag % 17) as c_int
+        };
         let pick = inp.u8() as usize;
         let value = match code {
             tc::DL_TENSOR_HANDLE => TVMValue {
@@ -234,21 +248,29 @@ fuzz_target!(|data: &[u8]| {
                 let obj = pool.objects[pick % pool.objects.len()].clone().into_raw();
                 rvalue_slots.push(Box::new(obj));
                 let slot: *mut *mut c_void = &mut **rvalue_slots.last_mut().unwrap();
-                TVMValue { v_handle: slot.cast() }
+                TVMValue {
+                    v_handle: slot.cast(),
+                }
             }
             tc::STR => {
                 if pick % 6 == 0 {
-                    TVMValue { v_str: std::ptr::null() }
+                    TVMValue {
+                        v_str: std::ptr::null(),
+                    }
                 } else {
                     let mut b = inp.bytes();
                     b.retain(|&x| x != 0);
                     strings.push(CString::new(b).unwrap());
-                    TVMValue { v_str: strings.last().unwrap().as_ptr() as *const c_char }
+                    TVMValue {
+                        v_str: strings.last().unwrap().as_ptr() as *const c_char,
+                    }
                 }
             }
             tc::BYTES => {
                 if pick % 6 == 0 {
-                    TVMValue { v_handle: std::ptr::null_mut() }
+                    TVMValue {
+                        v_handle: std::ptr::null_mut(),
+                    }
                 } else {
                     byte_data.push(inp.bytes());
                     let d = byte_data.last().unwrap();
@@ -295,5 +317,8 @@ fuzz_target!(|data: &[u8]| {
     }
     drop((strings, byte_data, arrays));
     let counts_after: Vec<u32> = pool.objects.iter().map(ObjectRef::strong_count).collect();
-    assert_eq!(counts_before, counts_after, "reference counts changed (leak or double free)");
+    assert_eq!(
+        counts_before, counts_after,
+        "reference counts changed (leak or double free)"
+    );
 });

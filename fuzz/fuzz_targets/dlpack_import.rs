@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use dlpark::DlpackFlags;
 use libfuzzer_sys::fuzz_target;
 use tvmrt::abi::{
-    DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, DLManagedTensor,
-    DLManagedTensorVersioned, DLPackVersion, DLTensor,
+    DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, DLManagedTensor, DLManagedTensorVersioned,
+    DLPackVersion, DLTensor,
 };
 use tvmrt::tensor::dlpack::ImportRequirements;
 use tvmrt::tensor::Tensor;
@@ -74,7 +74,12 @@ impl Input<'_> {
 
 /// The byte range `[lo, hi)` relative to `data` that the tensor's elements occupy, if it can
 /// be computed.
-fn extent(shape: &[i64], strides: Option<&[i64]>, dtype: DLDataType, offset: u64) -> Option<(i128, i128)> {
+fn extent(
+    shape: &[i64],
+    strides: Option<&[i64]>,
+    dtype: DLDataType,
+    offset: u64,
+) -> Option<(i128, i128)> {
     let elem = ((dtype.bits as i128) * (dtype.lanes as i128) + 7) / 8;
     if shape.iter().any(|&d| d == 0) {
         return Some((0, 0));
@@ -94,16 +99,23 @@ fn extent(shape: &[i64], strides: Option<&[i64]>, dtype: DLDataType, offset: u64
         compact = compact.checked_mul(d)?;
         let reach = (d - 1).checked_mul(s)?.checked_mul(elem)?;
         if reach < 0 {
-            lo += reach;
+            lo = lo.checked_add(reach)?;
         } else {
-            hi += reach;
+            hi = hi.checked_add(reach)?;
         }
     }
     Some((lo, hi.checked_add(elem)?))
 }
 
 fn exercise(t: &Tensor, in_buffer: bool) {
-    let _ = (t.shape(), t.strides(), t.ndim(), t.dtype(), t.numel(), t.nbytes());
+    let _ = (
+        t.shape(),
+        t.strides(),
+        t.ndim(),
+        t.dtype(),
+        t.numel(),
+        t.nbytes(),
+    );
     let _ = t.is_contiguous();
     let _ = format!("{t:?}");
     if !in_buffer {
@@ -228,7 +240,11 @@ fuzz_target!(|data: &[u8]| {
             }
             Err(e) => {
                 assert!(!e.message.is_empty());
-                assert_eq!(LEGACY_DELETES.load(Ordering::SeqCst), before, "refused import deleted");
+                assert_eq!(
+                    LEGACY_DELETES.load(Ordering::SeqCst),
+                    before,
+                    "refused import deleted"
+                );
             }
         }
     } else {
@@ -251,7 +267,11 @@ fuzz_target!(|data: &[u8]| {
             }
             Err(e) => {
                 assert!(!e.message.is_empty());
-                assert_eq!(VERSIONED_DELETES.load(Ordering::SeqCst), before, "refused import deleted");
+                assert_eq!(
+                    VERSIONED_DELETES.load(Ordering::SeqCst),
+                    before,
+                    "refused import deleted"
+                );
             }
         }
     }

@@ -38,8 +38,9 @@ impl Arg {
         }
         let mut data = vec![0u64; (n * elem_bytes).div_ceil(8).max(1)];
         // SAFETY: the buffer holds at least `n * elem_bytes` bytes.
-        let bytes =
-            unsafe { std::slice::from_raw_parts_mut(data.as_mut_ptr().cast::<u8>(), n * elem_bytes) };
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(data.as_mut_ptr().cast::<u8>(), n * elem_bytes)
+        };
         for (chunk, v) in bytes.chunks_exact_mut(elem_bytes).zip(values(n, seed)) {
             match (code, elem_bytes) {
                 (2, 4) => chunk.copy_from_slice(&(v as f32).to_le_bytes()),
@@ -72,7 +73,9 @@ fn run_slices(sg: &Subgraph, seed: u8) {
     let inputs: Vec<Vec<f32>> = (0..sg.num_inputs())
         .map(|i| {
             let n: usize = sg.input_shape(i).unwrap_or(&[]).iter().product();
-            values(n, seed.wrapping_add(i as u8)).map(|v| v as f32).collect()
+            values(n, seed.wrapping_add(i as u8))
+                .map(|v| v as f32)
+                .collect()
         })
         .collect();
     let refs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
@@ -104,7 +107,13 @@ fn run_dltensors(sg: &Subgraph, control: u8) {
         DLDeviceType::CPU
     };
     let mut shapes: Vec<Vec<i64>> = (0..sg.num_inputs())
-        .map(|i| sg.input_shape(i).unwrap_or(&[]).iter().map(|&d| d as i64).collect())
+        .map(|i| {
+            sg.input_shape(i)
+                .unwrap_or(&[])
+                .iter()
+                .map(|&d| d as i64)
+                .collect()
+        })
         .collect();
     shapes.push(sg.output_shape().iter().map(|&d| d as i64).collect());
     // Wrong input on purpose, half of the time.
@@ -142,7 +151,11 @@ fn run_dltensors(sg: &Subgraph, control: u8) {
 
 fn exercise(graph: &Graph, control: u8) {
     for sg in graph.subgraphs() {
-        if sg.nodes().iter().any(|n| n.num_elements() > MAX_RUN_ELEMENTS) {
+        if sg
+            .nodes()
+            .iter()
+            .any(|n| n.num_elements() > MAX_RUN_ELEMENTS)
+        {
             continue;
         }
         run_slices(sg, control);
@@ -160,7 +173,11 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(again.text(), m.text());
     }
     if let Ok((m, used)) = ExampleJsonModule::from_stream(payload) {
-        assert!(used <= payload.len(), "consumed {used} of {} bytes", payload.len());
+        assert!(
+            used <= payload.len(),
+            "consumed {used} of {} bytes",
+            payload.len()
+        );
         let _ = m.graph().subgraph_names();
     }
     if let Ok(text) = std::str::from_utf8(payload) {

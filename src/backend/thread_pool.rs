@@ -744,7 +744,7 @@ pub unsafe fn run_once(handle: *mut *mut c_void, f: RunOnceFn, cdata: *mut c_voi
         None => format!("run_once: the initializer returned {code}"),
     };
     Err(Error::new(
-        detail.map_or_else(|| "RuntimeError".to_string(), |e| e.kind),
+        detail.map_or_else(|| "RuntimeError".to_string(), |e| e.kind.clone()),
         message,
     ))
 }

@@ -38,6 +38,23 @@ pub fn run(name: &'static str, body: impl FnOnce() -> Result<()>) -> c_int {
     }
 }
 
+/// The boundary for hot paths whose body already returns the C status itself: only panics
+/// are caught (and raised as errors); no `Result` is built, so the body can stay a few
+/// instructions long.
+#[inline(always)]
+pub fn guard(name: &'static str, body: impl FnOnce() -> c_int) -> c_int {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(status) => status,
+        Err(p) => {
+            crate::raised::set_raised(Error::runtime(format!(
+                "internal error in {name}: {}",
+                panic_message(p)
+            )));
+            -1
+        }
+    }
+}
+
 /// Runs `body` for a C function that returns a value rather than a status: a failure or panic
 /// raises the error and returns `fallback`.
 pub fn run_or<T>(name: &'static str, fallback: T, body: impl FnOnce() -> Result<T>) -> T {

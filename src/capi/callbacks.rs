@@ -61,6 +61,25 @@ unsafe fn function_payload<'a>(handle: *mut c_void) -> &'a FunctionObj {
     unsafe { &(*handle.cast::<ObjectBox<FunctionObj>>()).payload }
 }
 
+/// The classic callback behind a function object whose cell holds
+/// [`classic_function_safe_call`].
+///
+/// # Safety
+/// `handle` is a live tvmrt function object with that trampoline.
+pub(crate) unsafe fn classic_callback_of(
+    handle: *mut c_void,
+) -> Option<(crate::abi::TVMPackedCFunc, *mut c_void)> {
+    // SAFETY: per the contract.
+    match unsafe { &function_payload(handle).imp } {
+        FunctionImpl::Classic {
+            func,
+            resource_handle,
+            ..
+        } => Some((*func, *resource_handle)),
+        _ => None,
+    }
+}
+
 /// Writes an owned result into a caller's slot.
 ///
 /// # Safety
@@ -121,6 +140,43 @@ pub unsafe extern "C" fn extern_c_function_safe_call(
     }
 }
 
+/// Calls a classic C callback with classic arguments and collects the result it sets with
+/// `TVMCFuncSetReturn`. A callback that fails without setting an error reports whatever error
+/// the thread last raised, as in TVM (clearing it first would cost a thread-local access on
+/// every call).
+///
+/// # Safety
+/// `values`/`codes` hold `num_args` entries alive for the call; `func` accepts
+/// `resource_handle`.
+pub(crate) unsafe fn invoke_classic_callback(
+    func: crate::abi::TVMPackedCFunc,
+    resource_handle: *mut c_void,
+    values: *mut crate::abi::TVMValue,
+    codes: *mut i32,
+    num_args: i32,
+) -> crate::error::Result<Any> {
+    let mut ret_slot = Any::none();
+    // SAFETY: per the contract; `ret_slot` is the handle `TVMCFuncSetReturn` writes through,
+    // alive for the call.
+    let status = unsafe {
+        func(
+            values,
+            codes,
+            num_args,
+            (&mut ret_slot as *mut Any).cast(),
+            resource_handle,
+        )
+    };
+    if status != 0 {
+        return Err(crate::raised::take_raised().unwrap_or_else(|| {
+            Error::runtime(format!(
+                "callback returned {status} without setting an error (TVMAPISetLastError)"
+            ))
+        }));
+    }
+    Ok(ret_slot)
+}
+
 /// `safe_call` of functions created by the classic `TVMFuncCreateFromCFunc`: converts the
 /// arguments to `TVMValue` + type codes and collects the result set by `TVMCFuncSetReturn`.
 ///
@@ -148,27 +204,19 @@ pub unsafe extern "C" fn classic_function_safe_call(
         // SAFETY: per the calling convention.
         let views = unsafe { AnyView::slice_from_raw(args, num_args.max(0) as usize) };
         let mut classic = ClassicArgs::from_views(views)?;
-        let mut ret_slot = Any::none();
-        // SAFETY: the arrays hold `num_args` entries; `ret_slot` is the handle
-        // `TVMCFuncSetReturn` writes through, alive for the call.
-        let status = unsafe {
-            func(
-                classic.values.as_mut_ptr(),
-                classic.codes.as_mut_ptr(),
-                views.len() as i32,
-                (&mut ret_slot as *mut Any).cast(),
+        let n = classic.len() as i32;
+        // SAFETY: the arrays hold `n` entries and live in `classic` during the call.
+        let value = unsafe {
+            invoke_classic_callback(
+                *func,
                 *resource_handle,
-            )
+                classic.values_mut().as_mut_ptr(),
+                classic.codes_mut().as_mut_ptr(),
+                n,
+            )?
         };
-        if status != 0 {
-            return Err(crate::raised::take_raised().unwrap_or_else(|| {
-                Error::runtime(format!(
-                    "callback returned {status} without setting an error (TVMAPISetLastError)"
-                ))
-            }));
-        }
         // SAFETY: per the calling convention.
-        unsafe { store_result(result, ret_slot) };
+        unsafe { store_result(result, value) };
         Ok(())
     })
 }

@@ -3,7 +3,7 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use crate::abi::TVMFFIByteArray;
+use crate::abi::TVMByteArray;
 use crate::capi::boundary::{c_str, non_null, run_or, write_out};
 use crate::error::Error;
 use crate::object::{dec_ref_raw, inc_ref_raw, ObjectHeader};
@@ -17,7 +17,7 @@ pub unsafe extern "C" fn TVMAPISetLastError(msg: *const c_char) {
     run_or("TVMAPISetLastError", (), || {
         // SAFETY: per the contract.
         let text = unsafe { c_str(msg, "msg") }.unwrap_or("(null error message)");
-        crate::raised::set_raised(Error::from_classic_text(text));
+        crate::raised::set_raised_classic_text(text);
         Ok(())
     })
 }
@@ -81,7 +81,7 @@ pub unsafe extern "C" fn TVMObjectGetTypeIndex(obj: *mut c_void, out_tindex: *mu
 /// # Safety
 /// `arr` is null or a pointer returned by a tvmrt call.
 #[no_mangle]
-pub unsafe extern "C" fn TVMByteArrayFree(arr: *mut TVMFFIByteArray) -> c_int {
+pub unsafe extern "C" fn TVMByteArrayFree(arr: *mut TVMByteArray) -> c_int {
     ffi_try!("TVMByteArrayFree", {
         if arr.is_null() || crate::value::classic::is_thread_return_bytes(arr) {
             return Ok(());

@@ -4,8 +4,9 @@
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CString};
 
-use crate::abi::{TVMPackedCFunc, TVMPackedCFuncFinalizer, TVMValue};
+use crate::abi::{TVMFFIAny, TVMPackedCFunc, TVMPackedCFuncFinalizer, TVMValue};
 use crate::capi::boundary::{c_str, function_arg, non_null, write_out};
+use crate::capi::callbacks::invoke_classic_callback;
 use crate::error::Error;
 use crate::function::{registry, Function};
 use crate::object::dec_ref_raw;
@@ -118,9 +119,197 @@ pub unsafe extern "C" fn TVMFuncCall(
     ret_val: *mut TVMValue,
     ret_type_code: *mut c_int,
 ) -> c_int {
+    crate::capi::boundary::guard("TVMFuncCall", || {
+        // SAFETY: the caller's contract, checked by the fast path before any use.
+        match unsafe {
+            func_call_fast(func, args, arg_type_codes, num_args, ret_val, ret_type_code)
+        } {
+            Some(status) => status,
+            // SAFETY: as above.
+            None => unsafe {
+                func_call_general(func, args, arg_type_codes, num_args, ret_val, ret_type_code)
+            },
+        }
+    })
+}
+
+/// The common case of `TVMFuncCall` without allocation or `Result`: up to eight plain
+/// arguments (ints, floats, handles, tensors, strings) to any function, and a plain result.
+/// Returns `None` to hand anything else to [`func_call_general`].
+///
+/// # Safety
+/// As [`TVMFuncCall`].
+#[inline(always)]
+unsafe fn func_call_fast(
+    func: *mut c_void,
+    args: *mut TVMValue,
+    codes: *mut c_int,
+    num_args: c_int,
+    ret_val: *mut TVMValue,
+    ret_type_code: *mut c_int,
+) -> Option<c_int> {
+    use crate::abi::{type_code as tc, type_index as ti, AnyPayload};
+    if func.is_null() || ret_val.is_null() || ret_type_code.is_null() {
+        return None;
+    }
+    let n = usize::try_from(num_args)
+        .ok()
+        .filter(|&n| n <= INLINE_ARGS)?;
+    if n > 0 && (args.is_null() || codes.is_null()) {
+        return None;
+    }
+    // SAFETY: non-null and live per the contract.
+    if unsafe { (*func.cast::<crate::object::ObjectHeader>()).type_index } != ti::FUNCTION {
+        return None;
+    }
+    // SAFETY: function objects carry their cell after the 24-byte header.
+    let cell = unsafe {
+        *func
+            .cast::<u8>()
+            .add(std::mem::size_of::<crate::object::ObjectHeader>())
+            .cast::<crate::abi::TVMFFIFunctionCell>()
+    };
+    let classic_trampoline: crate::abi::TVMFFISafeCallType =
+        crate::capi::callbacks::classic_function_safe_call;
+    if cell.safe_call as *const () == classic_trampoline as *const () {
+        // A classic callback (the trampoline is only installed in tvmrt's classic function
+        // objects) gets the caller's arrays unchanged, as in TVM.
+        // SAFETY: the trampoline identifies the payload; the arrays hold `num_args` entries.
+        let value = unsafe {
+            let (callback, resource) = crate::capi::callbacks::classic_callback_of(func)?;
+            invoke_classic_callback(callback, resource, args, codes, num_args)
+        };
+        return Some(finish_call(value, ret_val, ret_type_code));
+    }
+    let mut raws = [std::mem::MaybeUninit::<TVMFFIAny>::uninit(); INLINE_ARGS];
+    for (i, slot) in raws.iter_mut().enumerate().take(n) {
+        // SAFETY: the arrays hold `num_args` entries.
+        let (value, code) = unsafe { (*args.add(i), *codes.add(i)) };
+        let (index, payload) = match code {
+            // SAFETY (all arms): reading the union member the type code names.
+            tc::INT | tc::UINT => (
+                ti::INT,
+                AnyPayload {
+                    v_int64: unsafe { value.v_int64 },
+                },
+            ),
+            tc::FLOAT => (
+                ti::FLOAT,
+                AnyPayload {
+                    v_float64: unsafe { value.v_float64 },
+                },
+            ),
+            tc::OPAQUE_HANDLE => (
+                ti::OPAQUE_PTR,
+                AnyPayload {
+                    v_ptr: unsafe { value.v_handle },
+                },
+            ),
+            tc::DL_TENSOR_HANDLE => (
+                ti::DL_TENSOR_PTR,
+                AnyPayload {
+                    v_ptr: unsafe { value.v_handle },
+                },
+            ),
+            tc::STR if !unsafe { value.v_str }.is_null() => (
+                ti::RAW_STR,
+                AnyPayload {
+                    v_c_str: unsafe { value.v_str },
+                },
+            ),
+            tc::NULLPTR => (ti::NONE, AnyPayload { v_int64: 0 }),
+            _ => return None,
+        };
+        slot.write(TVMFFIAny {
+            type_index: index,
+            small_str_len: 0,
+            payload,
+        });
+    }
+    let mut result = TVMFFIAny::NONE;
+    // SAFETY: the first `n` slots are initialized; the callee follows the tvm-ffi convention
+    // and raises its own errors (seen by `TVMGetLastError`).
+    let status = unsafe { (cell.safe_call)(func, raws.as_ptr().cast(), n as i32, &mut result) };
+    if status != 0 {
+        return Some(-1);
+    }
+    // SAFETY: on success the callee moved an owned value into `result`.
+    let result = unsafe { Any::from_raw(result) };
+    Some(finish_call(Ok(result), ret_val, ret_type_code))
+}
+
+/// Writes a call's result for the classic caller, or raises its error: the status to return.
+#[inline(always)]
+fn finish_call(
+    result: crate::error::Result<Any>,
+    ret_val: *mut TVMValue,
+    ret_type_code: *mut c_int,
+) -> c_int {
+    if let Ok(v) = &result {
+        // Ints and floats, the common results, without the general conversion's frame.
+        let r = *v.raw();
+        let plain = match r.type_index {
+            // SAFETY: the payload member the type index names.
+            crate::abi::type_index::INT => Some((
+                TVMValue {
+                    v_int64: unsafe { r.payload.v_int64 },
+                },
+                crate::abi::type_code::INT,
+            )),
+            // SAFETY: as above.
+            crate::abi::type_index::FLOAT => Some((
+                TVMValue {
+                    v_float64: unsafe { r.payload.v_float64 },
+                },
+                crate::abi::type_code::FLOAT,
+            )),
+            _ => None,
+        };
+        if let Some((v, code)) = plain {
+            // SAFETY: the callers checked both non-null.
+            unsafe {
+                *ret_val = v;
+                *ret_type_code = code;
+            }
+            return 0;
+        }
+    }
+    match result.and_then(any_to_classic_return) {
+        Ok((v, code)) => {
+            // SAFETY: the callers checked both non-null.
+            unsafe {
+                *ret_val = v;
+                *ret_type_code = code;
+            }
+            0
+        }
+        Err(e) => {
+            crate::raised::set_raised(e);
+            -1
+        }
+    }
+}
+
+/// `TVMFuncCall` for every case: checks each argument with a message, passes classic
+/// arguments straight to classic callbacks, converts any value.
+///
+/// # Safety
+/// As [`TVMFuncCall`].
+#[cold]
+unsafe fn func_call_general(
+    func: *mut c_void,
+    args: *mut TVMValue,
+    arg_type_codes: *mut c_int,
+    num_args: c_int,
+    ret_val: *mut TVMValue,
+    ret_type_code: *mut c_int,
+) -> c_int {
     ffi_try!("TVMFuncCall", {
-        // SAFETY: per the contract.
-        let f = unsafe { function_arg(func, "func")? };
+        // SAFETY: per the contract the handle is live during the call.
+        let Some(f) = (unsafe { Function::borrow_handle(func) }) else {
+            // SAFETY: as above; names what is wrong with the handle.
+            return unsafe { function_arg(func, "func") }.map(drop);
+        };
         non_null(ret_val, "ret_val")?;
         non_null(ret_type_code, "ret_type_code")?;
         if num_args < 0 {
@@ -133,19 +322,30 @@ pub unsafe extern "C" fn TVMFuncCall(
             non_null(args, "args")?;
             non_null(arg_type_codes, "arg_type_codes")?;
         }
-        let mut raws = Vec::with_capacity(n);
-        for i in 0..n {
-            // SAFETY: the arrays hold `num_args` entries; handles live during the call.
-            let raw = unsafe { classic_to_raw(*args.add(i), *arg_type_codes.add(i)) }
-                .map_err(|e| Error::new(e.kind.clone(), format!("argument {i}: {}", e.message)))?;
-            raws.push(raw);
-        }
-        // SAFETY: the raw values borrow the caller's arguments for the call.
-        let views: Vec<AnyView<'_>> = raws
-            .into_iter()
-            .map(|r| unsafe { AnyView::from_raw(r) })
-            .collect();
-        let result = f.call(&views)?;
+        let result = if let Some((callback, resource)) = f.classic_callback() {
+            // Classic to classic: the caller's arrays pass through unchanged, as in TVM.
+            // SAFETY: the arrays hold `num_args` entries alive for the call.
+            unsafe { invoke_classic_callback(callback, resource, args, arg_type_codes, num_args)? }
+        } else {
+            // Up to eight arguments convert on the stack.
+            let mut inline = [TVMFFIAny::NONE; INLINE_ARGS];
+            let mut spilled = Vec::new();
+            let raws: &mut [TVMFFIAny] = if n <= INLINE_ARGS {
+                &mut inline[..n]
+            } else {
+                spilled.resize(n, TVMFFIAny::NONE);
+                &mut spilled
+            };
+            for (i, slot) in raws.iter_mut().enumerate() {
+                // SAFETY: the arrays hold `num_args` entries; handles live during the call.
+                *slot = unsafe { classic_to_raw(*args.add(i), *arg_type_codes.add(i)) }.map_err(
+                    |e| Error::new(e.kind.clone(), format!("argument {i}: {}", e.message)),
+                )?;
+            }
+            // SAFETY: the values borrow the caller's arguments for the call.
+            let views = unsafe { AnyView::slice_from_raw(raws.as_ptr(), n) };
+            f.call(views)?
+        };
         let (v, code) = any_to_classic_return(result)?;
         // SAFETY: both checked non-null.
         unsafe {
@@ -155,6 +355,9 @@ pub unsafe extern "C" fn TVMFuncCall(
         Ok(())
     })
 }
+
+/// Arguments up to this count convert on the stack in `TVMFuncCall`.
+const INLINE_ARGS: usize = 8;
 
 /// Releases a function handle.
 ///
@@ -198,6 +401,39 @@ pub unsafe extern "C" fn TVMFuncCreateFromCFunc(
 /// `ret` is the handle the callback received; `value`/`type_code` hold `num_ret` entries.
 #[no_mangle]
 pub unsafe extern "C" fn TVMCFuncSetReturn(
+    ret: *mut c_void,
+    value: *mut TVMValue,
+    type_code: *mut c_int,
+    num_ret: c_int,
+) -> c_int {
+    crate::capi::boundary::guard("TVMCFuncSetReturn", || {
+        // Plain values (the common case) are written without building a `Result`.
+        if !ret.is_null() && !value.is_null() && !type_code.is_null() && num_ret == 1 {
+            // SAFETY: one entry each per the contract; `ret` is the `Any` slot the trampoline
+            // passed to the callback.
+            unsafe {
+                let plain = match *type_code {
+                    crate::abi::type_code::INT => Some(Any::from((*value).v_int64)),
+                    crate::abi::type_code::FLOAT => Some(Any::from((*value).v_float64)),
+                    _ => None,
+                };
+                if let Some(v) = plain {
+                    *ret.cast::<Any>() = v;
+                    return 0;
+                }
+            }
+        }
+        // SAFETY: as above.
+        unsafe { set_return_general(ret, value, type_code, num_ret) }
+    })
+}
+
+/// `TVMCFuncSetReturn` for any value, with a message for bad arguments.
+///
+/// # Safety
+/// As [`TVMCFuncSetReturn`].
+#[cold]
+unsafe fn set_return_general(
     ret: *mut c_void,
     value: *mut TVMValue,
     type_code: *mut c_int,

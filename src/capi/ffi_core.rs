@@ -2,12 +2,15 @@
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 
-use crate::abi::{DLDataType, TVMFFIAny, TVMFFIByteArray, TVMFFISafeCallType, TVMFFIVersion};
+use crate::abi::{
+    type_index, DLDataType, TVMFFIAny, TVMFFIByteArray, TVMFFIFunctionCell, TVMFFISafeCallType,
+    TVMFFIVersion,
+};
 use crate::capi::boundary::{function_arg, non_null, run_or, write_out};
 use crate::error::Error;
 use crate::function::{registry, Function};
 use crate::object::error_obj::new_error;
-use crate::object::{dec_ref_raw, inc_ref_raw, ObjectRef};
+use crate::object::{dec_ref_raw, inc_ref_raw, ObjectHeader, ObjectRef};
 use crate::value::{Any, AnyView};
 
 /// The tvm-ffi ABI version tvmrt implements (tvm-ffi 0.1.x).
@@ -142,8 +145,43 @@ pub unsafe extern "C" fn TVMFFIFunctionCall(
     num_args: i32,
     result: *mut TVMFFIAny,
 ) -> c_int {
-    let mut status = 0;
-    let checked = ffi_try!("TVMFFIFunctionCall", {
+    crate::capi::boundary::guard("TVMFFIFunctionCall", || {
+        // Valid arguments go straight to the cell's safe_call, as in tvm-ffi; anything else
+        // is reported by the out-of-line checker.
+        let plausible = !func.is_null()
+            && !result.is_null()
+            && num_args >= 0
+            && (num_args == 0 || !args.is_null());
+        // SAFETY: `func` is non-null and a live object per the contract.
+        if plausible && unsafe { (*func.cast::<ObjectHeader>()).type_index } == type_index::FUNCTION
+        {
+            let cell = func
+                .cast::<u8>()
+                .wrapping_add(std::mem::size_of::<ObjectHeader>())
+                .cast::<TVMFFIFunctionCell>();
+            // SAFETY: function objects carry their cell after the header; the callee follows
+            // the tvm-ffi calling convention and raises its own errors.
+            return unsafe { ((*cell).safe_call)(func, args, num_args, result) };
+        }
+        // SAFETY: per the contract.
+        unsafe { report_bad_call(func, args, num_args, result) }
+    })
+}
+
+/// Names what is wrong with a `TVMFFIFunctionCall` (kept out of line: the fast path spills
+/// nothing for it).
+///
+/// # Safety
+/// `func` is null or a live object.
+#[cold]
+#[inline(never)]
+unsafe fn report_bad_call(
+    func: *mut c_void,
+    args: *mut TVMFFIAny,
+    num_args: i32,
+    result: *mut TVMFFIAny,
+) -> c_int {
+    ffi_try!("TVMFFIFunctionCall", {
         non_null(func, "func")?;
         non_null(result, "result")?;
         if num_args < 0 || (num_args > 0 && args.is_null()) {
@@ -151,28 +189,13 @@ pub unsafe extern "C" fn TVMFFIFunctionCall(
                 "invalid arguments: num_args={num_args}, args={args:p}"
             )));
         }
-        // SAFETY: a live function object per the contract.
-        let header = unsafe { &*func.cast::<crate::object::ObjectHeader>() };
-        if header.type_index != crate::abi::type_index::FUNCTION {
-            return Err(Error::type_error(format!(
-                "TVMFFIFunctionCall: handle is a {}, not a function",
-                crate::value::type_name(header.type_index)
-            )));
-        }
-        let cell = func
-            .cast::<u8>()
-            .wrapping_add(std::mem::size_of::<crate::object::ObjectHeader>())
-            .cast::<crate::abi::TVMFFIFunctionCell>();
-        // SAFETY: function objects carry their cell after the header; the callee follows the
-        // tvm-ffi calling convention and reports its own errors.
-        status = unsafe { ((*cell).safe_call)(func, args, num_args, result) };
-        Ok(())
-    });
-    if checked != 0 {
-        checked
-    } else {
-        status
-    }
+        // SAFETY: a live object per the contract.
+        let index = unsafe { (*func.cast::<ObjectHeader>()).type_index };
+        Err(Error::type_error(format!(
+            "TVMFFIFunctionCall: handle is a {}, not a function",
+            crate::value::type_name(index)
+        )))
+    })
 }
 
 /// Converts a borrowed value into an owned one (raw strings and byte arrays are copied into
@@ -264,7 +287,7 @@ pub unsafe extern "C" fn TVMFFIErrorSetRaisedFromCStr(kind: *const c_char, messa
 #[no_mangle]
 pub unsafe extern "C" fn TVMFFIErrorSetRaisedFromCStrParts(
     kind: *const c_char,
-    message_parts: *const *const c_char,
+    message_parts: *mut *const c_char,
     num_parts: i32,
 ) {
     run_or("TVMFFIErrorSetRaisedFromCStrParts", (), || {

@@ -81,6 +81,19 @@ impl Drop for FunctionObj {
     }
 }
 
+/// A function borrowed from a C handle for the length of a call (no reference-count traffic).
+pub struct BorrowedFunction<'a> {
+    f: std::mem::ManuallyDrop<Function>,
+    _borrow: std::marker::PhantomData<&'a ()>,
+}
+
+impl std::ops::Deref for BorrowedFunction<'_> {
+    type Target = Function;
+    fn deref(&self) -> &Function {
+        &self.f
+    }
+}
+
 /// A reference to a function object (ours or another library's).
 #[derive(Clone, Debug)]
 pub struct Function(ObjectRef);
@@ -141,6 +154,46 @@ impl Function {
                 finalizer,
             },
         )
+    }
+
+    /// Borrows a function handle for the length of a C call, without touching its reference
+    /// count; `None` when the handle is null or not a function.
+    ///
+    /// # Safety
+    /// `handle` is null or a live object the caller keeps alive while the borrow is used.
+    pub unsafe fn borrow_handle<'a>(handle: *mut c_void) -> Option<BorrowedFunction<'a>> {
+        if handle.is_null() {
+            return None;
+        }
+        // SAFETY: a live object per the contract.
+        let index = unsafe { (*handle.cast::<crate::object::ObjectHeader>()).type_index };
+        if index != type_index::FUNCTION {
+            return None;
+        }
+        // SAFETY: non-null and live; `ManuallyDrop` keeps the count untouched on both ends.
+        let obj = unsafe { ObjectRef::from_raw_owned(handle) }?;
+        Some(BorrowedFunction {
+            f: std::mem::ManuallyDrop::new(Function(obj)),
+            _borrow: std::marker::PhantomData,
+        })
+    }
+
+    /// The classic C callback behind this function, if it was made by
+    /// `TVMFuncCreateFromCFunc` (callers holding classic arguments can pass them straight
+    /// through, as TVM does).
+    pub fn classic_callback(&self) -> Option<(TVMPackedCFunc, *mut c_void)> {
+        match self.0.downcast_ref::<FunctionObj>() {
+            Some(FunctionObj {
+                imp:
+                    FunctionImpl::Classic {
+                        func,
+                        resource_handle,
+                        ..
+                    },
+                ..
+            }) => Some((*func, *resource_handle)),
+            _ => None,
+        }
     }
 
     /// Wraps an object, checking that it is a function.

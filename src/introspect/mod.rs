@@ -325,7 +325,7 @@ fn blob_info(lib: &ElfLibrary<'_>, sym: &elf::DefinedSymbol) -> BlobInfo {
                 })
                 .collect();
         }
-        Err(e) => info.error = Some(e.message),
+        Err(e) => info.error = Some(e.message.clone()),
     }
     info
 }

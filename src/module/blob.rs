@@ -699,10 +699,7 @@ fn write_classic_entries(w: &mut Writer, modules: &[BlobModule]) {
 
 /// Prefixes an error's message with where it happened, keeping its kind.
 fn context(err: Error, ctx: impl fmt::Display) -> Error {
-    Error {
-        message: format!("{ctx}: {}", err.message),
-        ..err
-    }
+    err.context(ctx)
 }
 
 /// Reads a module key: a non-empty UTF-8 string (TVM looks its loader up by name).
@@ -862,7 +859,7 @@ mod tests {
     fn msg<T: fmt::Debug>(r: Result<T>) -> String {
         let e = r.expect_err("expected an error");
         assert_eq!(e.kind, "ValueError", "unexpected kind for {e}");
-        e.message
+        e.message.clone()
     }
 
     /// The body of an encoded blob, checking that its prefix counts exactly the rest.

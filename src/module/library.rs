@@ -160,8 +160,8 @@ impl LibraryFunction {
         // are ours.
         let status = unsafe {
             f(
-                c.values.as_mut_ptr(),
-                c.codes.as_mut_ptr(),
+                c.values_mut().as_mut_ptr(),
+                c.codes_mut().as_mut_ptr(),
                 args.len() as i32,
                 &mut ret,
                 &mut code,

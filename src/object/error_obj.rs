@@ -132,11 +132,7 @@ pub fn error_from_object(obj: &ObjectRef) -> Option<Error> {
     let cell = unsafe { *obj.cell_ptr().cast::<TVMFFIErrorCell>() };
     // SAFETY: the cell's byte arrays are owned by the object.
     let text = |b: TVMFFIByteArray| String::from_utf8_lossy(unsafe { b.as_slice() }).into_owned();
-    Some(Error {
-        kind: text(cell.kind),
-        message: text(cell.message),
-        backtrace: text(cell.backtrace),
-    })
+    Some(Error::new(text(cell.kind), text(cell.message)).with_backtrace(text(cell.backtrace)))
 }
 
 #[cfg(test)]

@@ -75,7 +75,8 @@ unsafe fn check_import<'a>(
     who: &str,
 ) -> Result<Checked<'a>> {
     check_cpu(t.device, who)?;
-    check_dtype(t.dtype).map_err(|e| Error::new(e.kind, format!("{who}: {}", e.message)))?;
+    check_dtype(t.dtype)
+        .map_err(|e| Error::new(e.kind.clone(), format!("{who}: {}", e.message)))?;
     // SAFETY: per the contract.
     let shape = unsafe { layout::dl_shape(t, who)? };
     let numel = check_shape(shape).map_err(|e| Error::value(format!("{who}: {}", e.message)))?;

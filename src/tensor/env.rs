@@ -128,7 +128,7 @@ pub unsafe fn env_tensor_alloc(prototype: &DLTensor) -> Result<Tensor> {
                 }
             }
             Err(Error::new(
-                e.kind,
+                e.kind.clone(),
                 format!(
                     "TVMFFIEnvTensorAlloc: allocator result refused: {}",
                     e.message

@@ -132,36 +132,85 @@ pub unsafe fn classic_to_raw(value: TVMValue, code: i32) -> Result<TVMFFIAny> {
     }
 }
 
+/// Arguments up to this count convert without a heap allocation.
+const INLINE_ARGS: usize = 8;
+
 /// Classic arguments built from tvm-ffi values, with the storage their pointers need.
-#[derive(Default)]
 pub struct ClassicArgs {
-    /// The `TVMValue` array.
-    pub values: Vec<TVMValue>,
-    /// The type code array.
-    pub codes: Vec<i32>,
+    len: usize,
+    inline_values: [TVMValue; INLINE_ARGS],
+    inline_codes: [i32; INLINE_ARGS],
+    heap_values: Vec<TVMValue>,
+    heap_codes: Vec<i32>,
     strings: Vec<CString>,
     // Boxed so each array keeps its address while the Vec grows: the values point at them.
     #[allow(clippy::vec_box)]
     byte_arrays: Vec<Box<TVMFFIByteArray>>,
 }
 
+impl Default for ClassicArgs {
+    fn default() -> Self {
+        ClassicArgs {
+            len: 0,
+            inline_values: [TVMValue::default(); INLINE_ARGS],
+            inline_codes: [0; INLINE_ARGS],
+            heap_values: Vec::new(),
+            heap_codes: Vec::new(),
+            strings: Vec::new(),
+            byte_arrays: Vec::new(),
+        }
+    }
+}
+
 impl ClassicArgs {
     /// Converts tvm-ffi arguments for a classic callee (a `TVMPackedCFunc` or a compiled
-    /// backend function). Small strings and bytes get temporary storage owned by `self`.
+    /// backend function). Small strings and bytes get temporary storage owned by `self`; up to
+    /// eight arguments need no allocation.
     pub fn from_views(args: &[AnyView<'_>]) -> Result<ClassicArgs> {
         let mut out = ClassicArgs {
-            values: Vec::with_capacity(args.len()),
-            codes: Vec::with_capacity(args.len()),
+            len: args.len(),
             ..Default::default()
         };
+        if args.len() > INLINE_ARGS {
+            out.heap_values = vec![TVMValue::default(); args.len()];
+            out.heap_codes = vec![0; args.len()];
+        }
         for (i, a) in args.iter().enumerate() {
             let (v, c) = out
                 .convert(a)
                 .map_err(|e| Error::new(e.kind.clone(), format!("argument {i}: {}", e.message)))?;
-            out.values.push(v);
-            out.codes.push(c);
+            out.values_mut()[i] = v;
+            out.codes_mut()[i] = c;
         }
         Ok(out)
+    }
+
+    /// The number of arguments.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are no arguments.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The `TVMValue` array.
+    pub fn values_mut(&mut self) -> &mut [TVMValue] {
+        if self.len > INLINE_ARGS {
+            &mut self.heap_values
+        } else {
+            &mut self.inline_values[..self.len]
+        }
+    }
+
+    /// The type code array.
+    pub fn codes_mut(&mut self) -> &mut [i32] {
+        if self.len > INLINE_ARGS {
+            &mut self.heap_codes
+        } else {
+            &mut self.inline_codes[..self.len]
+        }
     }
 
     fn convert(&mut self, a: &AnyView<'_>) -> Result<(TVMValue, i32)> {
@@ -318,6 +367,46 @@ fn return_bytes(b: &[u8]) -> *mut c_void {
 /// Converts a result for a classic caller (`TVMFuncCall`). Object results move to the caller,
 /// who releases them with `TVMFuncFree`/`TVMModFree`/`TVMArrayFree`/`TVMObjectFree`.
 pub fn any_to_classic_return(value: Any) -> Result<(TVMValue, i32)> {
+    // Plain values first: they own nothing and need no thread-local storage.
+    let r = *value.raw();
+    // SAFETY: each arm reads the payload member the type index names.
+    unsafe {
+        match r.type_index {
+            ti::INT => {
+                return Ok((
+                    TVMValue {
+                        v_int64: r.payload.v_int64,
+                    },
+                    tc::INT,
+                ))
+            }
+            ti::FLOAT => {
+                return Ok((
+                    TVMValue {
+                        v_float64: r.payload.v_float64,
+                    },
+                    tc::FLOAT,
+                ))
+            }
+            ti::BOOL => {
+                return Ok((
+                    TVMValue {
+                        v_int64: r.payload.v_int64,
+                    },
+                    tc::BOOL,
+                ))
+            }
+            ti::NONE => {
+                return Ok((
+                    TVMValue {
+                        v_handle: std::ptr::null_mut(),
+                    },
+                    tc::NULLPTR,
+                ))
+            }
+            _ => {}
+        }
+    }
     let v = value.view();
     let r = *v.raw();
     // SAFETY: each arm reads the payload member the type index names.
@@ -413,24 +502,25 @@ mod tests {
             Any::none(),
         ];
         let views: Vec<AnyView<'_>> = values.iter().map(Any::view).collect();
-        let c = ClassicArgs::from_views(&views).unwrap();
-        assert_eq!(c.codes, vec![tc::INT, tc::FLOAT, tc::BOOL, tc::NULLPTR]);
+        let mut c = ClassicArgs::from_views(&views).unwrap();
+        assert_eq!(c.codes_mut(), &[tc::INT, tc::FLOAT, tc::BOOL, tc::NULLPTR]);
         for (i, v) in values.iter().enumerate() {
+            let (value, code) = (c.values_mut()[i], c.codes_mut()[i]);
             // SAFETY: plain values.
-            let back = unsafe { classic_to_owned(c.values[i], c.codes[i]) }.unwrap();
+            let back = unsafe { classic_to_owned(value, code) }.unwrap();
             assert_eq!(back.view().type_index(), v.view().type_index());
         }
         // SAFETY: the FLOAT member of a float value.
-        assert_eq!(unsafe { c.values[1].v_float64 }, 1.5);
+        assert_eq!(unsafe { c.values_mut()[1].v_float64 }, 1.5);
     }
 
     #[test]
     fn strings_become_c_strings() {
         let s = Any::from_object(new_str("hi"));
-        let c = ClassicArgs::from_views(&[s.view()]).unwrap();
-        assert_eq!(c.codes[0], tc::STR);
+        let mut c = ClassicArgs::from_views(&[s.view()]).unwrap();
+        assert_eq!(c.codes_mut()[0], tc::STR);
         // SAFETY: the CString lives in `c`.
-        let text = unsafe { std::ffi::CStr::from_ptr(c.values[0].v_str) };
+        let text = unsafe { std::ffi::CStr::from_ptr(c.values_mut()[0].v_str) };
         assert_eq!(text.to_str().unwrap(), "hi");
         let (v, code) = any_to_classic_return(Any::from("ret")).unwrap();
         assert_eq!(code, tc::STR);
@@ -450,6 +540,21 @@ mod tests {
                 .unwrap(),
             "float32"
         );
+    }
+
+    #[test]
+    fn more_than_eight_arguments_use_the_heap() {
+        let values: Vec<Any> = (0..11i64).map(Any::from).collect();
+        let views: Vec<AnyView<'_>> = values.iter().map(Any::view).collect();
+        let mut c = ClassicArgs::from_views(&views).unwrap();
+        assert_eq!(c.len(), 11);
+        // SAFETY: int values.
+        let ints: Vec<i64> = c
+            .values_mut()
+            .iter()
+            .map(|v| unsafe { v.v_int64 })
+            .collect();
+        assert_eq!(ints, (0..11).collect::<Vec<i64>>());
     }
 
     #[test]

@@ -143,13 +143,22 @@ fn dtype_str(d: DLDataType) -> String {
     dtype_to_string(d).unwrap_or_else(|_| format!("{d:?}"))
 }
 
+/// The `DLTensor` of a tensor object or a `DLTensor*` value (`Ok(None)` for other values; a
+/// null `DLTensor*` from a C caller is an error, not a crash).
+fn dl_of<'a>(v: &'a AnyView<'_>) -> Result<Option<&'a DLTensor>> {
+    match v.as_dltensor() {
+        None => Ok(None),
+        Some(p) if p.is_null() => Err(Error::value("got a null DLTensor* argument")),
+        // SAFETY: the view keeps the tensor alive for its lifetime.
+        Some(p) => Ok(Some(unsafe { &*p })),
+    }
+}
+
 /// Runs `f` on the dims of a tensor, tensor pointer or shape value (`None` for other values),
 /// without copying them.
 fn with_dims<R>(v: &AnyView<'_>, f: impl FnOnce(&[i64]) -> R) -> Option<R> {
-    if let Some(t) = v.as_dltensor() {
+    if let Some(t) = dl_of(v).ok()? {
         // SAFETY: the view keeps the tensor alive; its shape has `ndim` dims.
-        let t = unsafe { &*t };
-        // SAFETY: as above.
         return unsafe { crate::tensor::layout::dl_shape(t, "tensor") }
             .ok()
             .map(f);
@@ -178,18 +187,14 @@ impl Heap {
         if v.is_none() {
             return Ok(None);
         }
-        let t = v
-            .as_dltensor()
-            .ok_or_else(|| v.type_mismatch("shape heap", "ffi.Tensor"))?;
-        // SAFETY: the view keeps the tensor alive.
-        let t: &DLTensor = unsafe { &*t };
+        let t = dl_of(v)?.ok_or_else(|| v.type_mismatch("shape heap", "ffi.Tensor"))?;
         if t.dtype != dtypes::INT64 || t.ndim != 1 {
             return Err(Error::type_error(
                 "shape heap: expected a 1-d int64 tensor".to_string(),
             ));
         }
-        // SAFETY: a 1-d tensor's shape has one dim.
-        let len = unsafe { *t.shape };
+        // SAFETY: the view keeps the tensor alive; its shape has `ndim` (1) dims.
+        let len = unsafe { crate::tensor::layout::dl_shape(t, "shape heap")? }[0];
         let data = t
             .data
             .cast::<u8>()
@@ -234,10 +239,8 @@ fn tensor_of(v: &AnyView<'_>, what: &str) -> Result<Tensor> {
         type_index::TENSOR => Tensor::from_any_view(v, what),
         type_index::DL_TENSOR_PTR => {
             // A bare DLTensor* owns nothing: copy it into a tensor of our own.
-            let p = v.as_dltensor().unwrap_or(std::ptr::null_mut());
+            let src = dl_of(v)?.ok_or_else(|| v.type_mismatch(what, "DLTensor*"))?;
             // SAFETY: the caller keeps the pointed-to tensor alive for the call.
-            let src = unsafe { &*p };
-            // SAFETY: as above.
             let shape = unsafe { crate::tensor::layout::dl_shape(src, what)? };
             let t = Tensor::empty(shape, src.dtype, src.device)?;
             // SAFETY: both describe live memory.
@@ -357,15 +360,13 @@ pub fn call(b: Builtin, vm: Option<&VmState>, args: &[AnyView<'_>], depth: usize
             };
             // Formatted only on failure.
             let ctx = || err_ctx(args.get(ctx_at));
-            let t = v.as_dltensor().ok_or_else(|| {
+            let t = dl_of(v)?.ok_or_else(|| {
                 Error::type_error(format!(
                     "Check failed: (opt_ptr.has_value()) is false: {} expect a Tensor but get {}",
                     ctx(),
                     type_key(v)
                 ))
             })?;
-            // SAFETY: the view keeps the tensor alive.
-            let t = unsafe { &*t };
             if ndim != -1 && t.ndim as i64 != ndim {
                 return Err(Error::value(format!(
                     "Check failed: (ptr->ndim == ndim) is false: {} expect Tensor with ndim \

@@ -579,7 +579,17 @@ impl Executable {
                         }
                     }
                     Instr::Ret(r) => check_reg(*r, pc)?,
-                    Instr::Goto(off) => check_target(pc, *off)?,
+                    Instr::Goto(off) => {
+                        // Relax has no loops: TVM only jumps forward (to the join after an
+                        // If), and refusing anything else means no executable can spin.
+                        if *off <= 0 {
+                            crate::bail_value!(
+                                "instruction {pc} of `{}` has Goto offset {off} (must be > 0)",
+                                f.name
+                            );
+                        }
+                        check_target(pc, *off)?
+                    }
                     Instr::If { cond, false_offset } => {
                         check_reg(*cond, pc)?;
                         if *false_offset <= 1 {

@@ -615,7 +615,9 @@ impl VmModule {
         state.invoke_func(idx, args, 0)
     }
 
-    fn set_input(&self, args: &[AnyView<'_>]) -> Result<()> {
+    /// `set_input` (`with_param_module` false) and `set_input_with_param_module` (true: the
+    /// last argument is a module whose `get_params()` gives that input, as in TVM).
+    fn set_input(&self, args: &[AnyView<'_>], with_param_module: bool) -> Result<()> {
         let name = str_arg(args, 0, "func_name")?;
         let (_, f) = self
             .exec
@@ -630,10 +632,18 @@ impl VmModule {
                 f.num_args
             )));
         }
-        let conv = inputs
-            .iter()
-            .map(convert_input)
-            .collect::<Result<Vec<_>>>()?;
+        let mut conv = Vec::with_capacity(inputs.len());
+        for (i, v) in inputs.iter().enumerate() {
+            if with_param_module && i + 1 == inputs.len() {
+                let m = Module::from_view(v, "param module")?;
+                let get = m.get_function("get_params", false)?.ok_or_else(|| {
+                    Error::value("set_input_with_param_module: the module has no `get_params`")
+                })?;
+                conv.push(get.call(&[])?);
+            } else {
+                conv.push(convert_input(v)?);
+            }
+        }
         self.io.lock().0.inputs.insert(name.to_string(), conv);
         Ok(())
     }
@@ -741,7 +751,11 @@ impl ModuleKind for VmModule {
                 Ok(Any::none())
             }),
             "set_input" => Function::from_fn(move |args| {
-                vm_of(&keep)?.set_input(args)?;
+                vm_of(&keep)?.set_input(args, false)?;
+                Ok(Any::none())
+            }),
+            "set_input_with_param_module" => Function::from_fn(move |args| {
+                vm_of(&keep)?.set_input(args, true)?;
                 Ok(Any::none())
             }),
             "get_output" => Function::from_fn(move |args| {
@@ -844,6 +858,7 @@ impl ModuleKind for VmModule {
             "vm_initialization"
                 | "invoke_stateful"
                 | "set_input"
+                | "set_input_with_param_module"
                 | "get_output"
                 | "get_output_arity"
                 | "get_function_arity"

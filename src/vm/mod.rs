@@ -5,11 +5,12 @@
 //!   (`ffi.Module.load_from_bytes.relax.VMExecutable`; functions `vm_load_executable`,
 //!   `stats`, `as_text`, `has_function`).
 //! - [`interp`]: the VM module (`vm_initialization`, every VM function by name, `set_input`,
-//!   `invoke_stateful`, `get_output`, `get_output_arity`, `get_function_arity`,
-//!   `get_function_param_name`, `save_function`, `invoke_closure`) and the interpreter.
+//!   `set_input_with_param_module`, `invoke_stateful`, `get_output`, `get_output_arity`,
+//!   `get_function_arity`, `get_function_param_name`, `save_function`, `invoke_closure`) and
+//!   the interpreter.
 //! - [`builtin`]: the `vm.builtin.*` functions generated code calls.
 //! - [`storage`]: allocators (naive, pooled) and storage objects.
-//! - [`array`]: `ffi.Array`, the VM's tuples.
+//! - [`array`](mod@array): `ffi.Array`, the VM's tuples.
 //!
 //! To run a model from Rust: load the library, call `vm_load_executable` on the root module,
 //! then `vm_initialization(1, 0, 2)` (CPU, device 0, pooled allocator) on the VM, and call its

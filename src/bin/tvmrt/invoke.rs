@@ -362,7 +362,7 @@ impl Prepared {
             }
             None => format!("calling `{}`: {msg}", self.function),
         };
-        Error::new(e.kind, msg)
+        Error::new(e.kind.clone(), msg)
     }
 
     /// The outputs after a call: the kernel's destination tensors, then whatever the call
@@ -433,7 +433,7 @@ fn load_error(path: &str, e: Error) -> Error {
     } else {
         format!("loading `{path}`: {msg}")
     };
-    Error::new(e.kind, msg)
+    Error::new(e.kind.clone(), msg)
 }
 
 /// Finds `name`: through the Relax VM when the root module is a VM executable that has it,

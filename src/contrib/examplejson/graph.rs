@@ -547,7 +547,7 @@ mod tests {
     fn err(text: &str) -> String {
         let e = Graph::parse(text).expect_err("text should be rejected");
         assert_eq!(e.kind, "ValueError");
-        e.message
+        e.message.clone()
     }
 
     #[test]

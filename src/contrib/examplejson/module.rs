@@ -102,19 +102,15 @@ impl ModuleKind for ExampleJsonModule {
     }
 
     fn get_function(&self, this: &Module, name: &str) -> Result<Option<Function>> {
-        if self.graph.subgraph(name).is_none() {
+        let Some(index) = self.graph.subgraphs().iter().position(|s| s.name() == name) else {
             return Ok(None);
-        }
+        };
         let graph = self.graph.clone();
         let keep = this.clone();
-        let name = name.to_owned();
         Ok(Some(Function::from_fn(move |args| {
             // Holding the module keeps its imports and any library it came from alive.
             let _ = &keep;
-            let subgraph = graph
-                .subgraph(&name)
-                .ok_or_else(|| Error::runtime(format!("subgraph '{name}' vanished")))?;
-            call_subgraph(subgraph, args)
+            call_subgraph(&graph.subgraphs()[index], args)
         })))
     }
 
