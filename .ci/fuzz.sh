@@ -56,7 +56,7 @@ fi
 
 bin_dir="fuzz/target/$(rustc +nightly -vV | sed -n 's/^host: //p')/release"
 work="$(mktemp -d /tmp/tvmrt-fuzz.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work" /dev/shm/tvmrt-fuzz-npy-* 2>/dev/null' EXIT
 passed=0
 failed=0
 for t in "${targets[@]}"; do

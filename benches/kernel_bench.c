@@ -20,7 +20,7 @@
  *   kernel_bench --spawn N add|matmul FIXDIR BIN [BIN...]
  *       runs `BIN --load-once` N times for each BIN, alternating binaries so
  *       that machine load drifts affect all alike, and reports both the
- *       in-process figure and the process wall time (exec to exit).
+ *       in-process figure and the process wall time (fork to exit).
  *
  * Output lines starting with `RESULT` are machine-readable:
  *   RESULT <metric> <median> <min> <unit>
@@ -274,6 +274,7 @@ static void setup_matmul(Problem* p) {
  * full=0 only every 31st row is checked (for the load-once samples). */
 static void check_matmul(const Problem* p, int full) {
   double* row = malloc(MM * sizeof(double));
+  if (row == NULL) die("%s", "out of memory");
   for (int i = 0; i < MM; i += full ? 1 : 31) {
     for (int j = 0; j < MM; j++) row[j] = 0.0;
     for (int k = 0; k < MM; k++) {
@@ -362,6 +363,7 @@ static double spawn_one(const char* bin, const char* which, const char* fixdir,
 static int run_spawn(int n, const char* which, const char* fixdir, int nbin, char** bins) {
   double* inproc = calloc((size_t)n * (size_t)nbin, sizeof(double));
   double* wall = calloc((size_t)n * (size_t)nbin, sizeof(double));
+  if (inproc == NULL || wall == NULL) die("%s", "out of memory");
   for (int b = 0; b < nbin; b++) {  // one unmeasured run each warms the page cache
     double ignored;
     spawn_one(bins[b], which, fixdir, &ignored);

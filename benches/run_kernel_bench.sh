@@ -11,8 +11,8 @@
 #                 TVMFFIFunctionCall and per workspace alloc/free pair on both
 #                 runtimes: exact and immune to machine load (takes ~2 min).
 #   ROUNDS        --bench runs per runtime, alternated tvm/tvmrt (default 3);
-#                 the table shows the median of the per-round medians and the
-#                 overall minimum.
+#                 the table shows the median and the lowest of the per-round
+#                 medians, and the lowest single sample.
 #   LOAD_SAMPLES  fresh processes per runtime for load-to-first-result
 #                 (default 30), alternated between the two binaries.
 # Environment: TVM_NUM_THREADS (default 2, same for both runtimes),
@@ -52,10 +52,12 @@ if [[ $BUILD == 1 ]]; then
   "$CC" "${CFLAGS[@]}" -DKB_RUNTIME='"tvmrt"' -I"$ROOT/include" "$SRC" -o "$OUT/kernel_bench_tvmrt" \
     -L"$ROOT/target/release" -Wl,--no-as-needed -ltvmrt -Wl,--as-needed \
     -Wl,-rpath,"$ROOT/target/release"
-  # Against Apache TVM, with its own headers. libtvm_runtime.so is linked
-  # --no-as-needed: nothing in the program names a symbol only it defines
-  # except TVMBackend*, and its static initializers are what register the
-  # backend functions as context symbols for the library loader in libtvm_ffi.
+  # Against Apache TVM, with its own headers. libtvm_runtime.so must be loaded
+  # even when a program calls none of its functions directly: its static
+  # initializers register TVMBackendAllocWorkspace/ParallelLaunch as context
+  # symbols for libtvm_ffi's library loader (TVM src/runtime/module.cc), and
+  # without them parallel.so's kernels call a NULL pointer. Hence
+  # --no-as-needed.
   "$CC" "${CFLAGS[@]}" -DKB_RUNTIME='"apache-tvm"' \
     -I"$SP/tvm/include" -I"$SP/tvm_ffi/include" -I"$SP/tvm_ffi/3rdparty/dlpack/include" \
     "$SRC" -o "$OUT/kernel_bench_tvm" \
@@ -70,6 +72,7 @@ RES="$OUT/results.txt"
 
 echo "# $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# TVM_NUM_THREADS=$TVM_NUM_THREADS ROUNDS=$ROUNDS LOAD_SAMPLES=$LOAD_SAMPLES"
+echo "# tvmrt: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' + uncommitted changes'), libtvmrt.so built $(date -u -r "$ROOT/target/release/libtvmrt.so" '+%H:%M:%S UTC')"
 echo "# apache-tvm $("$PYTHON" -c 'import tvm; print(tvm.__version__)'), tvm-ffi $("$PYTHON" -c 'import tvm_ffi; print(tvm_ffi.__version__)')"
 
 for r in $(seq 1 "$ROUNDS"); do
@@ -83,23 +86,28 @@ for k in add matmul; do
 done
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# results.txt lines: <runtime> <metric> <median> <min> <unit>
+# results.txt lines: <runtime> <metric> <median> <min> <unit>. For the --bench
+# metrics there is one line per round: "median" is the median of the round
+# medians, "best" the lowest round median (the round least disturbed by other
+# load on the machine), "min" the lowest single sample. Load-to-first-result
+# metrics have one line (all samples), so there median = best.
 awk '
   { key = $2; unit[key] = $5; if (!(key in seen)) { order[n++] = key; seen[key] = 1 }
     m = $1 SUBSEP key; cnt[m]++; med[m, cnt[m]] = $3
-    if (!((m) in mn) || $4 < mn[m]) mn[m] = $4 }
+    if (!(m in mn) || $4 < mn[m]) mn[m] = $4
+    if (!(m in best) || $3 < best[m]) best[m] = $3 }
   function median(m,    i, j, t, k, a) {
     k = cnt[m]; for (i = 1; i <= k; i++) a[i] = med[m, i]
     for (i = 2; i <= k; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
     return (k % 2) ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2 }
   END {
-    printf "| measurement | unit | TVM median | TVM min | tvmrt median | tvmrt min | tvmrt/TVM (median) |\n"
-    printf "|---|---|---:|---:|---:|---:|---:|\n"
+    printf "| measurement | unit | TVM median | TVM best | TVM min | tvmrt median | tvmrt best | tvmrt min | tvmrt/TVM median | tvmrt/TVM best |\n"
+    printf "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
     for (i = 0; i < n; i++) {
       k = order[i]; t = "tvm" SUBSEP k; r = "tvmrt" SUBSEP k
       if (!(t in cnt) || !(r in cnt)) continue
       tm = median(t); rm = median(r)
-      printf "| %s | %s | %.4g | %.4g | %.4g | %.4g | %.2f |\n", k, unit[k], tm, mn[t], rm, mn[r], rm / tm
+      printf "| %s | %s | %.4g | %.4g | %.4g | %.4g | %.4g | %.4g | %.2f | %.2f |\n", k, unit[k], tm, best[t], mn[t], rm, best[r], mn[r], rm / tm, best[r] / best[t]
     }
   }' "$RES"
 

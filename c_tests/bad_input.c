@@ -4,15 +4,6 @@
  * message in TVMGetLastError naming what was wrong. Also run under valgrind. */
 #include "check.h"
 
-static int noop(TVMValue* args, int* codes, int num_args, TVMRetValueHandle ret, void* res) {
-  (void)args;
-  (void)codes;
-  (void)num_args;
-  (void)ret;
-  (void)res;
-  return 0;
-}
-
 /* Tries to return two values at once. */
 static int two_returns(TVMValue* args, int* codes, int num_args, TVMRetValueHandle ret,
                        void* res) {
@@ -35,7 +26,7 @@ int main(void) {
   int codes[2], ret_code = -1, n = 0;
   const char** names = NULL;
 
-  CHECK_OK(TVMFuncCreateFromCFunc(noop, NULL, NULL, &f));
+  CHECK_OK(TVMFuncCreateFromCFunc(cb_noop, NULL, NULL, &f));
 
   /* Null names, handles and out-pointers. */
   CHECK_FAILS_WITH(TVMFuncGetGlobal(NULL, &out), "name");
@@ -46,7 +37,7 @@ int main(void) {
   CHECK_FAILS_WITH(TVMFuncListGlobalNames(NULL, &names), "out_size");
   CHECK_FAILS_WITH(TVMFuncListGlobalNames(&n, NULL), "out_array");
   CHECK_FAILS_WITH(TVMFuncCreateFromCFunc(NULL, NULL, NULL, &out), "func");
-  CHECK_FAILS_WITH(TVMFuncCreateFromCFunc(noop, NULL, NULL, NULL), "out");
+  CHECK_FAILS_WITH(TVMFuncCreateFromCFunc(cb_noop, NULL, NULL, NULL), "out");
   CHECK_FAILS_WITH(TVMFuncCall(NULL, v, codes, 0, &ret, &ret_code), "func");
   CHECK_FAILS_WITH(TVMFuncCall(f, v, codes, 0, NULL, &ret_code), "ret_val");
   CHECK_FAILS_WITH(TVMFuncCall(f, v, codes, 0, &ret, NULL), "ret_type_code");

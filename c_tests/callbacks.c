@@ -8,13 +8,10 @@ static int g_adders_freed = 0;
 
 static int add_one(TVMValue* args, int* codes, int num_args, TVMRetValueHandle ret,
                    void* resource) {
-  TVMValue out;
-  int code = kTVMArgInt;
   (void)codes;
   (void)num_args;
   (void)resource;
-  out.v_int64 = args[0].v_int64 + 1;
-  return TVMCFuncSetReturn(ret, &out, &code, 1);
+  return cb_return_int(ret, args[0].v_int64 + 1);
 }
 
 /* apply(f, x) = f(x), calling back through TVMFuncCall. */
@@ -34,12 +31,9 @@ static int apply(TVMValue* args, int* codes, int num_args, TVMRetValueHandle ret
 /* The closure made by make_adder: adds *(int64_t*)resource. */
 static int adder(TVMValue* args, int* codes, int num_args, TVMRetValueHandle ret,
                  void* resource) {
-  TVMValue out;
-  int code = kTVMArgInt;
   (void)codes;
   (void)num_args;
-  out.v_int64 = args[0].v_int64 + *(int64_t*)resource;
-  return TVMCFuncSetReturn(ret, &out, &code, 1);
+  return cb_return_int(ret, args[0].v_int64 + *(int64_t*)resource);
 }
 
 static void free_adder(void* resource) {

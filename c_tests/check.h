@@ -146,6 +146,24 @@ static inline TVMValue tv_str(const char* s) {
   return t;
 }
 
+/* Ends a classic callback (TVMPackedCFunc) by returning the int `v` to its caller. */
+static inline int cb_return_int(TVMRetValueHandle ret, int64_t v) {
+  TVMValue out = tv_int(v);
+  int code = kTVMArgInt;
+  return TVMCFuncSetReturn(ret, &out, &code, 1);
+}
+
+/* A classic callback that ignores its arguments, sets no result and succeeds. */
+static inline int cb_noop(TVMValue* args, int* codes, int num_args, TVMRetValueHandle ret,
+                          void* resource) {
+  (void)args;
+  (void)codes;
+  (void)num_args;
+  (void)ret;
+  (void)resource;
+  return 0;
+}
+
 /* The exit status of a test's main. */
 static inline int test_result(const char* name) {
   if (g_failures != 0) {

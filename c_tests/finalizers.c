@@ -8,16 +8,6 @@ static void count_fin(void* resource) { g_fin[(intptr_t)resource]++; }
 
 static void count_deleter(void* self) { g_fin[(intptr_t)self]++; }
 
-static int noop(TVMValue* args, int* codes, int num_args, TVMRetValueHandle ret,
-                void* resource) {
-  (void)args;
-  (void)codes;
-  (void)num_args;
-  (void)ret;
-  (void)resource;
-  return 0;
-}
-
 static int ffi_noop(void* self, const TVMFFIAny* args, int32_t num_args, TVMFFIAny* result) {
   (void)self;
   (void)args;
@@ -42,7 +32,7 @@ static int keep(TVMValue* args, int* codes, int num_args, TVMRetValueHandle ret,
 
 static TVMFunctionHandle make(intptr_t slot) {
   TVMFunctionHandle f = NULL;
-  CHECK_OK(TVMFuncCreateFromCFunc(noop, (void*)slot, count_fin, &f));
+  CHECK_OK(TVMFuncCreateFromCFunc(cb_noop, (void*)slot, count_fin, &f));
   return f;
 }
 

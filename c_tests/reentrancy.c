@@ -5,12 +5,9 @@
 
 static int add_n(TVMValue* args, int* codes, int num_args, TVMRetValueHandle ret,
                  void* resource) {
-  TVMValue out;
-  int code = kTVMArgInt;
   (void)codes;
   (void)num_args;
-  out.v_int64 = args[0].v_int64 + (int64_t)(intptr_t)resource;
-  return TVMCFuncSetReturn(ret, &out, &code, 1);
+  return cb_return_int(ret, args[0].v_int64 + (int64_t)(intptr_t)resource);
 }
 
 /* depth(n): registers "c_tests.reent.child.<n>" (x -> x + n), calls it through a
@@ -57,16 +54,13 @@ static int depth(TVMValue* args, int* codes, int num_args, TVMRetValueHandle ret
 static int replace_self(TVMValue* args, int* codes, int num_args, TVMRetValueHandle ret,
                         void* resource) {
   TVMFunctionHandle next = NULL;
-  TVMValue out;
-  int code = kTVMArgInt;
   (void)codes;
   (void)num_args;
   (void)resource;
   if (TVMFuncCreateFromCFunc(add_n, (void*)(intptr_t)1000, NULL, &next) != 0) return -1;
   if (TVMFuncRegisterGlobal("c_tests.reent.replace", next, 1) != 0) return -1;
   TVMFuncFree(next);
-  out.v_int64 = args[0].v_int64;
-  return TVMCFuncSetReturn(ret, &out, &code, 1);
+  return cb_return_int(ret, args[0].v_int64);
 }
 
 static int64_t call_global(const char* name, int64_t x) {

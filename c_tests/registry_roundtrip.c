@@ -5,26 +5,20 @@
 
 static int add_one(TVMValue* args, int* codes, int num_args, TVMRetValueHandle ret,
                    void* resource) {
-  TVMValue out;
-  int code = kTVMArgInt;
   (void)resource;
   if (num_args != 1 || codes[0] != kTVMArgInt) {
     TVMAPISetLastError("TypeError: add_one expects one int");
     return -1;
   }
-  out.v_int64 = args[0].v_int64 + 1;
-  return TVMCFuncSetReturn(ret, &out, &code, 1);
+  return cb_return_int(ret, args[0].v_int64 + 1);
 }
 
 static int times_two(TVMValue* args, int* codes, int num_args, TVMRetValueHandle ret,
                      void* resource) {
-  TVMValue out;
-  int code = kTVMArgInt;
   (void)codes;
   (void)num_args;
   (void)resource;
-  out.v_int64 = args[0].v_int64 * 2;
-  return TVMCFuncSetReturn(ret, &out, &code, 1);
+  return cb_return_int(ret, args[0].v_int64 * 2);
 }
 
 static int name_listed(const char* name) {

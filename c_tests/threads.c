@@ -14,24 +14,18 @@ static atomic_long g_shared_calls;
 
 static int shared_add(TVMValue* args, int* codes, int num_args, TVMRetValueHandle ret,
                       void* resource) {
-  TVMValue out;
-  int code = kTVMArgInt;
   (void)codes;
   (void)num_args;
   (void)resource;
   atomic_fetch_add(&g_shared_calls, 1);
-  out.v_int64 = args[0].v_int64 + args[1].v_int64;
-  return TVMCFuncSetReturn(ret, &out, &code, 1);
+  return cb_return_int(ret, args[0].v_int64 + args[1].v_int64);
 }
 
 static int times_k(TVMValue* args, int* codes, int num_args, TVMRetValueHandle ret,
                    void* resource) {
-  TVMValue out;
-  int code = kTVMArgInt;
   (void)codes;
   (void)num_args;
-  out.v_int64 = args[0].v_int64 * (int64_t)(intptr_t)resource;
-  return TVMCFuncSetReturn(ret, &out, &code, 1);
+  return cb_return_int(ret, args[0].v_int64 * (int64_t)(intptr_t)resource);
 }
 
 static int fail_with_id(TVMValue* args, int* codes, int num_args, TVMRetValueHandle ret,

@@ -23,15 +23,6 @@ static int ffi_echo(void* self, const TVMFFIAny* args, int32_t num_args, TVMFFIA
   return TVMFFIAnyViewToOwnedAny(&args[0], result);
 }
 
-static int noop(TVMValue* args, int* codes, int num_args, TVMRetValueHandle ret, void* res) {
-  (void)args;
-  (void)codes;
-  (void)num_args;
-  (void)ret;
-  (void)res;
-  return 0;
-}
-
 /* Classic call of `f` with one value; returns the result and its code. */
 static int classic_call(TVMFunctionHandle f, TVMValue v, int code, TVMValue* out,
                         int* out_code) {
@@ -242,7 +233,7 @@ int main(void) {
 
   CHECK_OK(TVMFuncCreateFromCFunc(classic_echo, NULL, NULL, &cecho));
   CHECK_OK(TVMFFIFunctionCreate(NULL, ffi_echo, NULL, &fecho));
-  CHECK_OK(TVMFuncCreateFromCFunc(noop, NULL, NULL, &fn));
+  CHECK_OK(TVMFuncCreateFromCFunc(cb_noop, NULL, NULL, &fn));
 
   classic_side(cecho, fn, "classic->classic");
   classic_side(fecho, fn, "classic->ffi");

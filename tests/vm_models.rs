@@ -4,8 +4,7 @@
 
 mod module_support;
 
-use std::path::{Path, PathBuf};
-
+use module_support::{fixtures, read_npy};
 use serde_json::Value;
 use tvmrt::abi::DLDataType;
 use tvmrt::dtype::dtype;
@@ -14,54 +13,9 @@ use tvmrt::tensor::Tensor;
 use tvmrt::value::{Any, AnyView};
 use tvmrt::vm::Executable;
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
-
 fn manifest() -> Value {
     let text = std::fs::read_to_string(fixtures().join("manifest.json")).unwrap();
     serde_json::from_str(&text).unwrap()
-}
-
-struct Npy {
-    descr: String,
-    shape: Vec<i64>,
-    data: Vec<u8>,
-}
-
-fn read_npy(path: &Path) -> Npy {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert_eq!(&bytes[..6], b"\x93NUMPY");
-    let (hlen, start) = match bytes[6] {
-        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        _ => (
-            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-            12,
-        ),
-    };
-    let header = std::str::from_utf8(&bytes[start..start + hlen]).unwrap();
-    assert!(header.contains("'fortran_order': False"), "{header}");
-    let descr = header
-        .split("'descr': '")
-        .nth(1)
-        .and_then(|s| s.split('\'').next())
-        .unwrap()
-        .to_string();
-    let shape = header
-        .split("'shape': (")
-        .nth(1)
-        .and_then(|s| s.split(')').next())
-        .unwrap()
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<i64>().unwrap())
-        .collect();
-    Npy {
-        descr,
-        shape,
-        data: bytes[start + hlen..].to_vec(),
-    }
 }
 
 fn dl_dtype(j: &Value) -> DLDataType {

@@ -586,7 +586,9 @@ impl Crew {
 /// Bumped in a forked child: the workers of the parent do not exist there.
 static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
 
-extern "C" fn note_fork_in_child() {
+/// Records that this process is a fork's child (run by the `pthread_atfork` child handler in
+/// `capi::callbacks`; only an atomic add, async-signal-safe).
+pub fn note_fork_in_child() {
     FORK_GENERATION.fetch_add(1, Ordering::SeqCst);
 }
 
@@ -595,7 +597,7 @@ extern "C" fn note_fork_in_child() {
 static POOL: Lazy<Mutex<Crew>> = Lazy::new(|| {
     // SAFETY: registers a handler that only does an atomic add (async-signal-safe).
     unsafe {
-        libc::pthread_atfork(None, None, Some(note_fork_in_child));
+        libc::pthread_atfork(None, None, Some(crate::capi::callbacks::fork_child_handler));
     }
     Mutex::new(Crew::new())
 });

@@ -27,6 +27,12 @@ pub unsafe extern "C" fn object_deleter(ptr: *mut c_void, flags: i32) {
     })
 }
 
+/// The `pthread_atfork` child handler of the parallel pool: the parent's workers do not exist
+/// in a forked child. Only an atomic add: nothing here can panic or allocate.
+pub extern "C" fn fork_child_handler() {
+    crate::backend::thread_pool::note_fork_in_child();
+}
+
 /// `TVMFFIErrorCell::update_backtrace` for tvmrt's error objects.
 ///
 /// # Safety

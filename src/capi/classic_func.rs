@@ -247,24 +247,7 @@ fn finish_call(
 ) -> c_int {
     if let Ok(v) = &result {
         // Ints and floats, the common results, without the general conversion's frame.
-        let r = *v.raw();
-        let plain = match r.type_index {
-            // SAFETY: the payload member the type index names.
-            crate::abi::type_index::INT => Some((
-                TVMValue {
-                    v_int64: unsafe { r.payload.v_int64 },
-                },
-                crate::abi::type_code::INT,
-            )),
-            // SAFETY: as above.
-            crate::abi::type_index::FLOAT => Some((
-                TVMValue {
-                    v_float64: unsafe { r.payload.v_float64 },
-                },
-                crate::abi::type_code::FLOAT,
-            )),
-            _ => None,
-        };
+        let plain = crate::value::classic::plain_to_classic(v.raw());
         if let Some((v, code)) = plain {
             // SAFETY: the callers checked both non-null.
             unsafe {

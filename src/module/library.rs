@@ -571,52 +571,28 @@ fn context_symbols() -> Vec<(String, usize)> {
     use crate::capi;
     // Sources: tvm-ffi's registrations in TVM 0.27 `src/runtime/module.cc`
     // (TVM_INIT_CONTEXT_FUNC) and TVM <= 0.20 `InitContextFunctions`.
-    let builtin: [(&str, usize); 11] = [
-        (
-            "__TVMFFIFunctionCall",
-            capi::ffi_core::TVMFFIFunctionCall as *const () as usize,
-        ),
-        (
-            "__TVMFFIErrorSetRaisedFromCStr",
-            capi::ffi_core::TVMFFIErrorSetRaisedFromCStr as *const () as usize,
-        ),
-        (
-            "__TVMFFIEnvModLookupFromImports",
-            capi::env::TVMFFIEnvModLookupFromImports as *const () as usize,
-        ),
-        (
-            "__TVMFFIHandleInitOnce",
-            capi::env::TVMFFIHandleInitOnce as *const () as usize,
-        ),
-        (
-            "__TVMFuncCall",
-            capi::classic_func::TVMFuncCall as *const () as usize,
-        ),
-        (
-            "__TVMAPISetLastError",
-            capi::classic_error::TVMAPISetLastError as *const () as usize,
-        ),
-        (
-            "__TVMBackendGetFuncFromEnv",
-            capi::module::TVMBackendGetFuncFromEnv as *const () as usize,
-        ),
-        (
-            "__TVMBackendAllocWorkspace",
-            capi::backend::TVMBackendAllocWorkspace as *const () as usize,
-        ),
-        (
-            "__TVMBackendFreeWorkspace",
-            capi::backend::TVMBackendFreeWorkspace as *const () as usize,
-        ),
-        (
-            "__TVMBackendParallelLaunch",
-            capi::backend::TVMBackendParallelLaunch as *const () as usize,
-        ),
-        (
-            "__TVMBackendParallelBarrier",
-            capi::backend::TVMBackendParallelBarrier as *const () as usize,
-        ),
-    ];
+    // Each entry is `__` + the export's name, pointing at that export.
+    macro_rules! context_table {
+        ($($module:ident::$func:ident,)*) => {
+            [$((
+                concat!("__", stringify!($func)),
+                capi::$module::$func as *const () as usize,
+            )),*]
+        };
+    }
+    let builtin: [(&str, usize); 11] = context_table!(
+        ffi_core::TVMFFIFunctionCall,
+        ffi_core::TVMFFIErrorSetRaisedFromCStr,
+        env::TVMFFIEnvModLookupFromImports,
+        env::TVMFFIHandleInitOnce,
+        classic_func::TVMFuncCall,
+        classic_error::TVMAPISetLastError,
+        module::TVMBackendGetFuncFromEnv,
+        backend::TVMBackendAllocWorkspace,
+        backend::TVMBackendFreeWorkspace,
+        backend::TVMBackendParallelLaunch,
+        backend::TVMBackendParallelBarrier,
+    );
     let mut all: Vec<(String, usize)> = builtin.iter().map(|&(n, p)| (n.to_string(), p)).collect();
     all.extend(EXTRA_CONTEXT_SYMBOLS.read().iter().cloned());
     all
@@ -624,7 +600,10 @@ fn context_symbols() -> Vec<(String, usize)> {
 
 /// A shared library opened with `dlopen`.
 struct Dso {
-    lib: libloading::os::unix::Library,
+    /// Owns the `dlopen` handle: dropping it closes the library.
+    _lib: libloading::os::unix::Library,
+    /// The `dlopen` handle of `lib` (as an address), for direct `dlsym` probes.
+    handle: usize,
     /// The library's `link_map` (glibc), to tell its own symbols from its dependencies'.
     link_map: usize,
     path: String,
@@ -653,7 +632,8 @@ impl Dso {
         // SAFETY: `raw` is the handle just opened; ownership goes back to a `Library`.
         let lib = unsafe { Library::from_raw(raw) };
         Ok(Dso {
-            lib,
+            _lib: lib,
+            handle: raw as usize,
             link_map: link_map_of(raw),
             path: path.to_string(),
         })
@@ -665,11 +645,14 @@ impl SymbolSource for Dso {
         if name.contains('\0') {
             return None;
         }
-        // SAFETY: only the address is taken; nothing is called or read here.
-        let sym = unsafe { self.lib.get::<*mut c_void>(name.as_bytes()) }.ok()?;
-        // The symbol's value as `*mut c_void` is its address.
-        let addr = NonNull::new(sym.into_raw())?;
-        describe_symbol(self.link_map, addr)
+        let cname = std::ffi::CString::new(name).ok()?;
+        // Plain dlsym: most probes (context pointers, ABI markers) miss, and libloading's
+        // `get` formats a dlerror() message for every miss, which made loading 3x slower
+        // than TVM's. A NULL address is all "absent" needs to mean here.
+        // SAFETY: `handle` is the live dlopen handle owned by `self._lib`; only the address is
+        // taken, nothing is called or read.
+        let addr = unsafe { libc::dlsym(self.handle as *mut c_void, cname.as_ptr()) };
+        describe_symbol(self.link_map, NonNull::new(addr)?)
     }
 
     fn describe(&self) -> String {

@@ -388,7 +388,8 @@ pub(crate) fn builtins() -> Vec<(&'static str, Function)> {
         };
         Ok(load_from_file(path, format)?.into())
     }
-    fn get_function(args: &[AnyView<'_>]) -> Result<Any> {
+    /// The `(mod, name, query_imports = false)` arguments of a function lookup.
+    fn lookup_args<'a>(args: &'a [AnyView<'_>]) -> Result<(Module, &'a str, bool)> {
         let m = Module::from_view(arg(args, 0, "mod")?, "mod")?;
         let name = arg(args, 1, "name")?.expect_str("name")?;
         let q = if args.len() > 2 {
@@ -396,16 +397,14 @@ pub(crate) fn builtins() -> Vec<(&'static str, Function)> {
         } else {
             false
         };
+        Ok((m, name, q))
+    }
+    fn get_function(args: &[AnyView<'_>]) -> Result<Any> {
+        let (m, name, q) = lookup_args(args)?;
         Ok(fn_or_none(m.get_function(name, q)?))
     }
     fn implements(args: &[AnyView<'_>]) -> Result<Any> {
-        let m = Module::from_view(arg(args, 0, "mod")?, "mod")?;
-        let name = arg(args, 1, "name")?.expect_str("name")?;
-        let q = if args.len() > 2 {
-            arg_bool(args, 2, "query_imports")?
-        } else {
-            false
-        };
+        let (m, name, q) = lookup_args(args)?;
         Ok(Any::from(m.implements_function(name, q)))
     }
     fn kind(args: &[AnyView<'_>]) -> Result<Any> {

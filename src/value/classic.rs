@@ -364,48 +364,47 @@ fn return_bytes(b: &[u8]) -> *mut c_void {
     })
 }
 
+/// The classic form of a value that owns nothing (int, float, bool, None), or `None` for
+/// every other value. Shared by [`any_to_classic_return`] and `TVMFuncCall`'s fast path.
+#[inline(always)]
+pub fn plain_to_classic(r: &TVMFFIAny) -> Option<(TVMValue, i32)> {
+    // SAFETY (all arms): each reads the payload member the type index names.
+    let (value, code) = match r.type_index {
+        ti::INT => (
+            TVMValue {
+                v_int64: unsafe { r.payload.v_int64 },
+            },
+            tc::INT,
+        ),
+        ti::FLOAT => (
+            TVMValue {
+                v_float64: unsafe { r.payload.v_float64 },
+            },
+            tc::FLOAT,
+        ),
+        ti::BOOL => (
+            TVMValue {
+                v_int64: unsafe { r.payload.v_int64 },
+            },
+            tc::BOOL,
+        ),
+        ti::NONE => (
+            TVMValue {
+                v_handle: std::ptr::null_mut(),
+            },
+            tc::NULLPTR,
+        ),
+        _ => return None,
+    };
+    Some((value, code))
+}
+
 /// Converts a result for a classic caller (`TVMFuncCall`). Object results move to the caller,
 /// who releases them with `TVMFuncFree`/`TVMModFree`/`TVMArrayFree`/`TVMObjectFree`.
 pub fn any_to_classic_return(value: Any) -> Result<(TVMValue, i32)> {
     // Plain values first: they own nothing and need no thread-local storage.
-    let r = *value.raw();
-    // SAFETY: each arm reads the payload member the type index names.
-    unsafe {
-        match r.type_index {
-            ti::INT => {
-                return Ok((
-                    TVMValue {
-                        v_int64: r.payload.v_int64,
-                    },
-                    tc::INT,
-                ))
-            }
-            ti::FLOAT => {
-                return Ok((
-                    TVMValue {
-                        v_float64: r.payload.v_float64,
-                    },
-                    tc::FLOAT,
-                ))
-            }
-            ti::BOOL => {
-                return Ok((
-                    TVMValue {
-                        v_int64: r.payload.v_int64,
-                    },
-                    tc::BOOL,
-                ))
-            }
-            ti::NONE => {
-                return Ok((
-                    TVMValue {
-                        v_handle: std::ptr::null_mut(),
-                    },
-                    tc::NULLPTR,
-                ))
-            }
-            _ => {}
-        }
+    if let Some(plain) = plain_to_classic(value.raw()) {
+        return Ok(plain);
     }
     let v = value.view();
     let r = *v.raw();

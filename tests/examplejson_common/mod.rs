@@ -8,15 +8,7 @@ use tvmrt::abi::{DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, DLTensor};
 use tvmrt::value::Any;
 
 /// The subgraph of TVM's BYOC guide, as in `examples/byoc/subgraph_0.examplejson`.
-pub const GUIDE_TEXT: &str = "subgraph_0
-  input 0 10 10
-  input 1 10 10
-  input 2 10 10
-  input 3 10 10
-  add 4 inputs: 0 1 shape: 10 10
-  sub 5 inputs: 4 2 shape: 10 10
-  mul 6 inputs: 5 3 shape: 10 10
-";
+pub const GUIDE_TEXT: &str = include_str!("../../examples/byoc/subgraph_0.examplejson");
 
 /// `examples/byoc`.
 pub fn examples() -> PathBuf {

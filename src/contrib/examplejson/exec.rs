@@ -28,6 +28,7 @@ use dlpark::ffi::{DLDataType, DLDataTypeCode, DLDeviceType, DLTensor};
 
 use super::graph::{dim_aligned, Node, NodeKind, Op, Subgraph, MAX_ELEMENTS, MAX_RANK};
 use crate::error::{Error, Result};
+use crate::tensor::layout;
 
 /// Elements per tile of a fused stage. Small, so that every input stream of the stage advances
 /// nearly in lockstep, as in a hand-fused loop: with 2048-element tiles each step streams 8 KiB
@@ -721,25 +722,24 @@ impl Subgraph {
         for (i, t) in args.iter().enumerate() {
             if t.device.device_type != DLDeviceType::CPU {
                 crate::bail_value!(
-                    "ExampleJSON subgraph '{name}': argument {i} is on device {}:{}, but this \
+                    "ExampleJSON subgraph '{name}': argument {i} is on device {}, but this \
                      runtime runs on cpu only",
-                    device_name(t.device.device_type),
-                    t.device.device_id
+                    layout::device_name(t.device)
                 );
             }
             if Dtype::of(t.dtype).is_none() {
                 crate::bail_type!(
                     "ExampleJSON subgraph '{name}': argument {i} has dtype {}, supported are \
                      float32, float64, int32 and int64",
-                    dtype_name(t.dtype)
+                    layout::dtype_label(t.dtype)
                 );
             }
             if t.dtype != args[0].dtype {
                 crate::bail_type!(
                     "ExampleJSON subgraph '{name}': argument {i} has dtype {} but argument 0 has \
                      {}; all arguments must have the same dtype",
-                    dtype_name(t.dtype),
-                    dtype_name(args[0].dtype)
+                    layout::dtype_label(t.dtype),
+                    layout::dtype_label(args[0].dtype)
                 );
             }
         }
@@ -747,7 +747,7 @@ impl Subgraph {
         let dtype = Dtype::of(args[0].dtype).ok_or_else(|| {
             Error::type_error(format!(
                 "ExampleJSON subgraph '{name}': unsupported dtype {}",
-                dtype_name(args[0].dtype)
+                layout::dtype_label(args[0].dtype)
             ))
         })?;
         let elem = dtype.size();
@@ -835,21 +835,11 @@ unsafe fn check_tensor(
             "ExampleJSON subgraph '{name}': argument {i} has {got}, expected shape {expected:?}"
         );
     }
-    let ndim = expected.len();
-    if !t.strides.is_null() && ndim > 0 {
-        // SAFETY: the caller guarantees `strides`, when non-null, holds `ndim` values.
-        let strides = unsafe { std::slice::from_raw_parts(t.strides, ndim) };
-        let mut want = 1i64;
-        let mut compact = true;
-        for d in (0..ndim).rev() {
-            // A stride of a unit dimension is never used, so any value is contiguous (as in
-            // TVM's `IsContiguous`).
-            if expected[d] != 1 && strides[d] != want {
-                compact = false;
-            }
-            want *= expected[d] as i64;
-        }
-        if !compact {
+    // The shape matched `expected`, so it is present.
+    let shape = shape.unwrap_or_default();
+    // SAFETY: the caller guarantees `strides`, when non-null, holds `ndim` values.
+    if let Some(strides) = unsafe { layout::dl_strides(t) } {
+        if !layout::is_contiguous(shape, Some(strides)) {
             crate::bail_value!(
                 "ExampleJSON subgraph '{name}': argument {i} is not contiguous (strides \
                  {strides:?} for shape {expected:?}); pass a compact row-major tensor"
@@ -912,52 +902,6 @@ impl Dtype {
     }
 }
 
-/// TVM's spelling of a dtype (`float32`, `uint8`, `float32x4`).
-fn dtype_name(dtype: DLDataType) -> String {
-    let base = match dtype.code {
-        DLDataTypeCode::INT => "int",
-        DLDataTypeCode::UINT => "uint",
-        DLDataTypeCode::FLOAT => "float",
-        DLDataTypeCode::BFLOAT => "bfloat",
-        DLDataTypeCode::OPAQUEHANDLE => "handle",
-        DLDataTypeCode::COMPLEX => "complex",
-        DLDataTypeCode::BOOL => "bool",
-        c => {
-            return format!(
-                "dtype(code={}, bits={}, lanes={})",
-                c.0, dtype.bits, dtype.lanes
-            )
-        }
-    };
-    if dtype.lanes == 1 {
-        format!("{base}{}", dtype.bits)
-    } else {
-        format!("{base}{}x{}", dtype.bits, dtype.lanes)
-    }
-}
-
-/// TVM's name of a device type (`DLDeviceType2Str`, include/tvm/runtime/device_api.h).
-fn device_name(device: DLDeviceType) -> String {
-    let name = match device.0 {
-        1 => "cpu",
-        2 => "cuda",
-        3 => "cuda_host",
-        4 => "opencl",
-        7 => "vulkan",
-        8 => "metal",
-        9 => "vpi",
-        10 => "rocm",
-        11 => "rocm_host",
-        12 => "ext_dev",
-        13 => "cuda_managed",
-        14 => "oneapi",
-        15 => "webgpu",
-        16 => "hexagon",
-        other => return format!("device_type {other}"),
-    };
-    name.to_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -965,15 +909,7 @@ mod tests {
     use dlpark::ffi::DLDevice;
     use std::ptr::null_mut;
 
-    const SEED: &str = "subgraph_0
-  input 0 10 10
-  input 1 10 10
-  input 2 10 10
-  input 3 10 10
-  add 4 inputs: 0 1 shape: 10 10
-  sub 5 inputs: 4 2 shape: 10 10
-  mul 6 inputs: 5 3 shape: 10 10
-";
+    use crate::contrib::examplejson::graph::GUIDE_SEED as SEED;
 
     fn dl<T: Element>(data: &mut [T], shape: &mut [i64]) -> DLTensor {
         DLTensor {

@@ -529,20 +529,15 @@ pub(super) fn dim_aligned(shape: &[usize], rank: usize, i: usize) -> usize {
     }
 }
 
+/// The subgraph of TVM's BYOC guide, shared by the unit tests of this module and its siblings.
+#[cfg(test)]
+pub(super) const GUIDE_SEED: &str = include_str!("../../../examples/byoc/subgraph_0.examplejson");
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The subgraph of TVM's BYOC guide.
-    const SEED: &str = "subgraph_0
-  input 0 10 10
-  input 1 10 10
-  input 2 10 10
-  input 3 10 10
-  add 4 inputs: 0 1 shape: 10 10
-  sub 5 inputs: 4 2 shape: 10 10
-  mul 6 inputs: 5 3 shape: 10 10
-";
+    use super::GUIDE_SEED as SEED;
 
     fn err(text: &str) -> String {
         let e = Graph::parse(text).expect_err("text should be rejected");

@@ -259,9 +259,7 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
 mod tests {
     use super::*;
 
-    const SEED: &str = "subgraph_0\n  input 0 10 10\n  input 1 10 10\n  input 2 10 10\n  \
-                        input 3 10 10\n  add 4 inputs: 0 1 shape: 10 10\n  \
-                        sub 5 inputs: 4 2 shape: 10 10\n  mul 6 inputs: 5 3 shape: 10 10\n";
+    use crate::contrib::examplejson::graph::GUIDE_SEED as SEED;
 
     #[test]
     fn saved_bytes_are_a_counted_string_and_load_back() {
