@@ -17,16 +17,18 @@ thread_local! {
     static CLASSIC_TEXT: RefCell<CString> = RefCell::new(CString::default());
     /// The exact text `TVMAPISetLastError` was given, with the error object it raised: TVM
     /// returns that text unchanged from `TVMGetLastError`, whatever kind prefix it has.
-    static CLASSIC_ORIGINAL: RefCell<Option<(usize, String)>> = const { RefCell::new(None) };
+    /// The error object is held, not just its address: a freed object's address can be
+    /// reused by a later error, whose text must not be mistaken for this one.
+    static CLASSIC_ORIGINAL: RefCell<Option<(ObjectRef, String)>> = const { RefCell::new(None) };
 }
 
 /// Raises an error given as classic text (`TVMAPISetLastError`); `TVMGetLastError` returns the
 /// text exactly as given while this error stays raised.
 pub fn set_raised_classic_text(text: &str) {
     let obj = new_error(&Error::from_classic_text(text));
-    let key = obj.as_ptr() as usize;
-    set_raised_object(obj);
-    CLASSIC_ORIGINAL.with(|c| *c.borrow_mut() = Some((key, text.to_string())));
+    set_raised_object(obj.clone());
+    let previous = CLASSIC_ORIGINAL.with(|c| c.borrow_mut().replace((obj, text.to_string())));
+    drop(previous);
 }
 
 /// Raises `err` on this thread (replacing any earlier one).
@@ -59,7 +61,7 @@ pub fn classic_text_ptr() -> *const std::ffi::c_char {
         let original = CLASSIC_ORIGINAL.with(|c| {
             c.borrow()
                 .as_ref()
-                .filter(|(key, _)| *key == obj.as_ptr() as usize)
+                .filter(|(original, _)| original.as_ptr() == obj.as_ptr())
                 .map(|(_, text)| text.clone())
         });
         original.or_else(|| error_from_object(obj).map(|e| e.to_classic_text()))
@@ -84,6 +86,20 @@ mod tests {
         assert_eq!(text.to_str().unwrap(), "RuntimeError: x");
         let e = take_raised().unwrap();
         assert_eq!((e.kind.as_str(), e.message.as_str()), ("RuntimeError", "x"));
+    }
+
+    #[test]
+    fn an_old_classic_text_never_names_a_newer_error() {
+        set_raised_classic_text("first failure");
+        drop(take_raised());
+        // Later errors, whichever address they get, render as themselves.
+        for _ in 0..100 {
+            set_raised(Error::value("second"));
+            // SAFETY: valid until the next call on this thread.
+            let text = unsafe { std::ffi::CStr::from_ptr(classic_text_ptr()) };
+            assert_eq!(text.to_str().unwrap(), "ValueError: second");
+            drop(take_raised());
+        }
     }
 
     #[test]

@@ -1,23 +1,14 @@
 //! `tvmrt inspect`, `--version` and `TVMRT_LOG`, run as a user would: the built binary on the
 //! TVM-built fixtures, checked against `tests/fixtures/manifest.json`.
 
-use std::path::PathBuf;
+mod cli_support;
+
 use std::process::{Command, Output};
 
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
+use cli_support::{fixtures, tvmrt};
 
 fn fixture(name: &str) -> String {
     fixtures().join(name).to_string_lossy().into_owned()
-}
-
-fn tvmrt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tvmrt"))
-        .args(args)
-        .env_remove("TVMRT_LOG")
-        .output()
-        .expect("spawn tvmrt")
 }
 
 fn stdout(o: &Output) -> String {

@@ -2,12 +2,12 @@
 //! compared with what TVM's own runtime computed (`tests/fixtures/data`), and every error must be
 //! one line naming the input, output or option at fault.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod cli_support;
 
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use cli_support::{fixtures, tvmrt};
 
 fn lib(name: &str) -> String {
     fixtures().join(name).to_string_lossy().into_owned()
@@ -19,14 +19,6 @@ fn data(name: &str) -> String {
         .join(name)
         .to_string_lossy()
         .into_owned()
-}
-
-fn tvmrt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tvmrt"))
-        .args(args)
-        .env_remove("TVMRT_LOG")
-        .output()
-        .expect("spawn tvmrt")
 }
 
 fn ok(args: &[&str]) -> String {

@@ -319,7 +319,7 @@ fn bad_input_table() {
         "a Rust callback panics",
         rc,
         "",
-        "internal error in TVMFuncCall: deliberate panic",
+        "deliberate panic in a Rust callback",
     );
 
     // Kernels: wrong shapes, counts and dtypes are caught by TVM's generated checks.

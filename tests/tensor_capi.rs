@@ -7,6 +7,7 @@ use std::ptr::{null, null_mut};
 use tvmrt::abi::{DLDataType, DLDevice, DLDeviceType, DLTensor};
 use tvmrt::capi::tensor::*;
 use tvmrt::dtype::{dtype, dtypes};
+use tvmrt::tensor::layout::cpu;
 use tvmrt::tensor::Tensor;
 use tvmrt::{Any, Function};
 
@@ -16,13 +17,6 @@ const CUDA: i32 = 2;
 fn last_error() -> String {
     let e = tvmrt::raised::take_raised().expect("an error was raised");
     format!("{}: {}", e.kind, e.message)
-}
-
-fn cpu() -> DLDevice {
-    DLDevice {
-        device_type: DLDeviceType(1),
-        device_id: 0,
-    }
 }
 
 /// `TVMArrayAlloc` with a dtype, on the CPU; panics on failure.

@@ -19,18 +19,12 @@ use tvmrt::capi::tensor::{
 };
 use tvmrt::dtype::dtypes;
 use tvmrt::object::ObjectRef;
+use tvmrt::tensor::layout::cpu;
 use tvmrt::tensor::Tensor;
 
 fn last_error() -> String {
     let e = tvmrt::raised::take_raised().expect("an error was raised");
     format!("{}: {}", e.kind, e.message)
-}
-
-fn cpu() -> DLDevice {
-    DLDevice {
-        device_type: DLDeviceType(1),
-        device_id: 0,
-    }
 }
 
 /// What a test producer keeps alive behind `manager_ctx`: the data and the shape/strides the
@@ -78,6 +72,24 @@ unsafe extern "C" fn versioned_deleter(m: *mut DLManagedTensorVersioned) {
 
 /// A legacy managed tensor over `values` (aligned to 64 plus `misalign` floats), with `shape`
 /// and optional `strides`; returns it and its deleter counter.
+/// A producer holding `values` (aligned), `shape` and `strides`: it, the offset of the values in
+/// its data, and the count of its deleter's calls.
+fn producer(
+    values: &[f32],
+    shape: &[i64],
+    strides: Option<&[i64]>,
+) -> (Box<Producer>, usize, Arc<AtomicUsize>) {
+    let (data, off) = aligned_f32(values);
+    let deleted = Arc::new(AtomicUsize::new(0));
+    let p = Box::new(Producer {
+        data,
+        shape: shape.to_vec(),
+        strides: strides.map(|s| s.to_vec()),
+        deleted: deleted.clone(),
+    });
+    (p, off, deleted)
+}
+
 fn legacy(
     values: &[f32],
     shape: &[i64],
@@ -85,14 +97,7 @@ fn legacy(
     misalign: usize,
     device: DLDevice,
 ) -> (*mut DLManagedTensor, Arc<AtomicUsize>) {
-    let (data, off) = aligned_f32(values);
-    let deleted = Arc::new(AtomicUsize::new(0));
-    let mut p = Box::new(Producer {
-        data,
-        shape: shape.to_vec(),
-        strides: strides.map(|s| s.to_vec()),
-        deleted: deleted.clone(),
-    });
+    let (mut p, off, deleted) = producer(values, shape, strides);
     let dl = dl_for(&mut p, off + misalign, device);
     let m = Box::new(DLManagedTensor {
         dl_tensor: dl,
@@ -109,14 +114,7 @@ fn versioned(
     flags: u64,
     major: u32,
 ) -> (*mut DLManagedTensorVersioned, Arc<AtomicUsize>) {
-    let (data, off) = aligned_f32(values);
-    let deleted = Arc::new(AtomicUsize::new(0));
-    let mut p = Box::new(Producer {
-        data,
-        shape: shape.to_vec(),
-        strides: strides.map(|s| s.to_vec()),
-        deleted: deleted.clone(),
-    });
+    let (mut p, off, deleted) = producer(values, shape, strides);
     let dl = dl_for(&mut p, off, cpu());
     let m = Box::new(DLManagedTensorVersioned {
         version: DLPackVersion { major, minor: 1 },

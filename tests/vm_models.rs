@@ -41,6 +41,17 @@ fn input_tensor(j: &Value) -> Tensor {
     t
 }
 
+/// A new, uninitialized VM of an executable module (`vm_load_executable`).
+fn new_vm(exec: &Module) -> Module {
+    let vm = exec
+        .get_function("vm_load_executable", false)
+        .unwrap()
+        .unwrap()
+        .call(&[])
+        .unwrap();
+    Module::from_view(&vm.view(), "vm").unwrap()
+}
+
 /// Loads `lib`, makes a VM and initializes it with `allocator` (1 naive, 2 pooled).
 fn load_vm(lib: &str, allocator: i64) -> (Module, Module) {
     // Kernels import `TVMFFIErrorSetRaisedFromCStrParts`; a test binary does not export
@@ -49,13 +60,7 @@ fn load_vm(lib: &str, allocator: i64) -> (Module, Module) {
     let path = fixtures().join(lib);
     let root = load_from_file(path.to_str().unwrap(), "").unwrap();
     assert_eq!(root.kind(), "relax.VMExecutable");
-    let vm = root
-        .get_function("vm_load_executable", false)
-        .unwrap()
-        .unwrap()
-        .call(&[])
-        .unwrap();
-    let vm = Module::from_view(&vm.view(), "vm").unwrap();
+    let vm = new_vm(&root);
     assert_eq!(vm.kind(), "relax.VirtualMachine");
     let init = vm
         .get_function("vm_initialization", false)
@@ -397,13 +402,7 @@ fn vm_needs_initialization_and_checks_arity() {
     module_support::export_runtime_symbols();
     let path = fixtures().join("mlp.so");
     let root = load_from_file(path.to_str().unwrap(), "").unwrap();
-    let vm = root
-        .get_function("vm_load_executable", false)
-        .unwrap()
-        .unwrap()
-        .call(&[])
-        .unwrap();
-    let vm = Module::from_view(&vm.view(), "vm").unwrap();
+    let vm = new_vm(&root);
     let e = call_vm(&vm, "main", &[]).unwrap_err();
     assert!(e.message.contains("vm_initialization"), "{e}");
     let e = call_vm(
@@ -680,13 +679,7 @@ fn hand_built_executables_run_or_are_refused() {
     // main(p0): ret %0
     let ok = tiny_executable(1, 1, &[&[2, 0]]);
     let m = tvmrt::vm::load_executable(&ok).unwrap();
-    let vm = m
-        .get_function("vm_load_executable", false)
-        .unwrap()
-        .unwrap()
-        .call(&[])
-        .unwrap();
-    let vm = Module::from_view(&vm.view(), "vm").unwrap();
+    let vm = new_vm(&m);
     call_vm(
         &vm,
         "vm_initialization",

@@ -221,9 +221,9 @@ fuzz_target!(|data: &[u8]| {
         let pick = inp.u8() as usize;
         let value = match code {
             tc::DL_TENSOR_HANDLE => TVMValue {
-                v_handle: if pick % 5 == 0 {
+                v_handle: if pick.is_multiple_of(5) {
                     std::ptr::null_mut()
-                } else if pick % 2 == 0 {
+                } else if pick.is_multiple_of(2) {
                     pool.tensor.dltensor().cast()
                 } else {
                     (&mut bare_dl as *mut tvmrt::abi::DLTensor).cast()
@@ -237,7 +237,7 @@ fuzz_target!(|data: &[u8]| {
                 },
             },
             tc::NDARRAY_HANDLE => TVMValue {
-                v_handle: if pick % 4 == 0 {
+                v_handle: if pick.is_multiple_of(4) {
                     std::ptr::null_mut()
                 } else {
                     pool.tensor.dltensor().cast()
@@ -253,7 +253,7 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             tc::STR => {
-                if pick % 6 == 0 {
+                if pick.is_multiple_of(6) {
                     TVMValue {
                         v_str: std::ptr::null(),
                     }
@@ -267,7 +267,7 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             tc::BYTES => {
-                if pick % 6 == 0 {
+                if pick.is_multiple_of(6) {
                     TVMValue {
                         v_handle: std::ptr::null_mut(),
                     }

@@ -81,7 +81,7 @@ fn extent(
     offset: u64,
 ) -> Option<(i128, i128)> {
     let elem = ((dtype.bits as i128) * (dtype.lanes as i128) + 7) / 8;
-    if shape.iter().any(|&d| d == 0) {
+    if shape.contains(&0) {
         return Some((0, 0));
     }
     let mut lo = offset as i128;

@@ -148,7 +148,7 @@ unsafe fn func_call_fast(
     ret_val: *mut TVMValue,
     ret_type_code: *mut c_int,
 ) -> Option<c_int> {
-    use crate::abi::{type_code as tc, type_index as ti, AnyPayload};
+    use crate::abi::type_index as ti;
     if func.is_null() || ret_val.is_null() || ret_type_code.is_null() {
         return None;
     }
@@ -185,46 +185,9 @@ unsafe fn func_call_fast(
     for (i, slot) in raws.iter_mut().enumerate().take(n) {
         // SAFETY: the arrays hold `num_args` entries.
         let (value, code) = unsafe { (*args.add(i), *codes.add(i)) };
-        let (index, payload) = match code {
-            // SAFETY (all arms): reading the union member the type code names.
-            tc::INT | tc::UINT => (
-                ti::INT,
-                AnyPayload {
-                    v_int64: unsafe { value.v_int64 },
-                },
-            ),
-            tc::FLOAT => (
-                ti::FLOAT,
-                AnyPayload {
-                    v_float64: unsafe { value.v_float64 },
-                },
-            ),
-            tc::OPAQUE_HANDLE => (
-                ti::OPAQUE_PTR,
-                AnyPayload {
-                    v_ptr: unsafe { value.v_handle },
-                },
-            ),
-            tc::DL_TENSOR_HANDLE => (
-                ti::DL_TENSOR_PTR,
-                AnyPayload {
-                    v_ptr: unsafe { value.v_handle },
-                },
-            ),
-            tc::STR if !unsafe { value.v_str }.is_null() => (
-                ti::RAW_STR,
-                AnyPayload {
-                    v_c_str: unsafe { value.v_str },
-                },
-            ),
-            tc::NULLPTR => (ti::NONE, AnyPayload { v_int64: 0 }),
-            _ => return None,
-        };
-        slot.write(TVMFFIAny {
-            type_index: index,
-            small_str_len: 0,
-            payload,
-        });
+        // SAFETY: the value and its code come from the caller's arrays, as for
+        // `classic_to_raw`; any other code takes the general path.
+        slot.write(unsafe { crate::value::classic::plain_classic_to_raw(value, code) }?);
     }
     let mut result = TVMFFIAny::NONE;
     // SAFETY: the first `n` slots are initialized; the callee follows the tvm-ffi convention

@@ -25,39 +25,68 @@ fn raw(index: i32, payload: AnyPayload) -> TVMFFIAny {
     }
 }
 
+/// The borrowed tvm-ffi form of a classic argument that needs no check (int, uint, float,
+/// opaque and DLTensor pointers, a non-null string, null), or `None` for every other type code.
+/// Shared by [`classic_to_raw`] and `TVMFuncCall`'s fast path.
+///
+/// # Safety
+/// As [`classic_to_raw`].
+#[inline(always)]
+pub unsafe fn plain_classic_to_raw(value: TVMValue, code: i32) -> Option<TVMFFIAny> {
+    // SAFETY (all arms): each reads the union member the type code names.
+    let (index, payload) = match code {
+        tc::INT | tc::UINT => (
+            ti::INT,
+            AnyPayload {
+                v_int64: unsafe { value.v_int64 },
+            },
+        ),
+        tc::FLOAT => (
+            ti::FLOAT,
+            AnyPayload {
+                v_float64: unsafe { value.v_float64 },
+            },
+        ),
+        tc::OPAQUE_HANDLE | tc::DL_TENSOR_HANDLE => (
+            if code == tc::OPAQUE_HANDLE {
+                ti::OPAQUE_PTR
+            } else {
+                ti::DL_TENSOR_PTR
+            },
+            AnyPayload {
+                v_ptr: unsafe { value.v_handle },
+            },
+        ),
+        tc::STR if !unsafe { value.v_str }.is_null() => (
+            ti::RAW_STR,
+            AnyPayload {
+                v_c_str: unsafe { value.v_str },
+            },
+        ),
+        tc::NULLPTR => return Some(TVMFFIAny::NONE),
+        _ => return None,
+    };
+    Some(raw(index, payload))
+}
+
 /// Converts a classic argument into a borrowed tvm-ffi value.
 ///
 /// # Safety
 /// Pointers and handles in `value` are valid for the duration of the returned view's use.
 pub unsafe fn classic_to_raw(value: TVMValue, code: i32) -> Result<TVMFFIAny> {
+    // SAFETY: per this function's contract.
+    if let Some(plain) = unsafe { plain_classic_to_raw(value, code) } {
+        return Ok(plain);
+    }
     // SAFETY: each arm reads the union member the type code names.
     unsafe {
         Ok(match code {
-            tc::INT | tc::UINT => raw(
-                ti::INT,
-                AnyPayload {
-                    v_int64: value.v_int64,
-                },
-            ),
             tc::BOOL => raw(
                 ti::BOOL,
                 AnyPayload {
                     v_int64: (value.v_int64 != 0) as i64,
                 },
             ),
-            tc::FLOAT => raw(
-                ti::FLOAT,
-                AnyPayload {
-                    v_float64: value.v_float64,
-                },
-            ),
-            tc::OPAQUE_HANDLE => raw(
-                ti::OPAQUE_PTR,
-                AnyPayload {
-                    v_ptr: value.v_handle,
-                },
-            ),
-            tc::NULLPTR => TVMFFIAny::NONE,
             tc::DATA_TYPE => raw(
                 ti::DATA_TYPE,
                 AnyPayload {
@@ -70,24 +99,8 @@ pub unsafe fn classic_to_raw(value: TVMValue, code: i32) -> Result<TVMFFIAny> {
                     v_device: value.v_device,
                 },
             ),
-            tc::DL_TENSOR_HANDLE => raw(
-                ti::DL_TENSOR_PTR,
-                AnyPayload {
-                    v_ptr: value.v_handle,
-                },
-            ),
-            tc::STR => {
-                if value.v_str.is_null() {
-                    TVMFFIAny::NONE
-                } else {
-                    raw(
-                        ti::RAW_STR,
-                        AnyPayload {
-                            v_c_str: value.v_str,
-                        },
-                    )
-                }
-            }
+            // A non-null string is plain (above); a null one is None.
+            tc::STR => TVMFFIAny::NONE,
             tc::BYTES => {
                 if value.v_handle.is_null() {
                     return Err(Error::value("null TVMByteArray* passed as bytes argument"));
