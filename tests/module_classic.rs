@@ -83,6 +83,16 @@ fn scaler(text: &str) -> BlobModule {
     BlobModule::serialized("scaler", scaler_payload(text))
 }
 
+/// A classic import-tree blob: the library module, importing `module`.
+fn lib_importing(module: BlobModule) -> Vec<u8> {
+    let tree = DecodedBlob {
+        layout: BlobLayout::ClassicImportTree,
+        modules: vec![BlobModule::library(), module],
+        imports: vec![vec![1], vec![]],
+    };
+    blob::encode_classic(&tree).unwrap()
+}
+
 #[test]
 fn plain_library_functions() {
     let so = build("plain", None);
@@ -281,12 +291,7 @@ fn custom_root_imports_the_library() {
 
 #[test]
 fn same_classic_library_twice_and_from_threads() {
-    let tree = DecodedBlob {
-        layout: BlobLayout::ClassicImportTree,
-        modules: vec![BlobModule::library(), scaler("helper:5")],
-        imports: vec![vec![1], vec![]],
-    };
-    let so = build("shared", Some(&blob::encode_classic(&tree).unwrap()));
+    let so = build("shared", Some(&lib_importing(scaler("helper:5"))));
     let a = load(&so).unwrap();
     let b = load(&so).unwrap();
     assert_eq!(call_i64(&a, "call_helper", &[Any::from(1i64)]).unwrap(), 5);
@@ -332,15 +337,10 @@ fn load_err(name: &str, symbol_bytes: &[u8]) -> Error {
 #[test]
 fn blob_errors() {
     // Unknown module kind.
-    let tree = DecodedBlob {
-        layout: BlobLayout::ClassicImportTree,
-        modules: vec![
-            BlobModule::library(),
-            BlobModule::serialized("no_such_kind", vec![1, 2, 3]),
-        ],
-        imports: vec![vec![1], vec![]],
-    };
-    let e = load_err("unknown_kind", &blob::encode_classic(&tree).unwrap());
+    let e = load_err(
+        "unknown_kind",
+        &lib_importing(BlobModule::serialized("no_such_kind", vec![1, 2, 3])),
+    );
     assert!(
         e.message.contains(
             "library was built with module kind `no_such_kind` but no loader \
@@ -388,39 +388,24 @@ fn blob_errors() {
     );
 
     // A loader that neither reports its size nor can save.
-    let tree = DecodedBlob {
-        layout: BlobLayout::ClassicImportTree,
-        modules: vec![
-            BlobModule::library(),
-            BlobModule::serialized("unsaveable", vec![9; 4]),
-        ],
-        imports: vec![vec![1], vec![]],
-    };
-    let e = load_err("unsaveable", &blob::encode_classic(&tree).unwrap());
+    let e = load_err(
+        "unsaveable",
+        &lib_importing(BlobModule::serialized("unsaveable", vec![9; 4])),
+    );
     assert!(
         e.message.contains("did not report how many bytes it read"),
         "{e}"
     );
 
     // A loader that claims more bytes than remain.
-    let tree = DecodedBlob {
-        layout: BlobLayout::ClassicImportTree,
-        modules: vec![
-            BlobModule::library(),
-            BlobModule::serialized("liar", scaler_payload("f:1")),
-        ],
-        imports: vec![vec![1], vec![]],
-    };
-    let e = load_err("liar", &blob::encode_classic(&tree).unwrap());
+    let e = load_err(
+        "liar",
+        &lib_importing(BlobModule::serialized("liar", scaler_payload("f:1"))),
+    );
     assert!(e.message.contains("claims 1099511627776 bytes"), "{e}");
 
     // A loader's own error names the loader.
-    let tree = DecodedBlob {
-        layout: BlobLayout::ClassicImportTree,
-        modules: vec![BlobModule::library(), scaler("no-colon")],
-        imports: vec![vec![1], vec![]],
-    };
-    let e = load_err("loader_error", &blob::encode_classic(&tree).unwrap());
+    let e = load_err("loader_error", &lib_importing(scaler("no-colon")));
     assert!(
         e.message
             .contains("loader `runtime.module.loadbinary_scaler`"),

@@ -173,7 +173,12 @@ unsafe fn func_call_fast(
         crate::capi::callbacks::classic_function_safe_call;
     if cell.safe_call as *const () == classic_trampoline as *const () {
         // A classic callback (the trampoline is only installed in tvmrt's classic function
-        // objects) gets the caller's arrays unchanged, as in TVM.
+        // objects) gets the caller's arrays unchanged, as in TVM, once their codes are known
+        // ones (an unknown code goes the general way, which reports it).
+        // SAFETY: the codes array holds `num_args` entries.
+        if (0..n).any(|i| !crate::value::classic::is_known_classic_code(unsafe { *codes.add(i) })) {
+            return None;
+        }
         // SAFETY: the trampoline identifies the payload; the arrays hold `num_args` entries.
         let value = unsafe {
             let (callback, resource) = crate::capi::callbacks::classic_callback_of(func)?;
@@ -269,9 +274,13 @@ unsafe fn func_call_general(
             non_null(arg_type_codes, "arg_type_codes")?;
         }
         let result = if let Some((callback, resource)) = f.classic_callback() {
-            // Classic to classic: the caller's arrays pass through unchanged, as in TVM.
+            // Classic to classic: the caller's arrays pass through unchanged, as in TVM, once
+            // their type codes are checked.
             // SAFETY: the arrays hold `num_args` entries alive for the call.
-            unsafe { invoke_classic_callback(callback, resource, args, arg_type_codes, num_args)? }
+            unsafe {
+                crate::value::classic::check_classic_codes(arg_type_codes, n)?;
+                invoke_classic_callback(callback, resource, args, arg_type_codes, num_args)?
+            }
         } else {
             // Up to eight arguments convert on the stack.
             let mut inline = [TVMFFIAny::NONE; INLINE_ARGS];

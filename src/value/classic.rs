@@ -69,6 +69,29 @@ pub unsafe fn plain_classic_to_raw(value: TVMValue, code: i32) -> Option<TVMFFIA
     Some(raw(index, payload))
 }
 
+/// Whether `code` is one of the classic type codes (`kTVMArgInt` .. `kTVMArgBool`).
+pub fn is_known_classic_code(code: i32) -> bool {
+    (tc::INT..=tc::BOOL).contains(&code)
+}
+
+/// Checks the type codes of classic arguments passed straight through to a classic callee: an
+/// unknown code is a `TypeError` naming the argument.
+///
+/// # Safety
+/// `codes` holds `num_args` entries (or `num_args` is 0).
+pub unsafe fn check_classic_codes(codes: *const i32, num_args: usize) -> Result<()> {
+    for i in 0..num_args {
+        // SAFETY: per the contract.
+        let code = unsafe { *codes.add(i) };
+        if !is_known_classic_code(code) {
+            return Err(Error::type_error(format!(
+                "argument {i}: unknown classic type code {code}"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Converts a classic argument into a borrowed tvm-ffi value.
 ///
 /// # Safety
