@@ -284,3 +284,22 @@ fn a_bare_file_name_means_the_current_directory() {
         "{out}"
     );
 }
+
+#[test]
+fn relax_models_list_their_vm_functions_and_what_they_call() {
+    let text = ok(&["inspect", &fixture("subfunc.so")]);
+    assert!(text.contains("VM function main(x, y)"), "{text}");
+    assert!(text.contains("VM function scale(z, k)"), "{text}");
+    assert!(text.contains("calls VM functions: scale"), "{text}");
+    assert!(text.contains("calls kernels: multiply"), "{text}");
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["inspect", "--json", &fixture("mlp.so")])).unwrap();
+    let root = &json["module_tree"];
+    let funcs = root["vm_functions"].as_array().expect("vm_functions");
+    let main = funcs.iter().find(|f| f["name"] == "main").expect("main");
+    assert_eq!(strings(&main["params"]), vec!["x"]);
+    let mut kernels = strings(&main["kernels"]);
+    kernels.sort();
+    assert_eq!(kernels, vec!["add", "add1", "matmul", "matmul1", "relu"]);
+    assert!(strings(&main["builtins"]).contains(&"vm.builtin.check_tensor_info".to_string()));
+}

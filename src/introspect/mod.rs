@@ -365,6 +365,68 @@ pub struct ModuleNode {
     pub functions_complete: bool,
     /// The modules it imports.
     pub imports: Vec<ModuleNode>,
+    /// For a Relax executable: its VM functions (empty for other kinds).
+    pub vm_functions: Vec<VmFunctionNode>,
+}
+
+/// A function of a Relax VM executable, as `tvmrt inspect` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VmFunctionNode {
+    /// The function's global name (`main`, ...).
+    pub name: String,
+    /// Its parameter names.
+    pub params: Vec<String>,
+    /// Kernels and other packed functions it calls (imports or the global registry), in order
+    /// of first call; VM builtins (`vm.builtin.*`) excluded.
+    pub kernels: Vec<String>,
+    /// The VM builtins it calls.
+    pub builtins: Vec<String>,
+    /// Other VM functions it calls.
+    pub vm_calls: Vec<String>,
+}
+
+/// The VM functions of a Relax executable module, with what each calls.
+pub fn vm_functions(m: &Module) -> Vec<VmFunctionNode> {
+    use crate::vm::exec::{ExecutableModule, FuncKind, Instr};
+    let Some(em) = m.downcast::<ExecutableModule>() else {
+        return Vec::new();
+    };
+    let exec = em.executable();
+    let push = |list: &mut Vec<String>, name: &str| {
+        if !list.iter().any(|n| n == name) {
+            list.push(name.to_string());
+        }
+    };
+    exec.funcs
+        .iter()
+        .filter(|f| f.kind == FuncKind::VMFunc)
+        .map(|f| {
+            let mut node = VmFunctionNode {
+                name: f.name.clone(),
+                params: f.param_names.clone(),
+                kernels: Vec::new(),
+                builtins: Vec::new(),
+                vm_calls: Vec::new(),
+            };
+            let end = f.end_instr.min(exec.instrs.len());
+            for instr in &exec.instrs[f.start_instr.min(end)..end] {
+                let Instr::Call { func, .. } = instr else {
+                    continue;
+                };
+                let Some(callee) = exec.funcs.get(*func) else {
+                    continue;
+                };
+                match callee.kind {
+                    FuncKind::PackedFunc if callee.name.starts_with("vm.builtin.") => {
+                        push(&mut node.builtins, &callee.name)
+                    }
+                    FuncKind::PackedFunc => push(&mut node.kernels, &callee.name),
+                    _ => push(&mut node.vm_calls, &callee.name),
+                }
+            }
+            node
+        })
+        .collect()
 }
 
 /// Conventional function names asked of modules that cannot list their functions: the Relax VM
@@ -448,6 +510,7 @@ pub fn module_tree(root: &Module, lib: Option<&LibraryInfo>) -> ModuleNode {
             functions,
             functions_complete,
             imports,
+            vm_functions: vm_functions(m),
         }
     }
     walk(root, lib, 0)

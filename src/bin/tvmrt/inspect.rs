@@ -68,6 +68,13 @@ fn tree_json(n: &ModuleNode) -> Value {
         "functions": n.functions,
         "functions_complete": n.functions_complete,
         "imports": n.imports.iter().map(tree_json).collect::<Vec<_>>(),
+        "vm_functions": n.vm_functions.iter().map(|f| json!({
+            "name": f.name,
+            "params": f.params,
+            "kernels": f.kernels,
+            "builtins": f.builtins,
+            "vm_calls": f.vm_calls,
+        })).collect::<Vec<_>>(),
     })
 }
 
@@ -130,6 +137,23 @@ fn print_tree(n: &ModuleNode, prefix: &str, last: bool, root: bool) {
         format!("implements: {}", n.functions.join(", "))
     };
     println!("{prefix}{branch}{}  ({functions})", n.kind);
+    let detail = if n.imports.is_empty() {
+        format!("{child_prefix}   ")
+    } else {
+        format!("{child_prefix}|  ")
+    };
+    for f in &n.vm_functions {
+        println!("{detail}VM function {}({})", f.name, f.params.join(", "));
+        for (label, names) in [
+            ("kernels", &f.kernels),
+            ("VM functions", &f.vm_calls),
+            ("builtins", &f.builtins),
+        ] {
+            if !names.is_empty() {
+                println!("{detail}  calls {label}: {}", names.join(", "));
+            }
+        }
+    }
     for (i, c) in n.imports.iter().enumerate() {
         print_tree(c, &child_prefix, i + 1 == n.imports.len(), false);
     }
