@@ -31,7 +31,6 @@ fn last_error() -> String {
 }
 
 fn build(name: &str) -> PathBuf {
-    export_runtime_symbols();
     let so = scratch("capi").join(format!("{name}.so"));
     compile_shared(&so, &[classic_libs().join("classic_kernels.c")], &[]);
     so

@@ -20,7 +20,6 @@ use tvmrt::value::{Any, AnyView};
 fn register_loaders() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        export_runtime_symbols();
         let with_size = Function::from_fn(|args: &[AnyView<'_>]| {
             let bytes = args[0].as_byte_slice().unwrap();
             let (m, n) = parse_scaler("scaler", bytes)?;

@@ -16,7 +16,6 @@ use tvmrt::value::{Any, AnyView};
 fn register_loaders() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        export_runtime_symbols();
         // tvm-ffi loaders get exactly their payload.
         let exact = Function::from_fn(|args: &[AnyView<'_>]| {
             let bytes = args[0].as_byte_slice().unwrap();

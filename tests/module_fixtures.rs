@@ -17,7 +17,6 @@ fn manifest() -> Value {
 }
 
 fn load(lib: &str) -> Module {
-    export_runtime_symbols();
     let path = fixtures().join(lib);
     load_from_file(path.to_str().unwrap(), "").unwrap_or_else(|e| panic!("loading {lib}: {e}"))
 }
@@ -297,7 +296,6 @@ fn same_library_twice_and_free_in_any_order() {
     let copy = scratch("twice").join("two_funcs_copy.so");
     std::fs::copy(fixtures().join("two_funcs.so"), &copy).unwrap();
     let copy = copy.to_str().unwrap();
-    export_runtime_symbols();
     let first = load_from_file(copy, "").unwrap();
     let second = load_from_file(copy, "so").unwrap();
     assert_ne!(first.as_ptr(), second.as_ptr());
@@ -322,7 +320,6 @@ fn same_library_twice_and_free_in_any_order() {
 
 #[test]
 fn load_from_four_threads() {
-    export_runtime_symbols();
     let handles: Vec<_> = (0..4)
         .map(|i| {
             std::thread::spawn(move || {
@@ -349,7 +346,6 @@ fn load_from_four_threads() {
 
 #[test]
 fn relax_model_needs_the_vm_loader_then_restores_the_import_tree() {
-    export_runtime_symbols();
     let path = fixtures().join("mlp.so");
     let path = path.to_str().unwrap();
     let loader = "ffi.Module.load_from_bytes.relax.VMExecutable";

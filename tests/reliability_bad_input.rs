@@ -120,7 +120,6 @@ unsafe extern "C" fn failing_callback(
 
 #[test]
 fn bad_input_table() {
-    export_runtime_symbols();
     let dir = scratch("bad_input");
 
     // --- Loading files -------------------------------------------------------------------

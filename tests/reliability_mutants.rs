@@ -480,7 +480,6 @@ fn mutant_child() {
     let Ok(path) = std::env::var(MUTANT_ENV) else {
         return; // Run directly with --ignored: nothing to do.
     };
-    export_runtime_symbols();
     limit_address_space(CHILD_ADDRESS_SPACE);
     let c_path = CString::new(path).unwrap();
     let format = CString::new("so").unwrap();

@@ -410,7 +410,6 @@ fn run_mix(duration: Duration, matmul: &Arc<Func>) -> u64 {
 
 #[test]
 fn stress_mixed_operations() {
-    export_runtime_symbols();
     let secs: f64 = std::env::var("TVMRT_STRESS_SECS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -501,7 +500,6 @@ fn stress_mixed_operations() {
 
 #[test]
 fn unloading_keeps_the_library_while_functions_are_held() {
-    export_runtime_symbols();
     // A private copy, so no other test of this executable maps the same file.
     let dir = scratch("unload");
     let copy = dir.join("unload_add_dyn.so");
@@ -581,7 +579,6 @@ fn load_ptr(path: &CStr) -> *mut c_void {
 
 #[test]
 fn unloading_a_global_registration_keeps_the_library() {
-    export_runtime_symbols();
     let dir = scratch("unload_global");
     let copy = dir.join("unload_global_two_funcs.so");
     std::fs::copy(fixtures().join("two_funcs.so"), &copy).unwrap();

@@ -4,8 +4,7 @@
 
 use std::path::PathBuf;
 
-// The module tests' helpers: the export shim that lets a kernel library loaded by this test
-// executable resolve `TVMFFIErrorSetRaisedFromCStrParts` to tvmrt.
+// The module tests' helpers: fixture paths, `.npy` reading, host tensors.
 #[path = "module_support/mod.rs"]
 mod module_support;
 
@@ -30,7 +29,6 @@ fn fixture(name: &str) -> String {
 }
 
 fn kernel(lib: &str, name: &str) -> Function {
-    module_support::export_runtime_symbols();
     let m = load_dso(&fixture(lib)).unwrap();
     m.get_function(name, false)
         .unwrap()
@@ -224,7 +222,6 @@ fn every_fixture_dtype_round_trips_through_kernels() {
             (0..n).map(|i| (i % 2 == 1 || i % 3 == 0) as u8).collect(),
         ),
     ];
-    module_support::export_runtime_symbols();
     let m = load_dso(&fixture("dtypes.so")).unwrap();
     for (name, t, a, b, expect) in cases {
         let f = m.get_function(name, false).unwrap().unwrap();

@@ -54,9 +54,6 @@ fn new_vm(exec: &Module) -> Module {
 
 /// Loads `lib`, makes a VM and initializes it with `allocator` (1 naive, 2 pooled).
 fn load_vm(lib: &str, allocator: i64) -> (Module, Module) {
-    // Kernels import `TVMFFIErrorSetRaisedFromCStrParts`; a test binary does not export
-    // tvmrt's symbols, so the shared shim does.
-    module_support::export_runtime_symbols();
     let path = fixtures().join(lib);
     let root = load_from_file(path.to_str().unwrap(), "").unwrap();
     assert_eq!(root.kind(), "relax.VMExecutable");
@@ -205,7 +202,6 @@ fn input_mismatches_fail_with_tvms_message_naming_the_parameter() {
 
 #[test]
 fn executable_listing_matches_tvm() {
-    module_support::export_runtime_symbols();
     for lib in ["mlp", "cnn", "dyn_batch", "tuple_ret", "cond", "subfunc"] {
         let path = fixtures().join(format!("{lib}.so"));
         let root = load_from_file(path.to_str().unwrap(), "").unwrap();
@@ -399,7 +395,6 @@ fn stateful_interface_and_introspection() {
 
 #[test]
 fn vm_needs_initialization_and_checks_arity() {
-    module_support::export_runtime_symbols();
     let path = fixtures().join("mlp.so");
     let root = load_from_file(path.to_str().unwrap(), "").unwrap();
     let vm = new_vm(&root);

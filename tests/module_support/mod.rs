@@ -1,8 +1,7 @@
-//! Helpers shared by the `module_*` integration tests: fixture paths, a C compiler driver, the
-//! export shim, `.npy` reading and host tensors.
+//! Helpers shared by the `module_*` integration tests: fixture paths, a C compiler driver,
+//! `.npy` reading and host tensors.
 #![allow(dead_code)]
 
-use std::ffi::c_void;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Once;
@@ -84,31 +83,6 @@ pub fn write_blob_source(path: &Path, symbol: &str, bytes: &[u8]) {
     }
     s.push_str("\n};\n");
     std::fs::write(path, s).unwrap();
-}
-
-/// Makes tvmrt's plain C entry points visible to kernel libraries (see `export_shim.c`).
-pub fn export_runtime_symbols() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
-        let dir = scratch("shim");
-        let so = dir.join("libtvmrt_test_shim.so");
-        compile_shared(&so, &[classic_libs().join("export_shim.c")], &[]);
-        // SAFETY: the shim has no initializers; it stays loaded for the whole process.
-        let lib = unsafe { Library::open(Some(&so), RTLD_NOW | RTLD_GLOBAL) }.unwrap();
-        type Init = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void);
-        // SAFETY: the shim defines this function with this signature.
-        let init = unsafe { lib.get::<Init>(b"tvmrt_test_shim_init") }.unwrap();
-        // SAFETY: passing tvmrt's own functions, which match the shim's typedefs.
-        unsafe {
-            init(
-                tvmrt::capi::ffi_core::TVMFFIErrorSetRaisedFromCStrParts as *const () as *mut _,
-                tvmrt::capi::ffi_core::TVMFFIErrorSetRaisedFromCStr as *const () as *mut _,
-                tvmrt::capi::classic_error::TVMAPISetLastError as *const () as *mut _,
-            )
-        };
-        std::mem::forget(lib);
-    });
 }
 
 /// A `.npy` file's dtype descriptor, shape and raw little-endian data.

@@ -1,9 +1,8 @@
 //! Helpers for the `reliability_*` tests: fixture paths, scratch directories, running a test
 //! of the current executable in a child process (with a timeout), resource limits, memory
-//! figures from /proc, and making tvmrt's plain C symbols visible to kernel libraries.
+//! figures from /proc.
 #![allow(dead_code)]
 
-use std::ffi::c_void;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -37,63 +36,6 @@ pub fn scratch(name: &str) -> PathBuf {
     let d = root.join(format!("{name}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-/// Environment variable naming the compiled export shim for child processes.
-pub const SHIM_ENV: &str = "TVMRT_RELIABILITY_SHIM";
-
-/// Compiles `tests/classic_libs/export_shim.c` (once per process) and returns its path.
-///
-/// A Rust test executable does not export tvmrt's C functions to the dynamic linker, but
-/// TVM 0.27 kernels import `TVMFFIErrorSetRaisedFromCStrParts` as a plain symbol; the shim,
-/// opened with `RTLD_GLOBAL`, forwards it (and two others) to tvmrt. A program linking
-/// libtvmrt.so needs none of this.
-pub fn build_shim() -> PathBuf {
-    static ONCE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    ONCE.get_or_init(|| {
-        if let Ok(p) = std::env::var(SHIM_ENV) {
-            return PathBuf::from(p);
-        }
-        let so = scratch("shim").join("libtvmrt_reliability_shim.so");
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/classic_libs/export_shim.c");
-        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
-        let out = Command::new(cc)
-            .args(["-shared", "-fPIC", "-O1", "-o"])
-            .arg(&so)
-            .arg(&src)
-            .output()
-            .expect("running the C compiler");
-        assert!(
-            out.status.success(),
-            "compiling the export shim failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        so
-    })
-    .clone()
-}
-
-/// Makes tvmrt's plain C entry points visible to kernel libraries (see [`build_shim`]).
-pub fn export_runtime_symbols() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
-        let so = build_shim();
-        // SAFETY: the shim has no initializers; it stays loaded for the whole process.
-        let lib = unsafe { Library::open(Some(&so), RTLD_NOW | RTLD_GLOBAL) }.unwrap();
-        type Init = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void);
-        // SAFETY: the shim defines this function with this signature.
-        let init = unsafe { lib.get::<Init>(b"tvmrt_test_shim_init") }.unwrap();
-        // SAFETY: tvmrt's own functions, matching the shim's typedefs.
-        unsafe {
-            init(
-                tvmrt::capi::ffi_core::TVMFFIErrorSetRaisedFromCStrParts as *const () as *mut _,
-                tvmrt::capi::ffi_core::TVMFFIErrorSetRaisedFromCStr as *const () as *mut _,
-                tvmrt::capi::classic_error::TVMAPISetLastError as *const () as *mut _,
-            )
-        };
-        std::mem::forget(lib);
-    });
 }
 
 /// What a child process did.
@@ -132,7 +74,6 @@ pub fn spawn_test(test_name: &str, envs: &[(&str, String)], timeout: Duration) -
         "--nocapture",
         "--test-threads=1",
     ])
-    .env(SHIM_ENV, build_shim())
     .env("RUST_BACKTRACE", "0")
     .stdin(Stdio::null())
     .stdout(Stdio::piped())
