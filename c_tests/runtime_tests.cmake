@@ -3,3 +3,15 @@
 foreach(t IN ITEMS system_lib tensor_backend)
   tvmrt_add_c_test(${t} tvmrt::tvmrt c_tests/${t}.c)
 endforeach()
+
+# Loading TVM-built libraries from C (the fixtures directory is the argument).
+tvmrt_add_program(modules tvmrt::tvmrt c_tests/modules.c)
+add_test(NAME modules COMMAND modules "${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures")
+set_tests_properties(modules PROPERTIES TIMEOUT 120)
+if(VALGRIND_EXECUTABLE)
+  add_test(NAME memcheck_modules
+    COMMAND "${VALGRIND_EXECUTABLE}" --quiet --error-exitcode=1 --leak-check=full
+            --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect
+            $<TARGET_FILE:modules> "${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures")
+  set_tests_properties(memcheck_modules PROPERTIES TIMEOUT 600)
+endif()
