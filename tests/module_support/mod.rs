@@ -4,7 +4,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Once;
 
 use tvmrt::abi::{type_index, DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, DLTensor};
 use tvmrt::function::Function;
@@ -26,13 +25,18 @@ pub fn classic_libs() -> PathBuf {
 /// A scratch directory for this test process (named with its pid, so concurrent runs never
 /// rewrite each other's loaded libraries). Directories of finished runs are removed.
 pub fn scratch(name: &str) -> PathBuf {
-    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("module_tests");
-    static CLEAN: Once = Once::new();
-    CLEAN.call_once(|| {
-        let Ok(entries) = std::fs::read_dir(&root) else {
-            return;
-        };
-        for e in entries.flatten() {
+    scratch_in("module_tests", name)
+}
+
+/// [`scratch`] under `CARGO_TARGET_TMPDIR/<root>`; directories left there by finished
+/// processes are removed the first time a root is used.
+pub fn scratch_in(root: &str, name: &str) -> PathBuf {
+    static CLEANED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(root);
+    let mut cleaned = CLEANED.lock().unwrap();
+    if !cleaned.iter().any(|r| r == root) {
+        cleaned.push(root.to_string());
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let file_name = e.file_name();
             let pid = file_name.to_str().and_then(|n| n.rsplit('-').next());
             if let Some(pid) = pid.and_then(|p| p.parse::<u32>().ok()) {
@@ -41,8 +45,9 @@ pub fn scratch(name: &str) -> PathBuf {
                 }
             }
         }
-    });
-    let d = root.join(format!("{name}-{}", std::process::id()));
+    }
+    drop(cleaned);
+    let d = dir.join(format!("{name}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
 }

@@ -4,38 +4,18 @@
 #![allow(dead_code)]
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::Once;
 use std::time::{Duration, Instant};
 
-/// `tests/fixtures`.
-pub fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
+#[path = "../module_support/mod.rs"]
+mod module_support;
 
-/// A scratch directory for this process, named with its pid. Directories left by finished
-/// processes are removed the first time this is called.
+pub use module_support::fixtures;
+
+/// A scratch directory for this process, named with its pid (under `reliability_tests`).
 pub fn scratch(name: &str) -> PathBuf {
-    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("reliability_tests");
-    static CLEAN: Once = Once::new();
-    CLEAN.call_once(|| {
-        let Ok(entries) = std::fs::read_dir(&root) else {
-            return;
-        };
-        for e in entries.flatten() {
-            let file_name = e.file_name();
-            let pid = file_name.to_str().and_then(|n| n.rsplit('-').next());
-            if let Some(pid) = pid.and_then(|p| p.parse::<u32>().ok()) {
-                if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-                    let _ = std::fs::remove_dir_all(e.path());
-                }
-            }
-        }
-    });
-    let d = root.join(format!("{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    module_support::scratch_in("reliability_tests", name)
 }
 
 /// What a child process did.
