@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Every check CI runs, in one command: installs cmake (and valgrind) when missing, then
 # cargo fmt --check, cargo clippy -D warnings, cargo test, the tvmrt.h checks (drift from the
-# sources, every export declared), the CMake build and ctest. Keeps going after a failed step
-# and exits non-zero if any step failed.
+# sources, every export declared), the CMake build, ctest, and a bounded fuzz run (every fuzz
+# target for FUZZ_SECONDS, 60 by default, under AddressSanitizer). Keeps going after a failed
+# step and exits non-zero if any step failed.
 #
-#   .ci/test.sh            (BUILD_DIR=build, JOBS=2 by default)
+#   .ci/test.sh            (BUILD_DIR=build, JOBS=2, FUZZ_SECONDS=60 by default)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -117,6 +118,8 @@ cmake_build() {
 }
 run "cmake configure + build" cmake_build
 run "ctest" bash -c "cd '$BUILD_DIR' && ctest --output-on-failure -j '$JOBS'"
+run "fuzz (${FUZZ_SECONDS:-60} s per target, AddressSanitizer)" \
+  env FUZZ_JOBS="$JOBS" .ci/fuzz.sh "${FUZZ_SECONDS:-60}"
 
 if [ ${#failed[@]} -ne 0 ]; then
   printf '\n%d step(s) failed:\n' "${#failed[@]}"
