@@ -2,7 +2,7 @@
  * references held by handles, by the registry, by callees and by values. */
 #include "check.h"
 
-static int g_fin[8];
+static int g_fin[12];
 
 static void count_fin(void* resource) { g_fin[(intptr_t)resource]++; }
 
@@ -28,6 +28,28 @@ static int keep(TVMValue* args, int* codes, int num_args, TVMRetValueHandle ret,
   if (TVMCbArgToReturn(&v, &code) != 0) return -1;
   g_kept = v.v_handle;
   return 0;
+}
+
+/* Sets its function argument as the result, then fails: the result must still be released. */
+static int set_then_fail(TVMValue* args, int* codes, int num_args, TVMRetValueHandle ret,
+                         void* resource) {
+  (void)num_args;
+  (void)resource;
+  if (TVMCFuncSetReturn(ret, &args[0], &codes[0], 1) != 0) return -1;
+  TVMAPISetLastError("set_then_fail: failed after setting a result");
+  return -1;
+}
+
+/* Sets its function argument as the result, then replaces it with an int. */
+static int set_twice(TVMValue* args, int* codes, int num_args, TVMRetValueHandle ret,
+                     void* resource) {
+  TVMValue seven;
+  int int_code = kTVMArgInt;
+  (void)num_args;
+  (void)resource;
+  seven.v_int64 = 7;
+  if (TVMCFuncSetReturn(ret, &args[0], &codes[0], 1) != 0) return -1;
+  return TVMCFuncSetReturn(ret, &seven, &int_code, 1);
 }
 
 static TVMFunctionHandle make(intptr_t slot) {
@@ -118,10 +140,56 @@ int main(void) {
     CHECK(g_fin[6] == 1, "finalized with the value (%d)", g_fin[6]);
   }
 
+  /* 7-10: a result set by a callback is released when the callback fails afterwards, or
+   * sets another result; through TVMFuncCall and through TVMFFIFunctionCall. */
+  {
+    TVMFunctionHandle fail_fn = NULL, twice_fn = NULL;
+    TVMFFIAny arg = ffi_none(), result = ffi_none();
+    CHECK_OK(TVMFuncCreateFromCFunc(set_then_fail, NULL, NULL, &fail_fn));
+    CHECK_OK(TVMFuncCreateFromCFunc(set_twice, NULL, NULL, &twice_fn));
+
+    f = make(7);
+    a.v_handle = f;
+    code = kTVMPackedFuncHandle;
+    CHECK_FAILS_WITH(TVMFuncCall(fail_fn, &a, &code, 1, &out, &out_code),
+                     "set_then_fail: failed after setting a result");
+    CHECK_OK(TVMFuncFree(f));
+    CHECK(g_fin[7] == 1, "classic call: the failed call's result released (%d)", g_fin[7]);
+
+    f = make(8);
+    arg.type_index = kTVMFFIFunction;
+    arg.v_obj = (TVMFFIObject*)f;
+    CHECK_FAILS_WITH(TVMFFIFunctionCall(fail_fn, &arg, 1, &result),
+                     "set_then_fail: failed after setting a result");
+    CHECK(result.type_index == kTVMFFINone, "no result after a failure (index %d)",
+          result.type_index);
+    CHECK_OK(TVMFuncFree(f));
+    CHECK(g_fin[8] == 1, "ffi call: the failed call's result released (%d)", g_fin[8]);
+
+    f = make(9);
+    a.v_handle = f;
+    CHECK_OK(TVMFuncCall(twice_fn, &a, &code, 1, &out, &out_code));
+    CHECK(out_code == kTVMArgInt && out.v_int64 == 7, "classic call: the second result (%d)",
+          out_code);
+    CHECK_OK(TVMFuncFree(f));
+    CHECK(g_fin[9] == 1, "classic call: the replaced result released (%d)", g_fin[9]);
+
+    f = make(10);
+    arg.v_obj = (TVMFFIObject*)f;
+    CHECK_OK(TVMFFIFunctionCall(twice_fn, &arg, 1, &result));
+    CHECK(result.type_index == kTVMFFIInt && result.v_int64 == 7,
+          "ffi call: the second result (index %d)", result.type_index);
+    CHECK_OK(TVMFuncFree(f));
+    CHECK(g_fin[10] == 1, "ffi call: the replaced result released (%d)", g_fin[10]);
+
+    CHECK_OK(TVMFuncFree(fail_fn));
+    CHECK_OK(TVMFuncFree(twice_fn));
+  }
+
   /* No finalizer ran twice. */
   {
     int i;
-    for (i = 0; i < 7; i++) CHECK(g_fin[i] == 1, "slot %d finalized %d times", i, g_fin[i]);
+    for (i = 0; i < 11; i++) CHECK(g_fin[i] == 1, "slot %d finalized %d times", i, g_fin[i]);
   }
   return test_result("finalizers");
 }

@@ -42,6 +42,11 @@ pub fn set_raised_object(obj: ObjectRef) {
     drop(previous);
 }
 
+/// Whether an error is raised on this thread.
+pub fn is_raised() -> bool {
+    RAISED.with(|r| r.borrow().is_some())
+}
+
 /// Takes the raised error object, leaving none.
 pub fn take_raised_object() -> Option<ObjectRef> {
     RAISED.with(|r| r.borrow_mut().take())

@@ -5,7 +5,7 @@
 use std::ffi::c_void;
 
 use crate::abi::{TVMFFIAny, TVMFFIByteArray};
-use crate::capi::boundary::{run, run_or};
+use crate::capi::boundary::{guard, run, run_or};
 use crate::error::Error;
 use crate::function::{FunctionImpl, FunctionObj};
 use crate::object::error_obj::ErrorObj;
@@ -183,12 +183,106 @@ pub(crate) unsafe fn invoke_classic_callback(
     Ok(ret_slot)
 }
 
+/// A callee returned `status != 0`: releases what it may have set as the result and makes
+/// sure an error is raised (a classic callback may fail without one; the error a callee did
+/// raise stays as it is). Returns -1. `extern "C"` so that fast paths calling it have nothing
+/// to unwind from.
+///
+/// # Safety
+/// `result` is an owned value (None when the callee set nothing).
+#[cold]
+pub(crate) unsafe extern "C" fn callee_failed(status: i32, result: TVMFFIAny) -> i32 {
+    guard("packed function call", || {
+        // SAFETY: the caller moved an owned value in.
+        drop(unsafe { Any::from_raw(result) });
+        if !crate::raised::is_raised() {
+            crate::raised::set_raised(Error::runtime(format!(
+                "callback returned {status} without setting an error (TVMAPISetLastError)"
+            )));
+        }
+        -1
+    })
+}
+
+/// Arguments up to this count reach a classic callback through the trampoline's fast path.
+const INLINE_ARGS: usize = 8;
+
 /// `safe_call` of functions created by the classic `TVMFuncCreateFromCFunc`: converts the
 /// arguments to `TVMValue` + type codes and collects the result set by `TVMCFuncSetReturn`.
+/// Up to eight arguments that need no storage (see `plain_arg_to_classic`) convert on the
+/// stack with nothing that can unwind; anything else takes [`classic_safe_call_general`].
 ///
 /// # Safety
 /// As [`rust_function_safe_call`].
 pub unsafe extern "C" fn classic_function_safe_call(
+    handle: *mut c_void,
+    args: *const TVMFFIAny,
+    num_args: i32,
+    result: *mut TVMFFIAny,
+) -> i32 {
+    guard("packed function call", || {
+        let n = num_args as u32 as usize;
+        if n <= INLINE_ARGS && (n == 0 || !args.is_null()) && !result.is_null() {
+            // SAFETY: per the calling convention.
+            let payload = unsafe { function_payload(handle) };
+            if let FunctionImpl::Classic {
+                func,
+                resource_handle,
+                ..
+            } = &payload.imp
+            {
+                let mut values = [std::mem::MaybeUninit::<crate::abi::TVMValue>::uninit(); 8];
+                let mut codes = [std::mem::MaybeUninit::<i32>::uninit(); 8];
+                let mut plain = true;
+                for i in 0..n {
+                    // SAFETY: `args` holds `num_args` values.
+                    match crate::value::classic::plain_arg_to_classic(unsafe { &*args.add(i) }) {
+                        Some((v, c)) => {
+                            values[i].write(v);
+                            codes[i].write(c);
+                        }
+                        None => {
+                            plain = false;
+                            break;
+                        }
+                    }
+                }
+                if plain {
+                    let mut slot = TVMFFIAny::NONE;
+                    // SAFETY: the first `n` entries are initialized and borrow the caller's
+                    // values for the call; `slot` is the `TVMFFIAny` `TVMCFuncSetReturn`
+                    // writes through.
+                    let status = unsafe {
+                        func(
+                            values.as_mut_ptr().cast(),
+                            codes.as_mut_ptr().cast(),
+                            num_args,
+                            (&mut slot as *mut TVMFFIAny).cast(),
+                            *resource_handle,
+                        )
+                    };
+                    if status != 0 {
+                        // SAFETY: `slot` holds what the callback set, if anything.
+                        return unsafe { callee_failed(status, slot) };
+                    }
+                    // SAFETY: the result slot is writable; the value moves to the caller.
+                    unsafe { result.write(slot) };
+                    return 0;
+                }
+            }
+        }
+        // SAFETY: per the calling convention.
+        unsafe { classic_safe_call_general(handle, args, num_args, result) }
+    })
+}
+
+/// [`classic_function_safe_call`] for any arguments: strings and bytes get temporary storage,
+/// objects pass as handles, bad values are errors naming the argument.
+///
+/// # Safety
+/// As [`rust_function_safe_call`].
+#[cold]
+unsafe extern "C" fn classic_safe_call_general(
     handle: *mut c_void,
     args: *const TVMFFIAny,
     num_args: i32,

@@ -119,6 +119,8 @@ pub unsafe extern "C" fn TVMFuncCall(
     ret_val: *mut TVMValue,
     ret_type_code: *mut c_int,
 ) -> c_int {
+    // The fast path calls nothing that can unwind (only `extern "C"` functions), so this
+    // boundary costs nothing on it; the general path has its own.
     crate::capi::boundary::guard("TVMFuncCall", || {
         // SAFETY: the caller's contract, checked by the fast path before any use.
         match unsafe {
@@ -133,9 +135,11 @@ pub unsafe extern "C" fn TVMFuncCall(
     })
 }
 
-/// The common case of `TVMFuncCall` without allocation or `Result`: up to eight plain
-/// arguments (ints, floats, handles, tensors, strings) to any function, and a plain result.
-/// Returns `None` to hand anything else to [`func_call_general`].
+/// The common case of `TVMFuncCall` without allocation, `Result` or anything that can unwind:
+/// up to eight plain arguments (ints, floats, handles, devices, tensors, strings) to any
+/// function, a plain result (int, float, bool, None) written directly, any other result handed
+/// to [`finish_call_general`]. Returns `None` to hand the call to [`func_call_general`] before
+/// anything ran.
 ///
 /// # Safety
 /// As [`TVMFuncCall`].
@@ -152,10 +156,9 @@ unsafe fn func_call_fast(
     if func.is_null() || ret_val.is_null() || ret_type_code.is_null() {
         return None;
     }
-    let n = usize::try_from(num_args)
-        .ok()
-        .filter(|&n| n <= INLINE_ARGS)?;
-    if n > 0 && (args.is_null() || codes.is_null()) {
+    // A negative count becomes huge and goes the general way, which names it.
+    let n = num_args as u32 as usize;
+    if n > INLINE_ARGS || (n > 0 && (args.is_null() || codes.is_null())) {
         return None;
     }
     // SAFETY: non-null and live per the contract.
@@ -171,7 +174,9 @@ unsafe fn func_call_fast(
     };
     let classic_trampoline: crate::abi::TVMFFISafeCallType =
         crate::capi::callbacks::classic_function_safe_call;
-    if cell.safe_call as *const () == classic_trampoline as *const () {
+    // The result slot, owned here: the callee (or `TVMCFuncSetReturn`) moves a value in.
+    let mut result = TVMFFIAny::NONE;
+    let status = if cell.safe_call as *const () == classic_trampoline as *const () {
         // A classic callback (the trampoline is only installed in tvmrt's classic function
         // objects) gets the caller's arrays unchanged, as in TVM, once their codes are known
         // ones (an unknown code goes the general way, which reports it).
@@ -179,66 +184,71 @@ unsafe fn func_call_fast(
         if (0..n).any(|i| !crate::value::classic::is_known_classic_code(unsafe { *codes.add(i) })) {
             return None;
         }
-        // SAFETY: the trampoline identifies the payload; the arrays hold `num_args` entries.
-        let value = unsafe {
-            let (callback, resource) = crate::capi::callbacks::classic_callback_of(func)?;
-            invoke_classic_callback(callback, resource, args, codes, num_args)
-        };
-        return Some(finish_call(value, ret_val, ret_type_code));
-    }
-    let mut raws = [std::mem::MaybeUninit::<TVMFFIAny>::uninit(); INLINE_ARGS];
-    for (i, slot) in raws.iter_mut().enumerate().take(n) {
-        // SAFETY: the arrays hold `num_args` entries.
-        let (value, code) = unsafe { (*args.add(i), *codes.add(i)) };
-        // SAFETY: the value and its code come from the caller's arrays, as for
-        // `classic_to_raw`; any other code takes the general path.
-        slot.write(unsafe { crate::value::classic::plain_classic_to_raw(value, code) }?);
-    }
-    let mut result = TVMFFIAny::NONE;
-    // SAFETY: the first `n` slots are initialized; the callee follows the tvm-ffi convention
-    // and raises its own errors (seen by `TVMGetLastError`).
-    let status = unsafe { (cell.safe_call)(func, raws.as_ptr().cast(), n as i32, &mut result) };
+        // SAFETY: the trampoline identifies the payload as a classic function.
+        let (callback, resource) = unsafe { crate::capi::callbacks::classic_callback_of(func) }?;
+        // SAFETY: the arrays hold `num_args` entries; `result` is the `Any` slot
+        // `TVMCFuncSetReturn` writes through, alive for the call.
+        unsafe {
+            callback(
+                args,
+                codes,
+                num_args,
+                (&mut result as *mut TVMFFIAny).cast(),
+                resource,
+            )
+        }
+    } else {
+        let mut raws = [std::mem::MaybeUninit::<TVMFFIAny>::uninit(); INLINE_ARGS];
+        for (i, slot) in raws.iter_mut().enumerate().take(n) {
+            // SAFETY: the arrays hold `num_args` entries.
+            let (value, code) = unsafe { (*args.add(i), *codes.add(i)) };
+            // SAFETY: the value and its code come from the caller's arrays, as for
+            // `classic_to_raw`; any other code takes the general path.
+            slot.write(unsafe { crate::value::classic::plain_classic_to_raw(value, code) }?);
+        }
+        // SAFETY: the first `n` slots are initialized; the callee follows the tvm-ffi
+        // convention and raises its own errors (seen by `TVMGetLastError`).
+        unsafe { (cell.safe_call)(func, raws.as_ptr().cast(), n as i32, &mut result) }
+    };
     if status != 0 {
-        return Some(-1);
+        // SAFETY: `result` is the slot the callee wrote (or left None).
+        return Some(unsafe { crate::capi::callbacks::callee_failed(status, result) });
     }
-    // SAFETY: on success the callee moved an owned value into `result`.
-    let result = unsafe { Any::from_raw(result) };
-    Some(finish_call(Ok(result), ret_val, ret_type_code))
+    if let Some((value, code)) = crate::value::classic::plain_to_classic(&result) {
+        // SAFETY: both checked non-null; a plain value owns nothing, so nothing is dropped.
+        unsafe {
+            *ret_val = value;
+            *ret_type_code = code;
+        }
+        return Some(0);
+    }
+    // SAFETY: `result` holds the owned value the callee moved in; both out-pointers checked.
+    Some(unsafe { finish_call_general(result, ret_val, ret_type_code) })
 }
 
-/// Writes a call's result for the classic caller, or raises its error: the status to return.
-#[inline(always)]
-fn finish_call(
-    result: crate::error::Result<Any>,
+/// Converts a result that owns something (object, string, bytes, ...) for the classic caller,
+/// or raises why it cannot: the status to return. `extern "C"`, so the fast path's boundary
+/// has nothing to unwind from; this one has its own.
+///
+/// # Safety
+/// `result` is an owned value, moved in; `ret_val` and `ret_type_code` are writable.
+#[cold]
+unsafe extern "C" fn finish_call_general(
+    result: TVMFFIAny,
     ret_val: *mut TVMValue,
     ret_type_code: *mut c_int,
 ) -> c_int {
-    if let Ok(v) = &result {
-        // Ints and floats, the common results, without the general conversion's frame.
-        let plain = crate::value::classic::plain_to_classic(v.raw());
-        if let Some((v, code)) = plain {
-            // SAFETY: the callers checked both non-null.
-            unsafe {
-                *ret_val = v;
-                *ret_type_code = code;
-            }
-            return 0;
+    // SAFETY: the caller moved an owned value in.
+    let result = unsafe { Any::from_raw(result) };
+    ffi_try!("TVMFuncCall", {
+        let (v, code) = any_to_classic_return(result)?;
+        // SAFETY: checked non-null by the fast path.
+        unsafe {
+            *ret_val = v;
+            *ret_type_code = code;
         }
-    }
-    match result.and_then(any_to_classic_return) {
-        Ok((v, code)) => {
-            // SAFETY: the callers checked both non-null.
-            unsafe {
-                *ret_val = v;
-                *ret_type_code = code;
-            }
-            0
-        }
-        Err(e) => {
-            crate::raised::set_raised(e);
-            -1
-        }
-    }
+        Ok(())
+    })
 }
 
 /// `TVMFuncCall` for every case: checks each argument with a message, passes classic
@@ -247,7 +257,7 @@ fn finish_call(
 /// # Safety
 /// As [`TVMFuncCall`].
 #[cold]
-unsafe fn func_call_general(
+unsafe extern "C" fn func_call_general(
     func: *mut c_void,
     args: *mut TVMValue,
     arg_type_codes: *mut c_int,
@@ -361,20 +371,25 @@ pub unsafe extern "C" fn TVMCFuncSetReturn(
     type_code: *mut c_int,
     num_ret: c_int,
 ) -> c_int {
+    // The fast path calls nothing that can unwind, so this boundary costs nothing on it.
     crate::capi::boundary::guard("TVMCFuncSetReturn", || {
-        // Plain values (the common case) are written without building a `Result`.
+        // Plain values (the common case) over a slot that owns nothing are written directly.
         if !ret.is_null() && !value.is_null() && !type_code.is_null() && num_ret == 1 {
-            // SAFETY: one entry each per the contract; `ret` is the `Any` slot the trampoline
-            // passed to the callback.
+            let slot = ret.cast::<TVMFFIAny>();
+            // SAFETY: one entry each per the contract; `ret` is the `TVMFFIAny` slot the
+            // caller passed to the callback, holding an owned value.
             unsafe {
-                let plain = match *type_code {
-                    crate::abi::type_code::INT => Some(Any::from((*value).v_int64)),
-                    crate::abi::type_code::FLOAT => Some(Any::from((*value).v_float64)),
-                    _ => None,
-                };
-                if let Some(v) = plain {
-                    *ret.cast::<Any>() = v;
-                    return 0;
+                if (*slot).type_index < crate::abi::type_index::STATIC_OBJECT_BEGIN {
+                    if let Some(plain) =
+                        crate::value::classic::plain_classic_to_raw(*value, *type_code)
+                    {
+                        // Ints, floats, devices and opaque pointers own nothing; a raw
+                        // string or DLTensor* borrows, so those are copied the general way.
+                        if plain.type_index <= crate::abi::type_index::DEVICE {
+                            *slot = plain;
+                            return 0;
+                        }
+                    }
                 }
             }
         }
@@ -388,7 +403,7 @@ pub unsafe extern "C" fn TVMCFuncSetReturn(
 /// # Safety
 /// As [`TVMCFuncSetReturn`].
 #[cold]
-unsafe fn set_return_general(
+unsafe extern "C" fn set_return_general(
     ret: *mut c_void,
     value: *mut TVMValue,
     type_code: *mut c_int,

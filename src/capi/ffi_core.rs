@@ -148,10 +148,16 @@ pub unsafe extern "C" fn TVMFFIFunctionCall(
     crate::capi::boundary::guard("TVMFFIFunctionCall", || {
         // Valid arguments go straight to the cell's safe_call, as in tvm-ffi; anything else
         // is reported by the out-of-line checker.
-        let plausible = !func.is_null()
-            && !result.is_null()
-            && num_args >= 0
-            && (num_args == 0 || !args.is_null());
+        // The four checks as arithmetic and one branch, on the top bit: `p - 1` has it set
+        // exactly when `p` is null (user-space pointers are below 2^63), a sign-extended count
+        // when it is negative, `n | -n` when it is not zero.
+        let null = |p: usize| p.wrapping_sub(1);
+        let count = num_args as i64 as usize;
+        let bad = null(func as usize)
+            | null(result as usize)
+            | count
+            | (null(args as usize) & (count | count.wrapping_neg()));
+        let plausible = (bad as isize) >= 0;
         // SAFETY: `func` is non-null and a live object per the contract.
         if plausible && unsafe { (*func.cast::<ObjectHeader>()).type_index } == type_index::FUNCTION
         {
@@ -168,14 +174,15 @@ pub unsafe extern "C" fn TVMFFIFunctionCall(
     })
 }
 
-/// Names what is wrong with a `TVMFFIFunctionCall` (kept out of line: the fast path spills
-/// nothing for it).
+/// Names what is wrong with a `TVMFFIFunctionCall`. Out of line and `extern "C"` (it cannot
+/// unwind: its own boundary catches panics), so the fast path has nothing to unwind from and
+/// its boundary compiles to nothing.
 ///
 /// # Safety
 /// `func` is null or a live object.
 #[cold]
 #[inline(never)]
-unsafe fn report_bad_call(
+unsafe extern "C" fn report_bad_call(
     func: *mut c_void,
     args: *mut TVMFFIAny,
     num_args: i32,

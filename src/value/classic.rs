@@ -25,47 +25,50 @@ fn raw(index: i32, payload: AnyPayload) -> TVMFFIAny {
     }
 }
 
+/// The tvm-ffi type index of each classic type code whose value converts by copying its eight
+/// bytes, or -1 where the code needs the general conversion (4-byte data types, handles whose
+/// type index comes from the object, bytes, arrays, rvalue references, bools to normalize).
+const PLAIN_CODE_INDEX: [i32; 16] = [
+    ti::INT,           // kDLInt
+    ti::INT,           // kDLUInt
+    ti::FLOAT,         // kDLFloat
+    ti::OPAQUE_PTR,    // kTVMOpaqueHandle
+    ti::NONE,          // kTVMNullptr
+    -1,                // kTVMDataType
+    ti::DEVICE,        // kDLDevice
+    ti::DL_TENSOR_PTR, // kTVMDLTensorHandle
+    -1,                // kTVMObjectHandle
+    -1,                // kTVMModuleHandle
+    -1,                // kTVMPackedFuncHandle
+    ti::RAW_STR,       // kTVMStr (a null string takes the general path)
+    -1,                // kTVMBytes
+    -1,                // kTVMNDArrayHandle
+    -1,                // kTVMObjectRValueRefArg
+    -1,                // kTVMArgBool
+];
+
 /// The borrowed tvm-ffi form of a classic argument that needs no check (int, uint, float,
-/// opaque and DLTensor pointers, a non-null string, null), or `None` for every other type code.
-/// Shared by [`classic_to_raw`] and `TVMFuncCall`'s fast path.
+/// opaque and DLTensor pointers, a device, a non-null string, null), or `None` for every other
+/// type code. Shared by [`classic_to_raw`] and `TVMFuncCall`'s fast path: one table load and
+/// two compares, no branch per type code.
 ///
 /// # Safety
 /// As [`classic_to_raw`].
 #[inline(always)]
 pub unsafe fn plain_classic_to_raw(value: TVMValue, code: i32) -> Option<TVMFFIAny> {
-    // SAFETY (all arms): each reads the union member the type code names.
-    let (index, payload) = match code {
-        tc::INT | tc::UINT => (
-            ti::INT,
-            AnyPayload {
-                v_int64: unsafe { value.v_int64 },
-            },
-        ),
-        tc::FLOAT => (
-            ti::FLOAT,
-            AnyPayload {
-                v_float64: unsafe { value.v_float64 },
-            },
-        ),
-        tc::OPAQUE_HANDLE | tc::DL_TENSOR_HANDLE => (
-            if code == tc::OPAQUE_HANDLE {
-                ti::OPAQUE_PTR
-            } else {
-                ti::DL_TENSOR_PTR
-            },
-            AnyPayload {
-                v_ptr: unsafe { value.v_handle },
-            },
-        ),
-        tc::STR if !unsafe { value.v_str }.is_null() => (
-            ti::RAW_STR,
-            AnyPayload {
-                v_c_str: unsafe { value.v_str },
-            },
-        ),
-        tc::NULLPTR => return Some(TVMFFIAny::NONE),
-        _ => return None,
-    };
+    let index = *PLAIN_CODE_INDEX.get(code as u32 as usize)?;
+    if index < 0 {
+        return None;
+    }
+    // SAFETY: both unions are eight bytes with every member at offset 0, and for each code the
+    // table admits, the `TVMValue` member it names has the layout of the `AnyPayload` member
+    // of the index (i64, f64, pointers, DLDevice); a union may hold any bytes.
+    let mut payload = unsafe { std::mem::transmute::<TVMValue, AnyPayload>(value) };
+    if index == ti::NONE {
+        payload = AnyPayload { v_int64: 0 };
+    } else if index == ti::RAW_STR && unsafe { value.v_str }.is_null() {
+        return None;
+    }
     Some(raw(index, payload))
 }
 
@@ -168,6 +171,39 @@ pub unsafe fn classic_to_raw(value: TVMValue, code: i32) -> Result<TVMFFIAny> {
     }
 }
 
+/// The classic type code of each tvm-ffi type index below 10 as an argument: the values a
+/// classic callee receives by copying their eight bytes (pointers are borrowed for the call).
+const PLAIN_ARG_CODE: [i32; 10] = [
+    tc::NULLPTR,          // None
+    tc::INT,              // int
+    tc::BOOL,             // bool
+    tc::FLOAT,            // float
+    tc::OPAQUE_HANDLE,    // opaque pointer
+    tc::DATA_TYPE,        // DLDataType
+    tc::DEVICE,           // DLDevice
+    tc::DL_TENSOR_HANDLE, // DLTensor*
+    tc::STR,              // const char*
+    tc::BYTES,            // TVMFFIByteArray*
+];
+
+/// The classic form of an argument that needs no storage (None, int, bool, float, data type,
+/// device and the borrowed pointers), or `None` for strings, bytes and objects. Shared by
+/// [`ClassicArgs`] and the classic callback trampoline's fast path.
+#[inline(always)]
+pub fn plain_arg_to_classic(r: &TVMFFIAny) -> Option<(TVMValue, i32)> {
+    let code = *PLAIN_ARG_CODE.get(r.type_index as u32 as usize)?;
+    let value = if r.type_index == ti::NONE {
+        TVMValue {
+            v_handle: std::ptr::null_mut(),
+        }
+    } else {
+        // SAFETY: both unions are eight bytes with every member at offset 0; the classic
+        // member the code names has the layout of the payload member the index names.
+        unsafe { std::mem::transmute::<AnyPayload, TVMValue>(r.payload) }
+    };
+    Some((value, code))
+}
+
 /// Arguments up to this count convert without a heap allocation.
 const INLINE_ARGS: usize = 8;
 
@@ -251,69 +287,12 @@ impl ClassicArgs {
 
     fn convert(&mut self, a: &AnyView<'_>) -> Result<(TVMValue, i32)> {
         let r = a.raw();
+        if let Some(plain) = plain_arg_to_classic(r) {
+            return Ok(plain);
+        }
         // SAFETY: each arm reads the payload member the type index names.
         let p = unsafe {
             match r.type_index {
-                ti::NONE => (
-                    TVMValue {
-                        v_handle: std::ptr::null_mut(),
-                    },
-                    tc::NULLPTR,
-                ),
-                ti::INT => (
-                    TVMValue {
-                        v_int64: r.payload.v_int64,
-                    },
-                    tc::INT,
-                ),
-                ti::BOOL => (
-                    TVMValue {
-                        v_int64: r.payload.v_int64,
-                    },
-                    tc::BOOL,
-                ),
-                ti::FLOAT => (
-                    TVMValue {
-                        v_float64: r.payload.v_float64,
-                    },
-                    tc::FLOAT,
-                ),
-                ti::OPAQUE_PTR => (
-                    TVMValue {
-                        v_handle: r.payload.v_ptr,
-                    },
-                    tc::OPAQUE_HANDLE,
-                ),
-                ti::DATA_TYPE => (
-                    TVMValue {
-                        v_type: r.payload.v_dtype,
-                    },
-                    tc::DATA_TYPE,
-                ),
-                ti::DEVICE => (
-                    TVMValue {
-                        v_device: r.payload.v_device,
-                    },
-                    tc::DEVICE,
-                ),
-                ti::DL_TENSOR_PTR => (
-                    TVMValue {
-                        v_handle: r.payload.v_ptr,
-                    },
-                    tc::DL_TENSOR_HANDLE,
-                ),
-                ti::RAW_STR => (
-                    TVMValue {
-                        v_str: r.payload.v_c_str,
-                    },
-                    tc::STR,
-                ),
-                ti::BYTE_ARRAY_PTR => (
-                    TVMValue {
-                        v_handle: r.payload.v_ptr,
-                    },
-                    tc::BYTES,
-                ),
                 ti::SMALL_STR | ti::STR => {
                     let bytes = a.as_byte_slice().unwrap_or(&[]);
                     let c = CString::new(bytes).map_err(|_| {
@@ -400,37 +379,23 @@ fn return_bytes(b: &[u8]) -> *mut c_void {
     })
 }
 
+/// The classic type code of each tvm-ffi type index below 4 (None, int, bool, float): the
+/// values that own nothing.
+const PLAIN_INDEX_CODE: [i32; 4] = [tc::NULLPTR, tc::INT, tc::BOOL, tc::FLOAT];
+
 /// The classic form of a value that owns nothing (int, float, bool, None), or `None` for
 /// every other value. Shared by [`any_to_classic_return`] and `TVMFuncCall`'s fast path.
 #[inline(always)]
 pub fn plain_to_classic(r: &TVMFFIAny) -> Option<(TVMValue, i32)> {
-    // SAFETY (all arms): each reads the payload member the type index names.
-    let (value, code) = match r.type_index {
-        ti::INT => (
-            TVMValue {
-                v_int64: unsafe { r.payload.v_int64 },
-            },
-            tc::INT,
-        ),
-        ti::FLOAT => (
-            TVMValue {
-                v_float64: unsafe { r.payload.v_float64 },
-            },
-            tc::FLOAT,
-        ),
-        ti::BOOL => (
-            TVMValue {
-                v_int64: unsafe { r.payload.v_int64 },
-            },
-            tc::BOOL,
-        ),
-        ti::NONE => (
-            TVMValue {
-                v_handle: std::ptr::null_mut(),
-            },
-            tc::NULLPTR,
-        ),
-        _ => return None,
+    let code = *PLAIN_INDEX_CODE.get(r.type_index as u32 as usize)?;
+    let value = if r.type_index == ti::NONE {
+        TVMValue {
+            v_handle: std::ptr::null_mut(),
+        }
+    } else {
+        // SAFETY: ints, bools and floats fill the eight bytes, which the classic union
+        // reads through the member the code names.
+        unsafe { std::mem::transmute::<AnyPayload, TVMValue>(r.payload) }
     };
     Some((value, code))
 }
