@@ -494,6 +494,101 @@ mod tests {
     use crate::object::string::new_str;
 
     #[test]
+    fn plain_classic_arguments_convert_by_table() {
+        let text = c"text";
+        let mut tensor_slot = 0u8;
+        let tensor = (&mut tensor_slot as *mut u8).cast::<c_void>();
+        let device = crate::abi::DLDevice {
+            device_type: crate::abi::DLDeviceType::CUDA,
+            device_id: 3,
+        };
+        let cases: [(TVMValue, i32, i32); 8] = [
+            (TVMValue { v_int64: -7 }, tc::INT, ti::INT),
+            (TVMValue { v_int64: 9 }, tc::UINT, ti::INT),
+            (TVMValue { v_float64: 2.5 }, tc::FLOAT, ti::FLOAT),
+            (
+                TVMValue { v_handle: tensor },
+                tc::OPAQUE_HANDLE,
+                ti::OPAQUE_PTR,
+            ),
+            (TVMValue { v_int64: 77 }, tc::NULLPTR, ti::NONE),
+            (TVMValue { v_device: device }, tc::DEVICE, ti::DEVICE),
+            (
+                TVMValue { v_handle: tensor },
+                tc::DL_TENSOR_HANDLE,
+                ti::DL_TENSOR_PTR,
+            ),
+            (
+                TVMValue {
+                    v_str: text.as_ptr(),
+                },
+                tc::STR,
+                ti::RAW_STR,
+            ),
+        ];
+        for (value, code, index) in cases {
+            // SAFETY: the pointers are alive for the test.
+            let raw = unsafe { plain_classic_to_raw(value, code) }.expect("plain code");
+            assert_eq!(raw.type_index, index, "code {code}");
+            assert_eq!(raw.small_str_len, 0);
+            // SAFETY: reading the member the index names.
+            unsafe {
+                match index {
+                    ti::NONE => assert_eq!(raw.payload.v_int64, 0, "None has a zero payload"),
+                    ti::FLOAT => assert_eq!(raw.payload.v_float64, 2.5),
+                    ti::DEVICE => {
+                        assert_eq!(raw.payload.v_device.device_id, 3);
+                        assert_eq!(
+                            raw.payload.v_device.device_type,
+                            crate::abi::DLDeviceType::CUDA
+                        );
+                    }
+                    _ => assert_eq!(raw.payload.v_int64, value.v_int64, "code {code}"),
+                }
+            }
+            // And back the way a classic callee receives it.
+            let (back, back_code) = plain_arg_to_classic(&raw).expect("plain index");
+            let expected_code = match code {
+                tc::UINT => tc::INT,
+                other => other,
+            };
+            assert_eq!(back_code, expected_code);
+            if code != tc::NULLPTR {
+                // SAFETY: eight-byte members on both sides.
+                unsafe { assert_eq!(back.v_int64, value.v_int64, "code {code}") };
+            }
+        }
+        // Codes that need the general conversion, and a null string.
+        for code in [
+            tc::DATA_TYPE,
+            tc::OBJECT_HANDLE,
+            tc::MODULE_HANDLE,
+            tc::PACKED_FUNC_HANDLE,
+            tc::BYTES,
+            tc::NDARRAY_HANDLE,
+            tc::OBJECT_RVALUE_REF_ARG,
+            tc::BOOL,
+            16,
+            -1,
+            i32::MAX,
+        ] {
+            // SAFETY: refused before any member is read.
+            assert!(unsafe { plain_classic_to_raw(TVMValue { v_int64: 1 }, code) }.is_none());
+        }
+        let null_str = TVMValue {
+            v_str: std::ptr::null(),
+        };
+        // SAFETY: the null string is refused, not read.
+        assert!(unsafe { plain_classic_to_raw(null_str, tc::STR) }.is_none());
+        // Results: only values that own nothing are plain.
+        let int = Any::from(41i64);
+        assert_eq!(plain_to_classic(int.raw()).map(|(_, c)| c), Some(tc::INT));
+        let s = Any::from("a string long enough to be an object");
+        assert!(plain_to_classic(s.raw()).is_none());
+        assert!(plain_arg_to_classic(s.raw()).is_none());
+    }
+
+    #[test]
     fn pods_round_trip_through_classic() {
         let values = [
             Any::from(5i64),
