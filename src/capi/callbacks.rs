@@ -221,59 +221,68 @@ pub unsafe extern "C" fn classic_function_safe_call(
     result: *mut TVMFFIAny,
 ) -> i32 {
     guard("packed function call", || {
-        let n = num_args as u32 as usize;
-        if n <= INLINE_ARGS && (n == 0 || !args.is_null()) && !result.is_null() {
-            // SAFETY: per the calling convention.
-            let payload = unsafe { function_payload(handle) };
-            if let FunctionImpl::Classic {
-                func,
-                resource_handle,
-                ..
-            } = &payload.imp
-            {
-                let mut values = [std::mem::MaybeUninit::<crate::abi::TVMValue>::uninit(); 8];
-                let mut codes = [std::mem::MaybeUninit::<i32>::uninit(); 8];
-                let mut plain = true;
-                for i in 0..n {
-                    // SAFETY: `args` holds `num_args` values.
-                    match crate::value::classic::plain_arg_to_classic(unsafe { &*args.add(i) }) {
-                        Some((v, c)) => {
-                            values[i].write(v);
-                            codes[i].write(c);
-                        }
-                        None => {
-                            plain = false;
-                            break;
-                        }
-                    }
-                }
-                if plain {
-                    let mut slot = TVMFFIAny::NONE;
-                    // SAFETY: the first `n` entries are initialized and borrow the caller's
-                    // values for the call; `slot` is the `TVMFFIAny` `TVMCFuncSetReturn`
-                    // writes through.
-                    let status = unsafe {
-                        func(
-                            values.as_mut_ptr().cast(),
-                            codes.as_mut_ptr().cast(),
-                            num_args,
-                            (&mut slot as *mut TVMFFIAny).cast(),
-                            *resource_handle,
-                        )
-                    };
-                    if status != 0 {
-                        // SAFETY: `slot` holds what the callback set, if anything.
-                        return unsafe { callee_failed(status, slot) };
-                    }
-                    // SAFETY: the result slot is writable; the value moves to the caller.
-                    unsafe { result.write(slot) };
-                    return 0;
-                }
-            }
+        // SAFETY: per the calling convention (both paths).
+        match unsafe { classic_safe_call_fast(handle, args, num_args, result) } {
+            Some(status) => status,
+            None => unsafe { classic_safe_call_general(handle, args, num_args, result) },
         }
-        // SAFETY: per the calling convention.
-        unsafe { classic_safe_call_general(handle, args, num_args, result) }
     })
+}
+
+/// The fast path of [`classic_function_safe_call`]: `None` hands the call to
+/// [`classic_safe_call_general`] before anything ran.
+///
+/// # Safety
+/// As [`rust_function_safe_call`].
+#[inline(always)]
+unsafe fn classic_safe_call_fast(
+    handle: *mut c_void,
+    args: *const TVMFFIAny,
+    num_args: i32,
+    result: *mut TVMFFIAny,
+) -> Option<i32> {
+    // A negative count becomes huge and goes the general way.
+    let n = num_args as u32 as usize;
+    if n > INLINE_ARGS || (n > 0 && args.is_null()) || result.is_null() {
+        return None;
+    }
+    // SAFETY: per the calling convention.
+    let FunctionImpl::Classic {
+        func,
+        resource_handle,
+        ..
+    } = (unsafe { &function_payload(handle).imp })
+    else {
+        return None;
+    };
+    let mut values = [std::mem::MaybeUninit::<crate::abi::TVMValue>::uninit(); INLINE_ARGS];
+    let mut codes = [std::mem::MaybeUninit::<i32>::uninit(); INLINE_ARGS];
+    // An index loop: the zipped iterators compiled to twice the instructions.
+    for i in 0..n {
+        // SAFETY: `args` holds `num_args` values.
+        let (v, c) = crate::value::classic::plain_arg_to_classic(unsafe { &*args.add(i) })?;
+        values[i].write(v);
+        codes[i].write(c);
+    }
+    let mut slot = TVMFFIAny::NONE;
+    // SAFETY: the first `n` entries are initialized and borrow the caller's values for the
+    // call; `slot` is the `TVMFFIAny` `TVMCFuncSetReturn` writes through.
+    let status = unsafe {
+        func(
+            values.as_mut_ptr().cast(),
+            codes.as_mut_ptr().cast(),
+            num_args,
+            (&mut slot as *mut TVMFFIAny).cast(),
+            *resource_handle,
+        )
+    };
+    if status != 0 {
+        // SAFETY: `slot` holds what the callback set, if anything.
+        return Some(unsafe { callee_failed(status, slot) });
+    }
+    // SAFETY: the result slot is writable; the value moves to the caller.
+    unsafe { result.write(slot) };
+    Some(0)
 }
 
 /// [`classic_function_safe_call`] for any arguments: strings and bytes get temporary storage,

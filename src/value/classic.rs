@@ -379,25 +379,15 @@ fn return_bytes(b: &[u8]) -> *mut c_void {
     })
 }
 
-/// The classic type code of each tvm-ffi type index below 4 (None, int, bool, float): the
-/// values that own nothing.
-const PLAIN_INDEX_CODE: [i32; 4] = [tc::NULLPTR, tc::INT, tc::BOOL, tc::FLOAT];
-
 /// The classic form of a value that owns nothing (int, float, bool, None), or `None` for
-/// every other value. Shared by [`any_to_classic_return`] and `TVMFuncCall`'s fast path.
+/// every other value: [`plain_arg_to_classic`] for the type indices below 4. Shared by
+/// [`any_to_classic_return`] and `TVMFuncCall`'s fast path.
 #[inline(always)]
 pub fn plain_to_classic(r: &TVMFFIAny) -> Option<(TVMValue, i32)> {
-    let code = *PLAIN_INDEX_CODE.get(r.type_index as u32 as usize)?;
-    let value = if r.type_index == ti::NONE {
-        TVMValue {
-            v_handle: std::ptr::null_mut(),
-        }
-    } else {
-        // SAFETY: ints, bools and floats fill the eight bytes, which the classic union
-        // reads through the member the code names.
-        unsafe { std::mem::transmute::<AnyPayload, TVMValue>(r.payload) }
-    };
-    Some((value, code))
+    if r.type_index as u32 > ti::FLOAT as u32 {
+        return None;
+    }
+    plain_arg_to_classic(r)
 }
 
 /// Converts a result for a classic caller (`TVMFuncCall`). Object results move to the caller,
