@@ -471,3 +471,116 @@ fn loadfile_dispatch_uses_the_registry() {
     let m2 = Module::from_view(&via_global.view(), "m").unwrap();
     assert_eq!(m2.kind(), "scaler");
 }
+
+/// Calls `f` through the classic C API; `Err` holds `TVMGetLastError`'s text.
+fn classic_call_err(
+    f: &Function,
+    values: &mut [tvmrt::abi::TVMValue],
+    codes: &mut [i32],
+) -> String {
+    match classic_call(f, values, codes) {
+        Ok((_, code)) => panic!("the call succeeded (result code {code})"),
+        Err(e) => e,
+    }
+}
+
+/// Calls `f` through the classic C API; `Err` holds `TVMGetLastError`'s text.
+fn classic_call(
+    f: &Function,
+    values: &mut [tvmrt::abi::TVMValue],
+    codes: &mut [i32],
+) -> std::result::Result<(tvmrt::abi::TVMValue, i32), String> {
+    use tvmrt::capi::classic_func::TVMFuncCall;
+    let mut ret = tvmrt::abi::TVMValue::default();
+    let mut ret_code = -1;
+    // SAFETY: the arrays hold `values.len()` entries alive for the call; `f` is a live function.
+    let rc = unsafe {
+        TVMFuncCall(
+            f.object().as_ptr(),
+            values.as_mut_ptr(),
+            codes.as_mut_ptr(),
+            values.len() as i32,
+            &mut ret,
+            &mut ret_code,
+        )
+    };
+    if rc == 0 {
+        Ok((ret, ret_code))
+    } else {
+        assert_eq!(rc, -1);
+        // SAFETY: a NUL-terminated string valid until the next call on this thread.
+        let text =
+            unsafe { std::ffi::CStr::from_ptr(tvmrt::capi::classic_error::TVMGetLastError()) };
+        Err(text.to_string_lossy().into_owned())
+    }
+}
+
+#[test]
+fn classic_calls_reach_classic_kernels_with_their_arrays() {
+    use tvmrt::abi::{type_code as tc, TVMValue};
+    let so = build("classic_call", None);
+    let m = load(&so).unwrap();
+    let get = |name: &str| m.get_function(name, false).unwrap().unwrap();
+    let (add_one, scale2, greet, fail) = (get("add_one"), get("scale2"), get("greet"), get("fail"));
+
+    let (v, code) =
+        classic_call(&add_one, &mut [TVMValue { v_int64: 41 }], &mut [tc::INT]).unwrap();
+    assert_eq!(code, tc::INT);
+    // SAFETY: an int result.
+    assert_eq!(unsafe { v.v_int64 }, 42);
+
+    // A tensor as a classic NDArray handle (the DLTensor inside the object), then as a bare
+    // DLTensor*: the kernel doubles it in place and returns nothing.
+    let mut t = HostTensor::new(dl_dtype(2, 32, 1), &[3], &f32_bytes(&[1.0, 2.0, 3.0]));
+    let (_, code) = classic_call(
+        &scale2,
+        &mut [TVMValue {
+            v_handle: t.dl_ptr().cast(),
+        }],
+        &mut [tc::NDARRAY_HANDLE],
+    )
+    .unwrap();
+    assert_eq!(code, tc::NULLPTR);
+    assert_eq!(t.f32s(), vec![2.0, 4.0, 6.0]);
+    let bare = t.ptr_arg();
+    // SAFETY: a DLTensor* value.
+    let bare_ptr = unsafe { bare.raw().payload.v_ptr };
+    classic_call(
+        &scale2,
+        &mut [TVMValue { v_handle: bare_ptr }],
+        &mut [tc::DL_TENSOR_HANDLE],
+    )
+    .unwrap();
+    assert_eq!(t.f32s(), vec![4.0, 8.0, 12.0]);
+
+    // A string result stays readable until the next call on this thread.
+    let (v, code) = classic_call(&greet, &mut [], &mut []).unwrap();
+    assert_eq!(code, tc::STR);
+    // SAFETY: a string result, valid until the next call.
+    let text = unsafe { std::ffi::CStr::from_ptr(v.v_str) };
+    assert_eq!(text.to_str().unwrap(), "hello from a classic library");
+
+    // Errors: raised by the kernel, a type the kernel refuses, an unknown code (refused
+    // before the kernel runs), more arguments than the fast path carries.
+    let e = classic_call_err(&fail, &mut [], &mut []);
+    assert!(e.contains("classic kernel failed on purpose"), "{e}");
+    let s = c"x";
+    let e = classic_call_err(
+        &add_one,
+        &mut [TVMValue { v_str: s.as_ptr() }],
+        &mut [tc::STR],
+    );
+    assert!(e.contains("add_one expects one int argument"), "{e}");
+    let e = classic_call_err(&add_one, &mut [TVMValue { v_int64: 1 }], &mut [99]);
+    assert!(e.contains("99"), "{e}");
+    let e = classic_call_err(
+        &add_one,
+        &mut [TVMValue { v_int64: 1 }; 9],
+        &mut [tc::INT; 9],
+    );
+    assert!(e.contains("add_one expects one int argument"), "{e}");
+    // And the general path still reaches the kernel with good arguments after all that.
+    let (v, _) = classic_call(&add_one, &mut [TVMValue { v_int64: -1 }], &mut [tc::INT]).unwrap();
+    // SAFETY: an int result.
+    assert_eq!(unsafe { v.v_int64 }, 0);
+}

@@ -86,6 +86,29 @@ pub(crate) unsafe fn classic_callback_of(
     }
 }
 
+/// The classic compiled function behind a function object whose cell holds
+/// [`extern_c_function_safe_call`], when it is a classic-ABI library function.
+///
+/// # Safety
+/// `handle` is a live tvmrt function object with that trampoline.
+pub(crate) unsafe fn classic_kernel_of(
+    handle: *mut c_void,
+) -> Option<crate::abi::TVMBackendPackedCFunc> {
+    // SAFETY: per the contract.
+    match unsafe { &function_payload(handle).imp } {
+        FunctionImpl::ExternC {
+            handle, safe_call, ..
+        } if *safe_call as usize
+            == crate::capi::module::library_classic_safe_call as *const () as usize =>
+        {
+            // SAFETY: that trampoline is only installed with a `LibraryFunction` as `self`,
+            // kept alive by the function object.
+            unsafe { (*handle.cast::<crate::module::library::LibraryFunction>()).classic_symbol() }
+        }
+        _ => None,
+    }
+}
+
 /// Writes an owned result into a caller's slot.
 ///
 /// # Safety

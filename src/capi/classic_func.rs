@@ -174,14 +174,31 @@ unsafe fn func_call_fast(
     };
     let classic_trampoline: crate::abi::TVMFFISafeCallType =
         crate::capi::callbacks::classic_function_safe_call;
+    let extern_c_trampoline: crate::abi::TVMFFISafeCallType =
+        crate::capi::callbacks::extern_c_function_safe_call;
+    // Classic callees get the caller's arrays unchanged, as in TVM, once their codes are known
+    // ones (an unknown code goes the general way, which reports it).
+    // SAFETY: the codes array holds `num_args` entries.
+    let known_codes =
+        || (0..n).all(|i| crate::value::classic::is_known_classic_code(unsafe { *codes.add(i) }));
+    if cell.safe_call as *const () == extern_c_trampoline as *const () {
+        // SAFETY: the trampoline identifies the payload as a tvmrt extern-C function.
+        if let Some(kernel) = unsafe { crate::capi::callbacks::classic_kernel_of(func) } {
+            if !known_codes() {
+                return None;
+            }
+            // SAFETY: as above.
+            return Some(unsafe {
+                call_classic_kernel(kernel, args, codes, num_args, ret_val, ret_type_code)
+            });
+        }
+    }
     // The result slot, owned here: the callee (or `TVMCFuncSetReturn`) moves a value in.
     let mut result = TVMFFIAny::NONE;
     let status = if cell.safe_call as *const () == classic_trampoline as *const () {
-        // A classic callback (the trampoline is only installed in tvmrt's classic function
-        // objects) gets the caller's arrays unchanged, as in TVM, once their codes are known
-        // ones (an unknown code goes the general way, which reports it).
-        // SAFETY: the codes array holds `num_args` entries.
-        if (0..n).any(|i| !crate::value::classic::is_known_classic_code(unsafe { *codes.add(i) })) {
+        // A classic callback: the trampoline is only installed in tvmrt's classic function
+        // objects.
+        if !known_codes() {
             return None;
         }
         // SAFETY: the trampoline identifies the payload as a classic function.
@@ -224,6 +241,85 @@ unsafe fn func_call_fast(
     }
     // SAFETY: `result` holds the owned value the callee moved in; both out-pointers checked.
     Some(unsafe { finish_call_general(result, ret_val, ret_type_code) })
+}
+
+/// Calls a classic compiled function (TVM <= 0.20 library) with the caller's arrays unchanged,
+/// as TVM's classic `TVMFuncCall` did. Plain results (int, float, None) are written directly;
+/// any other goes through [`finish_kernel_result`].
+///
+/// # Safety
+/// As [`TVMFuncCall`], with the codes checked and both out-pointers non-null.
+#[inline(always)]
+unsafe fn call_classic_kernel(
+    kernel: crate::abi::TVMBackendPackedCFunc,
+    args: *mut TVMValue,
+    codes: *mut c_int,
+    num_args: c_int,
+    ret_val: *mut TVMValue,
+    ret_type_code: *mut c_int,
+) -> c_int {
+    use crate::abi::type_code as tc;
+    let mut ret = TVMValue { v_int64: 0 };
+    let mut code = tc::NULLPTR;
+    // SAFETY: the arrays hold `num_args` entries; the return slots are ours; the kernel
+    // reports its errors through the context pointers (raised on this thread).
+    let status = unsafe {
+        kernel(
+            args,
+            codes,
+            num_args,
+            &mut ret,
+            &mut code,
+            std::ptr::null_mut(),
+        )
+    };
+    if status != 0 {
+        // SAFETY: nothing was set in a `TVMFFIAny` slot.
+        return unsafe { crate::capi::callbacks::callee_failed(status, TVMFFIAny::NONE) };
+    }
+    if matches!(code, tc::INT | tc::FLOAT | tc::NULLPTR) {
+        // SAFETY: both checked non-null; these own nothing.
+        unsafe {
+            *ret_val = if code == tc::NULLPTR {
+                TVMValue {
+                    v_handle: std::ptr::null_mut(),
+                }
+            } else {
+                ret
+            };
+            *ret_type_code = code;
+        }
+        return 0;
+    }
+    // SAFETY: the kernel wrote `ret` and `code` for us.
+    unsafe { finish_kernel_result(ret, code, ret_val, ret_type_code) }
+}
+
+/// A classic compiled function's result that is not plain (string, object, ...), converted
+/// for the classic caller the way every other result is (strings into this thread's storage,
+/// objects handed over).
+///
+/// # Safety
+/// `ret`/`code` are what the kernel wrote, handing over any object; both out-pointers are
+/// writable.
+#[cold]
+unsafe extern "C" fn finish_kernel_result(
+    ret: TVMValue,
+    code: c_int,
+    ret_val: *mut TVMValue,
+    ret_type_code: *mut c_int,
+) -> c_int {
+    ffi_try!("TVMFuncCall", {
+        // SAFETY: per the contract.
+        let value = unsafe { crate::module::library::take_classic_result(ret, code)? };
+        let (v, c) = any_to_classic_return(value)?;
+        // SAFETY: per the contract.
+        unsafe {
+            *ret_val = v;
+            *ret_type_code = c;
+        }
+        Ok(())
+    })
 }
 
 /// Converts a result that owns something (object, string, bytes, ...) for the classic caller,

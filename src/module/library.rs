@@ -152,8 +152,9 @@ impl LibraryFunction {
     /// Calls a classic function with tvm-ffi arguments (TVM's `WrapPackedFunc`).
     pub(crate) fn call_classic(&self, args: &[AnyView<'_>]) -> Result<Any> {
         let mut c = ClassicArgs::from_views(args)?;
-        // SAFETY: the symbol was found as the classic function `name`; TVM's backend signature.
-        let f: TVMBackendPackedCFunc = unsafe { std::mem::transmute(self.symbol.as_ptr()) };
+        let f = self
+            .classic_symbol()
+            .ok_or_else(|| Error::runtime(format!("`{}` is not a classic function", self.name)))?;
         let mut ret = TVMValue::default();
         let mut code = type_code::NULLPTR;
         // SAFETY: the arrays hold `args.len()` entries and outlive the call; the return slots
@@ -176,19 +177,41 @@ impl LibraryFunction {
                 ))
             }));
         }
-        if code == type_code::NULLPTR {
-            return Ok(Any::none());
+        // SAFETY: the callee wrote this value and code for us.
+        unsafe { take_classic_result(ret, code) }
+    }
+
+    /// The symbol as a classic backend function, when this is one: what `TVMFuncCall` calls
+    /// with its caller's arrays unchanged, as TVM does.
+    pub(crate) fn classic_symbol(&self) -> Option<TVMBackendPackedCFunc> {
+        match self.abi {
+            // SAFETY: the symbol was found as the classic function `name`; TVM's backend
+            // signature.
+            Abi::Classic => Some(unsafe {
+                std::mem::transmute::<*mut c_void, TVMBackendPackedCFunc>(self.symbol.as_ptr())
+            }),
+            Abi::Ffi => None,
         }
-        // SAFETY: the callee wrote a value of type `code` that it hands over to us.
-        let raw = unsafe { classic_to_raw(ret, code)? };
-        if raw.type_index >= type_index::STATIC_OBJECT_BEGIN {
-            // Objects move to the caller (TVM's `TVMRetValue::MoveFromCHost`).
-            // SAFETY: the callee gave up its reference.
-            Ok(unsafe { Any::from_raw(raw) })
-        } else {
-            // SAFETY: plain values and strings are copied right away.
-            Ok(unsafe { AnyView::from_raw(raw) }.to_owned_any())
-        }
+    }
+}
+
+/// Takes the value a classic compiled function returned: objects move to the caller (TVM's
+/// `TVMRetValue::MoveFromCHost`), plain values and strings are copied right away.
+///
+/// # Safety
+/// `ret` and `code` are what the callee wrote, handing over any object.
+pub(crate) unsafe fn take_classic_result(ret: TVMValue, code: i32) -> Result<Any> {
+    if code == type_code::NULLPTR {
+        return Ok(Any::none());
+    }
+    // SAFETY: per the contract.
+    let raw = unsafe { classic_to_raw(ret, code)? };
+    if raw.type_index >= type_index::STATIC_OBJECT_BEGIN {
+        // SAFETY: the callee gave up its reference.
+        Ok(unsafe { Any::from_raw(raw) })
+    } else {
+        // SAFETY: plain values and strings are copied before the callee's storage changes.
+        Ok(unsafe { AnyView::from_raw(raw) }.to_owned_any())
     }
 }
 
