@@ -20,22 +20,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_timing.h"
+
 #define REPEATS 9
 
 static long g_iters = 2000000;
 /* Only the cases whose name contains this (argv[2]), for profiling one at a time. */
 static const char* g_only = "";
-
-static double now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
 
 /* The tvm-ffi callee. */
 static int ffi_add_one(void* self, const TVMFFIAny* args, int32_t num_args, TVMFFIAny* result) {
@@ -127,8 +118,7 @@ static void bench(const char* name, Loop loop, void* f) {
     }
     ns[r] = (t1 - t0) / (double)g_iters;
   }
-  qsort(ns, REPEATS, sizeof(double), cmp_double);
-  printf("RESULT %s %.2f\n", name, ns[REPEATS / 2]);
+  printf("RESULT %s %.2f\n", name, median_of(ns, REPEATS));
   fflush(stdout);
 }
 

@@ -12,18 +12,9 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_timing.h"
+
 #define REPEATS 9
-
-static double now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
 
 static long long loop_kernel(TVMFunctionHandle f, long n) {
   TVMValue arg, ret;
@@ -67,8 +58,7 @@ int main(int argc, char** argv) {
     }
     ns[r] = (t1 - t0) / (double)calls;
   }
-  qsort(ns, REPEATS, sizeof(double), cmp_double);
-  printf("RESULT classic_kernel_call %.2f\n", ns[REPEATS / 2]);
+  printf("RESULT classic_kernel_call %.2f\n", median_of(ns, REPEATS));
   TVMFuncFree(add_one);
   TVMModFree(mod);
   return 0;
