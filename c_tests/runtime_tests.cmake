@@ -15,3 +15,20 @@ if(VALGRIND_EXECUTABLE)
             $<TARGET_FILE:modules> "${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures")
   set_tests_properties(memcheck_modules PROPERTIES TIMEOUT 600)
 endif()
+
+# A classic-ABI library (TVM <= 0.20 layout) built here from the Rust tests' source, called
+# from C through both doors (its path is the argument). It links nothing: classic kernels reach
+# the runtime through context pointers that the loader fills.
+add_library(tvmrt_test_classic_kernels SHARED tests/classic_libs/classic_kernels.c)
+set_target_properties(tvmrt_test_classic_kernels PROPERTIES PREFIX "" OUTPUT_NAME classic_kernels)
+tvmrt_add_program(classic_modules tvmrt::tvmrt c_tests/classic_modules.c)
+add_test(NAME classic_modules
+  COMMAND classic_modules $<TARGET_FILE:tvmrt_test_classic_kernels>)
+set_tests_properties(classic_modules PROPERTIES TIMEOUT 120)
+if(VALGRIND_EXECUTABLE)
+  add_test(NAME memcheck_classic_modules
+    COMMAND "${VALGRIND_EXECUTABLE}" --quiet --error-exitcode=1 --leak-check=full
+            --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect
+            $<TARGET_FILE:classic_modules> $<TARGET_FILE:tvmrt_test_classic_kernels>)
+  set_tests_properties(memcheck_classic_modules PROPERTIES TIMEOUT 600)
+endif()
