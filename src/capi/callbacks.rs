@@ -220,7 +220,8 @@ pub(crate) unsafe extern "C" fn callee_failed(status: i32, result: TVMFFIAny) ->
         drop(unsafe { Any::from_raw(result) });
         if !crate::raised::is_raised() {
             crate::raised::set_raised(Error::runtime(format!(
-                "callback returned {status} without setting an error (TVMAPISetLastError)"
+                "the called function returned {status} without setting an error \
+                 (TVMAPISetLastError or TVMFFIErrorSetRaised*)"
             )));
         }
         -1
