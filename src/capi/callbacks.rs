@@ -10,7 +10,7 @@ use crate::error::Error;
 use crate::function::{FunctionImpl, FunctionObj};
 use crate::object::error_obj::ErrorObj;
 use crate::object::ObjectBox;
-use crate::value::classic::ClassicArgs;
+use crate::value::classic::{ClassicArgs, INLINE_ARGS};
 use crate::value::{Any, AnyView};
 
 /// The deleter of every object tvmrt allocates (tvm-ffi's deleter protocol: the strong flag
@@ -227,9 +227,6 @@ pub(crate) unsafe extern "C" fn callee_failed(status: i32, result: TVMFFIAny) ->
         -1
     })
 }
-
-/// Arguments up to this count reach a classic callback through the trampoline's fast path.
-const INLINE_ARGS: usize = 8;
 
 /// `safe_call` of functions created by the classic `TVMFuncCreateFromCFunc`: converts the
 /// arguments to `TVMValue` + type codes and collects the result set by `TVMCFuncSetReturn`.

@@ -10,7 +10,7 @@ use crate::capi::callbacks::invoke_classic_callback;
 use crate::error::Error;
 use crate::function::{registry, Function};
 use crate::object::dec_ref_raw;
-use crate::value::classic::{any_to_classic_return, classic_to_owned, classic_to_raw};
+use crate::value::classic::{any_to_classic_return, classic_to_owned, classic_to_raw, INLINE_ARGS};
 use crate::value::{Any, AnyView};
 
 /// Looks up a global function. `*out` is a new handle (release with `TVMFuncFree`), or NULL
@@ -416,9 +416,6 @@ unsafe extern "C" fn func_call_general(
         Ok(())
     })
 }
-
-/// Arguments up to this count convert on the stack in `TVMFuncCall`.
-const INLINE_ARGS: usize = 8;
 
 /// Releases a function handle.
 ///

@@ -204,8 +204,9 @@ pub fn plain_arg_to_classic(r: &TVMFFIAny) -> Option<(TVMValue, i32)> {
     Some((value, code))
 }
 
-/// Arguments up to this count convert without a heap allocation.
-const INLINE_ARGS: usize = 8;
+/// Arguments up to this count convert on the stack, without a heap allocation (here and in
+/// the C API's fast paths).
+pub const INLINE_ARGS: usize = 8;
 
 /// Classic arguments built from tvm-ffi values, with the storage their pointers need.
 pub struct ClassicArgs {
