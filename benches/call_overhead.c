@@ -108,15 +108,15 @@ static void bench(const char* name, Loop loop, void* f) {
   if (strstr(name, g_only) == NULL) return;
   loop(f, g_iters / 10); /* warm up */
   for (r = 0; r < REPEATS; r++) {
-    double t0 = now_ns();
+    uint64_t t0 = now_ns();
     int64_t acc = loop(f, g_iters);
-    double t1 = now_ns();
+    uint64_t t1 = now_ns();
     if (acc != expected) {
       fprintf(stderr, "%s: wrong result %lld, expected %lld\n", name, (long long)acc,
               (long long)expected);
       exit(1);
     }
-    ns[r] = (t1 - t0) / (double)g_iters;
+    ns[r] = (double)(t1 - t0) / (double)g_iters;
   }
   printf("RESULT %s %.2f\n", name, median_of(ns, REPEATS));
   fflush(stdout);

@@ -49,14 +49,14 @@ int main(int argc, char** argv) {
   }
   loop_kernel(add_one, calls / 10); /* warm up */
   for (r = 0; r < REPEATS; r++) {
-    double t0 = now_ns();
+    uint64_t t0 = now_ns();
     long long acc = loop_kernel(add_one, calls);
-    double t1 = now_ns();
+    uint64_t t1 = now_ns();
     if (acc != (long long)calls * (calls - 1) / 2 + calls) {
       fprintf(stderr, "wrong sum %lld\n", acc);
       return 1;
     }
-    ns[r] = (t1 - t0) / (double)calls;
+    ns[r] = (double)(t1 - t0) / (double)calls;
   }
   printf("RESULT classic_kernel_call %.2f\n", median_of(ns, REPEATS));
   TVMFuncFree(add_one);

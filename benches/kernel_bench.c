@@ -42,17 +42,13 @@
 #include <tvm/ffi/c_api.h>
 #include <tvm/runtime/c_backend_api.h>
 
+#include "bench_timing.h"
+
 #ifndef KB_RUNTIME
 #define KB_RUNTIME "unknown"
 #endif
 
 /* ---------------------------------------------------------------- utils -- */
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* User + system CPU time of the whole process (all threads), in ns. */
 static uint64_t process_cpu_ns(void) {
@@ -62,21 +58,9 @@ static uint64_t process_cpu_ns(void) {
          ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
 }
 
-static int cmp_double(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
-
-/* Median and minimum of n samples (sorts them in place). */
-static void summarize(double* v, int n, double* median, double* min) {
-  qsort(v, (size_t)n, sizeof(double), cmp_double);
-  *min = v[0];
-  *median = (n % 2) ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static void report(const char* metric, double* v, int n, const char* unit) {
   double med, mn;
-  summarize(v, n, &med, &mn);
+  median_min(v, n, &med, &mn);
   printf("RESULT %s %.6g %.6g %s\n", metric, med, mn, unit);
   fflush(stdout);
 }

@@ -30,26 +30,16 @@
 #include <unistd.h>
 
 #include "../c_tests/vm_common.h"
+#include "bench_timing.h"
 
 #ifndef VB_RUNTIME
 #define VB_RUNTIME "unknown"
 #endif
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_double(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
-
 static void report(const char* metric, double* v, int n, const char* unit) {
-  qsort(v, (size_t)n, sizeof(double), cmp_double);
-  double med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-  printf("RESULT %s %.4f %.4f %s\n", metric, med, v[0], unit);
+  double med, mn;
+  median_min(v, n, &med, &mn);
+  printf("RESULT %s %.4f %.4f %s\n", metric, med, mn, unit);
   fflush(stdout);
 }
 
