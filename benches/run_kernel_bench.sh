@@ -68,48 +68,12 @@ fi
 TVM_BIN="$OUT/kernel_bench_tvm"
 RT_BIN="$OUT/kernel_bench_tvmrt"
 RES="$OUT/results.txt"
-: > "$RES"
-
-echo "# $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# TVM_NUM_THREADS=$TVM_NUM_THREADS ROUNDS=$ROUNDS LOAD_SAMPLES=$LOAD_SAMPLES"
-echo "# tvmrt: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' + uncommitted changes'), libtvmrt.so built $(date -u -r "$ROOT/target/release/libtvmrt.so" '+%H:%M:%S UTC')"
-echo "# apache-tvm $("$PYTHON" -c 'import tvm; print(tvm.__version__)'), tvm-ffi $("$PYTHON" -c 'import tvm_ffi; print(tvm_ffi.__version__)')"
-
-for r in $(seq 1 "$ROUNDS"); do
-  "$TVM_BIN" --bench "$FIX" | sed -n 's/^RESULT /tvm /p' >> "$RES"
-  "$RT_BIN" --bench "$FIX" | sed -n 's/^RESULT /tvmrt /p' >> "$RES"
-done
-for k in add matmul; do
-  "$TVM_BIN" --spawn "$LOAD_SAMPLES" "$k" "$FIX" "$TVM_BIN" "$RT_BIN" \
-    | sed -n 's/^RESULT //p' \
-    | sed -e "s|^$TVM_BIN:|tvm |" -e "s|^$RT_BIN:|tvmrt |" >> "$RES"
-done
-echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-
-# results.txt lines: <runtime> <metric> <median> <min> <unit>. For the --bench
-# metrics there is one line per round: "median" is the median of the round
-# medians, "best" the lowest round median (the round least disturbed by other
-# load on the machine), "min" the lowest single sample. Load-to-first-result
-# metrics have one line (all samples), so there median = best.
-awk '
-  { key = $2; unit[key] = $5; if (!(key in seen)) { order[n++] = key; seen[key] = 1 }
-    m = $1 SUBSEP key; cnt[m]++; med[m, cnt[m]] = $3
-    if (!(m in mn) || $4 < mn[m]) mn[m] = $4
-    if (!(m in best) || $3 < best[m]) best[m] = $3 }
-  function median(m,    i, j, t, k, a) {
-    k = cnt[m]; for (i = 1; i <= k; i++) a[i] = med[m, i]
-    for (i = 2; i <= k; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
-    return (k % 2) ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2 }
-  END {
-    printf "| measurement | unit | TVM median | TVM best | TVM min | tvmrt median | tvmrt best | tvmrt min | tvmrt/TVM median | tvmrt/TVM best |\n"
-    printf "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
-    for (i = 0; i < n; i++) {
-      k = order[i]; t = "tvm" SUBSEP k; r = "tvmrt" SUBSEP k
-      if (!(t in cnt) || !(r in cnt)) continue
-      tm = median(t); rm = median(r)
-      printf "| %s | %s | %.4g | %.4g | %.4g | %.4g | %.4g | %.4g | %.2f | %.2f |\n", k, unit[k], tm, best[t], mn[t], rm, best[r], mn[r], rm / tm, best[r] / best[t]
-    }
-  }' "$RES"
+# shellcheck source=benches/ab_rounds.sh
+source "$ROOT/benches/ab_rounds.sh"
+ab_header "$ROOT" "$PYTHON"
+echo "# libtvmrt.so built $(date -u -r "$ROOT/target/release/libtvmrt.so" '+%H:%M:%S UTC')"
+ab_run "$TVM_BIN" "$RT_BIN" "$FIX" "$RES" add matmul
+ab_table "$RES"
 
 if [[ $CALLGRIND == 1 ]]; then
   # Instructions (Ir) per call of a runtime entry point, from callgrind's call

@@ -46,39 +46,8 @@ fi
 TVM_BIN="$OUT/vm_bench_tvm"
 RT_BIN="$OUT/vm_bench_tvmrt"
 RES="$OUT/results.txt"
-: > "$RES"
-
-echo "# $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# TVM_NUM_THREADS=$TVM_NUM_THREADS ROUNDS=$ROUNDS LOAD_SAMPLES=$LOAD_SAMPLES"
-echo "# apache-tvm $("$PYTHON" -c 'import tvm; print(tvm.__version__)'), tvm-ffi $("$PYTHON" -c 'import tvm_ffi; print(tvm_ffi.__version__)')"
-
-for _ in $(seq 1 "$ROUNDS"); do
-  "$TVM_BIN" --bench "$FIX" | sed -n 's/^RESULT /tvm /p' >> "$RES"
-  "$RT_BIN" --bench "$FIX" | sed -n 's/^RESULT /tvmrt /p' >> "$RES"
-done
-for m in mlp cnn; do
-  "$TVM_BIN" --spawn "$LOAD_SAMPLES" "$m" "$FIX" "$TVM_BIN" "$RT_BIN" \
-    | sed -n 's/^RESULT //p' \
-    | sed -e "s|^$TVM_BIN:|tvm |" -e "s|^$RT_BIN:|tvmrt |" >> "$RES"
-done
-echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-
-# results.txt lines: <runtime> <metric> <median> <min> <unit>
-awk '
-  { key = $2; unit[key] = $5; if (!(key in seen)) { order[n++] = key; seen[key] = 1 }
-    m = $1 SUBSEP key; cnt[m]++; med[m, cnt[m]] = $3
-    if (!((m) in mn) || $4 < mn[m]) mn[m] = $4 }
-  function median(m,    i, j, t, k, a) {
-    k = cnt[m]; for (i = 1; i <= k; i++) a[i] = med[m, i]
-    for (i = 2; i <= k; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
-    return (k % 2) ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2 }
-  END {
-    printf "| measurement | unit | TVM median | TVM min | tvmrt median | tvmrt min | tvmrt/TVM (median) |\n"
-    printf "|---|---|---:|---:|---:|---:|---:|\n"
-    for (i = 0; i < n; i++) {
-      k = order[i]; t = "tvm" SUBSEP k; r = "tvmrt" SUBSEP k
-      if (!(t in cnt) || !(r in cnt)) continue
-      tm = median(t); rm = median(r)
-      printf "| %s | %s | %.4g | %.4g | %.4g | %.4g | %.2f |\n", k, unit[k], tm, mn[t], rm, mn[r], rm / tm
-    }
-  }' "$RES"
+# shellcheck source=benches/ab_rounds.sh
+source "$ROOT/benches/ab_rounds.sh"
+ab_header "$ROOT" "$PYTHON"
+ab_run "$TVM_BIN" "$RT_BIN" "$FIX" "$RES" mlp cnn
+ab_table "$RES"
