@@ -118,6 +118,16 @@ unsafe extern "C" fn failing_callback(
     -1
 }
 
+unsafe extern "C" fn silent_callback(
+    _args: *mut TVMValue,
+    _codes: *mut c_int,
+    _n: c_int,
+    _ret: *mut c_void,
+    _resource: *mut c_void,
+) -> c_int {
+    -1
+}
+
 #[test]
 fn bad_input_table() {
     let dir = scratch("bad_input");
@@ -301,6 +311,35 @@ fn bad_input_table() {
         "",
         "my callback failed",
     );
+    // On a fresh thread (nothing raised yet there: otherwise, as in TVM, the thread's earlier
+    // error is what the caller sees).
+    let mut silent = std::ptr::null_mut();
+    assert_eq!(
+        // SAFETY: a valid callback and out pointer.
+        unsafe {
+            TVMFuncCreateFromCFunc(
+                Some(silent_callback),
+                std::ptr::null_mut(),
+                None,
+                &mut silent,
+            )
+        },
+        0
+    );
+    let silent_addr = silent as usize;
+    std::thread::spawn(move || {
+        let rc = call(silent_addr as *mut c_void, &mut [], &mut []);
+        refused(
+            "C callback returns -1 without raising an error",
+            rc,
+            "",
+            "returned -1 without setting an error",
+        );
+    })
+    .join()
+    .unwrap();
+    // SAFETY: the handle this test created.
+    assert_eq!(unsafe { TVMFuncFree(silent) }, 0);
     registry::register(
         "reliability.panics",
         Function::from_fn(|_| panic!("deliberate panic in a Rust callback")),
