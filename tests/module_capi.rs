@@ -351,14 +351,14 @@ fn ffi_module_globals() {
     g("ffi.ModuleImportModule")
         .call_values(&[m.clone(), other.clone()])
         .unwrap();
-    assert_eq!(
+    let imports_size = |m: &Any| {
         g("runtime.ModuleImportsSize")
-            .call_values(std::slice::from_ref(&m))
+            .call_values(std::slice::from_ref(m))
             .unwrap()
             .view()
-            .as_i64(),
-        Some(1)
-    );
+            .as_i64()
+    };
+    assert_eq!(imports_size(&m), Some(1));
     let imported = g("runtime.ModuleGetImport")
         .call_values(&[m.clone(), Any::from(0i64)])
         .unwrap();
@@ -373,14 +373,7 @@ fn ffi_module_globals() {
     g("ffi.ModuleClearImports")
         .call_values(std::slice::from_ref(&m))
         .unwrap();
-    assert_eq!(
-        g("runtime.ModuleImportsSize")
-            .call_values(std::slice::from_ref(&m))
-            .unwrap()
-            .view()
-            .as_i64(),
-        Some(0)
-    );
+    assert_eq!(imports_size(&m), Some(0));
     let e = g("ffi.ModuleGetKind")
         .call_values(&[Any::from(3i64)])
         .unwrap_err();

@@ -158,25 +158,11 @@ unsafe fn release(v: TVMValue, c: c_int) {
     }
 }
 
-/// Reads the fuzz input front to back; zeros once it runs out.
-struct Input<'a>(&'a [u8]);
+#[path = "../common/input.rs"]
+mod input;
+use input::Input;
 
 impl Input<'_> {
-    fn u8(&mut self) -> u8 {
-        match self.0.split_first() {
-            Some((&b, rest)) => {
-                self.0 = rest;
-                b
-            }
-            None => 0,
-        }
-    }
-    fn u32(&mut self) -> u32 {
-        u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
-    }
-    fn u64(&mut self) -> u64 {
-        (self.u32() as u64) | ((self.u32() as u64) << 32)
-    }
     fn bytes(&mut self) -> Vec<u8> {
         let n = (self.u8() % 40) as usize;
         (0..n).map(|_| self.u8()).collect()

@@ -39,28 +39,11 @@ unsafe extern "C" fn versioned_deleter(_m: *mut DLManagedTensorVersioned) {
     VERSIONED_DELETES.fetch_add(1, Ordering::SeqCst);
 }
 
-/// Reads the fuzz input front to back; zeros once it runs out.
-struct Input<'a>(&'a [u8]);
+#[path = "../common/input.rs"]
+mod input;
+use input::Input;
 
 impl Input<'_> {
-    fn u8(&mut self) -> u8 {
-        match self.0.split_first() {
-            Some((&b, rest)) => {
-                self.0 = rest;
-                b
-            }
-            None => 0,
-        }
-    }
-    fn u16(&mut self) -> u16 {
-        u16::from_le_bytes([self.u8(), self.u8()])
-    }
-    fn u32(&mut self) -> u32 {
-        u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
-    }
-    fn u64(&mut self) -> u64 {
-        (self.u32() as u64) | ((self.u32() as u64) << 32)
-    }
     /// Mostly small values (what real tensors have), sometimes any `i64`.
     fn dim(&mut self) -> i64 {
         let tag = self.u8();
