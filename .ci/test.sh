@@ -71,6 +71,13 @@ if [ -f "$HEADER" ]; then
   had_header=1
 fi
 
+# Layers point one way: only src/capi/ (and the tool in src/bin/) may name the C doors.
+layers_one_way() {
+  local up
+  up=$(grep -rn 'crate::capi' src --include=*.rs | grep -v '^src/capi/')
+  [ -z "$up" ] || { echo "core modules refer up to src/capi/:"; echo "$up"; return 1; }
+}
+run "layers point one way" layers_one_way
 run "cargo fmt --check" cargo fmt --all -- --check
 run "cargo clippy --all-targets -D warnings" cargo clippy --all-targets -- -D warnings
 run "cargo test" cargo test --no-fail-fast

@@ -135,6 +135,15 @@ macro_rules! bail_type {
     ($($arg:tt)*) => { return Err($crate::error::Error::type_error(format!($($arg)*))) };
 }
 
+/// Fails with a `ValueError` naming `what` when `p` is null.
+pub fn non_null<T>(p: *const T, what: &str) -> Result<()> {
+    if p.is_null() {
+        Err(Error::value(format!("null pointer passed as `{what}`")))
+    } else {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

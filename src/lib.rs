@@ -23,6 +23,7 @@ pub mod object;
 pub mod pack;
 pub mod raised;
 pub mod tensor;
+pub mod unwind_guard;
 pub mod value;
 pub mod vm;
 

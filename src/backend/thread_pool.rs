@@ -586,8 +586,8 @@ impl Crew {
 /// Bumped in a forked child: the workers of the parent do not exist there.
 static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
 
-/// Records that this process is a fork's child (run by the `pthread_atfork` child handler in
-/// `capi::callbacks`; only an atomic add, async-signal-safe).
+/// Records that this process is a fork's child (run by [`fork_child_handler`]; only an atomic
+/// add, async-signal-safe).
 pub fn note_fork_in_child() {
     FORK_GENERATION.fetch_add(1, Ordering::SeqCst);
 }
@@ -597,7 +597,7 @@ pub fn note_fork_in_child() {
 static POOL: Lazy<Mutex<Crew>> = Lazy::new(|| {
     // SAFETY: registers a handler that only does an atomic add (async-signal-safe).
     unsafe {
-        libc::pthread_atfork(None, None, Some(crate::capi::callbacks::fork_child_handler));
+        libc::pthread_atfork(None, None, Some(fork_child_handler));
     }
     Mutex::new(Crew::new())
 });
@@ -749,6 +749,12 @@ pub unsafe fn run_once(handle: *mut *mut c_void, f: RunOnceFn, cdata: *mut c_voi
         detail.map_or_else(|| "RuntimeError".to_string(), |e| e.kind.clone()),
         message,
     ))
+}
+
+/// The `pthread_atfork` child handler of the parallel pool: the parent's workers do not exist
+/// in a forked child. Only an atomic add: nothing here can panic or allocate.
+pub extern "C" fn fork_child_handler() {
+    note_fork_in_child();
 }
 
 #[cfg(test)]

@@ -1,93 +1,20 @@
-//! The one panic/error boundary every C entry point goes through, and the argument checks the
-//! doors share (null pointers, C strings, handles).
+//! The boundary every C entry point goes through (`ffi_try!` over [`crate::unwind_guard`], which
+//! the callbacks beside their types use too), and the argument checks the doors share (null
+//! pointers, C strings, handles).
 
-use std::any::Any as PanicPayload;
-use std::ffi::{c_char, c_int, c_void, CStr};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ffi::{c_char, c_void, CStr};
 
+pub use crate::error::non_null;
 use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::object::ObjectRef;
-
-fn panic_message(p: Box<dyn PanicPayload + Send>) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "unknown panic payload".to_string()
-    }
-}
-
-/// Runs `body` for the C function `name`: 0 on success; -1 with the error raised on this thread
-/// on failure or panic.
-pub fn run(name: &'static str, body: impl FnOnce() -> Result<()>) -> c_int {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => 0,
-        Ok(Err(e)) => {
-            crate::raised::set_raised(e);
-            -1
-        }
-        Err(p) => {
-            crate::raised::set_raised(Error::runtime(format!(
-                "internal error in {name}: {}",
-                panic_message(p)
-            )));
-            -1
-        }
-    }
-}
-
-/// The boundary for hot paths whose body already returns the C status itself: only panics
-/// are caught (and raised as errors); no `Result` is built, so the body can stay a few
-/// instructions long.
-#[inline(always)]
-pub fn guard(name: &'static str, body: impl FnOnce() -> c_int) -> c_int {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(status) => status,
-        Err(p) => {
-            crate::raised::set_raised(Error::runtime(format!(
-                "internal error in {name}: {}",
-                panic_message(p)
-            )));
-            -1
-        }
-    }
-}
-
-/// Runs `body` for a C function that returns a value rather than a status: a failure or panic
-/// raises the error and returns `fallback`.
-pub fn run_or<T>(name: &'static str, fallback: T, body: impl FnOnce() -> Result<T>) -> T {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(v)) => v,
-        Ok(Err(e)) => {
-            crate::raised::set_raised(e);
-            fallback
-        }
-        Err(p) => {
-            crate::raised::set_raised(Error::runtime(format!(
-                "internal error in {name}: {}",
-                panic_message(p)
-            )));
-            fallback
-        }
-    }
-}
+pub use crate::unwind_guard::{guard, run, run_or};
 
 /// The boundary as a macro: `ffi_try!("Name", { ...; Ok(()) })`.
 macro_rules! ffi_try {
     ($name:literal, $body:block) => {
         $crate::capi::boundary::run($name, || -> $crate::error::Result<()> { $body })
     };
-}
-
-/// Fails with a `ValueError` naming `what` when `p` is null.
-pub fn non_null<T>(p: *const T, what: &str) -> Result<()> {
-    if p.is_null() {
-        Err(Error::value(format!("null pointer passed as `{what}`")))
-    } else {
-        Ok(())
-    }
 }
 
 /// Writes `value` through an out-pointer, failing on null.

@@ -6,8 +6,8 @@ use std::ffi::{c_char, c_int, c_void, CString};
 
 use crate::abi::{TVMFFIAny, TVMPackedCFunc, TVMPackedCFuncFinalizer, TVMValue};
 use crate::capi::boundary::{c_str, function_arg, non_null, write_out};
-use crate::capi::callbacks::invoke_classic_callback;
 use crate::error::Error;
+use crate::function::trampoline::invoke_classic_callback;
 use crate::function::{registry, Function};
 use crate::object::dec_ref_raw;
 use crate::value::classic::{any_to_classic_return, classic_to_owned, classic_to_raw, INLINE_ARGS};
@@ -173,9 +173,9 @@ unsafe fn func_call_fast(
             .cast::<crate::abi::TVMFFIFunctionCell>()
     };
     let classic_trampoline: crate::abi::TVMFFISafeCallType =
-        crate::capi::callbacks::classic_function_safe_call;
+        crate::function::trampoline::classic_function_safe_call;
     let extern_c_trampoline: crate::abi::TVMFFISafeCallType =
-        crate::capi::callbacks::extern_c_function_safe_call;
+        crate::function::trampoline::extern_c_function_safe_call;
     // Classic callees get the caller's arrays unchanged, as in TVM, once their codes are known
     // ones (an unknown code goes the general way, which reports it).
     // SAFETY: the codes array holds `num_args` entries.
@@ -183,7 +183,7 @@ unsafe fn func_call_fast(
         || (0..n).all(|i| crate::value::classic::is_known_classic_code(unsafe { *codes.add(i) }));
     if cell.safe_call as *const () == extern_c_trampoline as *const () {
         // SAFETY: the trampoline identifies the payload as a tvmrt extern-C function.
-        if let Some(kernel) = unsafe { crate::capi::callbacks::classic_kernel_of(func) } {
+        if let Some(kernel) = unsafe { crate::function::trampoline::classic_kernel_of(func) } {
             if !known_codes() {
                 return None;
             }
@@ -202,7 +202,8 @@ unsafe fn func_call_fast(
             return None;
         }
         // SAFETY: the trampoline identifies the payload as a classic function.
-        let (callback, resource) = unsafe { crate::capi::callbacks::classic_callback_of(func) }?;
+        let (callback, resource) =
+            unsafe { crate::function::trampoline::classic_callback_of(func) }?;
         // SAFETY: the arrays hold `num_args` entries; `result` is the `Any` slot
         // `TVMCFuncSetReturn` writes through, alive for the call.
         unsafe {
@@ -229,7 +230,7 @@ unsafe fn func_call_fast(
     };
     if status != 0 {
         // SAFETY: `result` is the slot the callee wrote (or left None).
-        return Some(unsafe { crate::capi::callbacks::callee_failed(status, result) });
+        return Some(unsafe { crate::function::trampoline::callee_failed(status, result) });
     }
     if let Some((value, code)) = crate::value::classic::plain_to_classic(&result) {
         // SAFETY: both checked non-null; a plain value owns nothing, so nothing is dropped.
@@ -275,7 +276,7 @@ unsafe fn call_classic_kernel(
     };
     if status != 0 {
         // SAFETY: nothing was set in a `TVMFFIAny` slot.
-        return unsafe { crate::capi::callbacks::callee_failed(status, TVMFFIAny::NONE) };
+        return unsafe { crate::function::trampoline::callee_failed(status, TVMFFIAny::NONE) };
     }
     if matches!(code, tc::INT | tc::FLOAT | tc::NULLPTR) {
         // SAFETY: both checked non-null; these own nothing.

@@ -1,21 +1,19 @@
 //! DLPack exchange through both doors: classic `TVMArrayFromDLPack`/`TVMArrayToDLPack`/
 //! `TVMDLManagedTensorCallDeleter`, tvm-ffi `TVMFFITensorFromDLPack[Versioned]`/
-//! `TVMFFITensorToDLPack[Versioned]`, and the deleters tvmrt hands out with its exports.
+//! `TVMFFITensorToDLPack[Versioned]` (the deleters of what they export live in `tensor::dlpack`).
 //!
 //! Ownership: an import that fails leaves the managed tensor with the caller, its deleter not
 //! called (tvm-ffi `Tensor::FromDLPack` throws before taking it; TVM 0.19's
 //! `NDArray::FromDLPack` likewise). The `out` pointer is checked before the import so a
 //! successful import is never dropped for want of somewhere to put it.
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_int, c_void};
 
 use crate::abi::{DLManagedTensor, DLManagedTensorVersioned, DLTensor};
 use crate::capi::boundary::{non_null, run_or};
 use crate::error::{Error, Result};
 use crate::tensor::alloc::ALLOC_ALIGNMENT;
-use crate::tensor::dlpack::{
-    release_exported_legacy, release_exported_versioned, ImportRequirements,
-};
+use crate::tensor::dlpack::ImportRequirements;
 use crate::tensor::Tensor;
 
 fn requirements(require_alignment: i32, require_contiguous: i32) -> Result<ImportRequirements> {
@@ -180,57 +178,6 @@ pub unsafe extern "C" fn TVMDLManagedTensorCallDeleter(dltensor: *mut DLManagedT
                 deleter(dltensor);
             }
         }
-        Ok(())
-    })
-}
-
-/// Deleter of the `DLManagedTensor`s tvmrt exports: frees the struct and releases the tensor.
-///
-/// # Safety
-/// `managed` came from a tvmrt legacy export and is deleted once.
-pub unsafe extern "C" fn exported_legacy_deleter(managed: *mut DLManagedTensor) {
-    run_or("DLManagedTensor deleter", (), || {
-        // SAFETY: per the contract.
-        unsafe { release_exported_legacy(managed) };
-        Ok(())
-    })
-}
-
-/// Deleter of the `DLManagedTensorVersioned`s tvmrt exports.
-///
-/// # Safety
-/// `managed` came from a tvmrt versioned export and is deleted once.
-pub unsafe extern "C" fn exported_versioned_deleter(managed: *mut DLManagedTensorVersioned) {
-    run_or("DLManagedTensorVersioned deleter", (), || {
-        // SAFETY: per the contract.
-        unsafe { release_exported_versioned(managed) };
-        Ok(())
-    })
-}
-
-/// The `set_error` callback tvmrt passes to a DLPack allocator (`TVMFFIEnvTensorAlloc`).
-///
-/// # Safety
-/// `error_ctx` is the context tvmrt passed with this callback; `kind` and `message` are null
-/// or NUL-terminated strings.
-pub unsafe extern "C" fn env_alloc_set_error(
-    error_ctx: *mut c_void,
-    kind: *const c_char,
-    message: *const c_char,
-) {
-    run_or("DLPack allocator set_error", (), || {
-        let text = |p: *const c_char, default: &str| -> String {
-            if p.is_null() {
-                default.to_string()
-            } else {
-                // SAFETY: NUL-terminated per the contract.
-                unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-            }
-        };
-        let kind = text(kind, "RuntimeError");
-        let message = text(message, "(no message)");
-        // SAFETY: per the contract.
-        unsafe { crate::tensor::env::store_alloc_error(error_ctx, &kind, &message) };
         Ok(())
     })
 }

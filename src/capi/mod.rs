@@ -7,7 +7,6 @@
 #[macro_use]
 pub mod boundary;
 pub mod backend;
-pub mod callbacks;
 pub mod classic_error;
 pub mod classic_extra;
 pub mod classic_func;

@@ -1,16 +1,12 @@
 //! The classic module C API (`TVMModLoadFromFile`, `TVMModGetFunction`, `TVMModImport`,
-//! `TVMModFree`), `TVMBackendGetFuncFromEnv`, and the trampolines behind the functions of a
-//! library module.
+//! `TVMModFree`) and `TVMBackendGetFuncFromEnv`.
 
 use std::ffi::{c_char, c_int, c_void};
 
-use crate::abi::TVMFFIAny;
-use crate::capi::boundary::{c_str, non_null, run, run_or, write_out};
+use crate::capi::boundary::{c_str, non_null, write_out};
 use crate::error::Error;
-use crate::module::library::LibraryFunction;
 use crate::module::{load_from_file, Module};
 use crate::object::dec_ref_raw;
-use crate::value::AnyView;
 
 /// Loads a module from a file (`format` may be NULL or empty: the extension decides).
 ///
@@ -122,66 +118,4 @@ pub unsafe extern "C" fn TVMBackendGetFuncFromEnv(
         // SAFETY: checked non-null.
         unsafe { write_out(out, f, "out") }
     })
-}
-
-/// `safe_call` of a tvm-ffi compiled function: calls it with a NULL `self`, as tvm-ffi's
-/// library module does.
-///
-/// # Safety
-/// The tvm-ffi calling convention; `handle` is a `LibraryFunction` of a live function object.
-pub(crate) unsafe extern "C" fn library_ffi_safe_call(
-    handle: *mut c_void,
-    args: *const TVMFFIAny,
-    num_args: i32,
-    result: *mut TVMFFIAny,
-) -> i32 {
-    // SAFETY: per the contract.
-    let lf = unsafe { &*handle.cast::<LibraryFunction>() };
-    // SAFETY: the symbol is a tvm-ffi function of a library kept loaded by `lf`.
-    let f: crate::abi::TVMFFISafeCallType = unsafe { std::mem::transmute(lf.symbol.as_ptr()) };
-    // SAFETY: forwarding the caller's arguments; compiled code reports its own errors.
-    unsafe { f(std::ptr::null_mut(), args, num_args, result) }
-}
-
-/// `safe_call` of a classic compiled function: converts to `TVMValue` + type codes.
-///
-/// # Safety
-/// As [`library_ffi_safe_call`].
-pub(crate) unsafe extern "C" fn library_classic_safe_call(
-    handle: *mut c_void,
-    args: *const TVMFFIAny,
-    num_args: i32,
-    result: *mut TVMFFIAny,
-) -> i32 {
-    run("compiled function call", || {
-        // SAFETY: per the contract.
-        let lf = unsafe { &*handle.cast::<LibraryFunction>() };
-        // SAFETY: per the calling convention.
-        let views = unsafe { AnyView::slice_from_raw(args, num_args.max(0) as usize) };
-        let value = lf.call_classic(views)?;
-        if !result.is_null() {
-            // SAFETY: the caller's writable result slot receives an owned value.
-            unsafe { result.write(value.into_raw()) };
-        }
-        Ok(())
-    })
-}
-
-/// Releases the `LibraryFunction` behind a function object.
-///
-/// # Safety
-/// `handle` came from `Box::into_raw` of a `LibraryFunction`, released once.
-pub(crate) unsafe extern "C" fn library_function_free(handle: *mut c_void) {
-    run_or("library function deleter", (), || {
-        // SAFETY: per the contract.
-        drop(unsafe { Box::from_raw(handle.cast::<LibraryFunction>()) });
-        Ok(())
-    })
-}
-
-/// Whether `safe_call` is one of the library trampolines above.
-pub(crate) fn is_library_trampoline(safe_call: crate::abi::TVMFFISafeCallType) -> bool {
-    let p = safe_call as usize;
-    p == library_ffi_safe_call as *const () as usize
-        || p == library_classic_safe_call as *const () as usize
 }

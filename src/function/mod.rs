@@ -6,6 +6,7 @@
 //! directly, so the cell is the only entry point and the payload behind it is ours.
 
 pub mod registry;
+pub mod trampoline;
 
 use std::ffi::c_void;
 
@@ -13,7 +14,6 @@ use crate::abi::{
     type_index, TVMFFIAny, TVMFFIFunctionCell, TVMFFISafeCallType, TVMPackedCFunc,
     TVMPackedCFuncFinalizer,
 };
-use crate::capi::callbacks;
 use crate::error::{Error, Result};
 use crate::object::{new_object, ObjectPayload, ObjectRef};
 use crate::value::{Any, AnyView};
@@ -115,7 +115,7 @@ impl Function {
         F: Fn(&[AnyView<'_>]) -> Result<Any> + Send + Sync + 'static,
     {
         Function::new(
-            callbacks::rust_function_safe_call,
+            trampoline::rust_function_safe_call,
             FunctionImpl::Rust(Box::new(f)),
         )
     }
@@ -130,7 +130,7 @@ impl Function {
             Function::new(safe_call, FunctionImpl::ExternCNullHandle)
         } else {
             Function::new(
-                callbacks::extern_c_function_safe_call,
+                trampoline::extern_c_function_safe_call,
                 FunctionImpl::ExternC {
                     handle,
                     safe_call,
@@ -147,7 +147,7 @@ impl Function {
         finalizer: Option<TVMPackedCFuncFinalizer>,
     ) -> Function {
         Function::new(
-            callbacks::classic_function_safe_call,
+            trampoline::classic_function_safe_call,
             FunctionImpl::Classic {
                 func,
                 resource_handle,

@@ -57,7 +57,7 @@ use once_cell::sync::Lazy;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::{ImportList, Module, ModuleKind};
-use crate::abi::{type_code, type_index, TVMBackendPackedCFunc, TVMValue};
+use crate::abi::{type_code, type_index, TVMBackendPackedCFunc, TVMFFIAny, TVMValue};
 use crate::error::{Error, Result};
 use crate::function::{Function, FunctionImpl, FunctionObj};
 use crate::value::classic::{classic_to_raw, ClassicArgs};
@@ -115,7 +115,7 @@ pub enum Abi {
 }
 
 /// A compiled function handed out as a function object (the `self` handle of its cell; see
-/// `capi::module` for the trampolines that call it).
+/// [`library_ffi_safe_call`] and [`library_classic_safe_call`], the trampolines that call it).
 pub struct LibraryFunction {
     /// The function's address.
     pub symbol: NonNull<c_void>,
@@ -139,13 +139,13 @@ unsafe impl Sync for LibraryFunction {}
 impl LibraryFunction {
     fn into_function(self) -> Function {
         let safe_call = match self.abi {
-            Abi::Ffi => crate::capi::module::library_ffi_safe_call,
-            Abi::Classic => crate::capi::module::library_classic_safe_call,
+            Abi::Ffi => library_ffi_safe_call,
+            Abi::Classic => library_classic_safe_call,
         };
         Function::from_extern_c(
             Box::into_raw(Box::new(self)).cast(),
             safe_call,
-            Some(crate::capi::module::library_function_free),
+            Some(library_function_free),
         )
     }
 
@@ -215,13 +215,75 @@ pub(crate) unsafe fn take_classic_result(ret: TVMValue, code: i32) -> Result<Any
     }
 }
 
+/// `safe_call` of a tvm-ffi compiled function: calls it with a NULL `self`, as tvm-ffi's
+/// library module does.
+///
+/// # Safety
+/// The tvm-ffi calling convention; `handle` is a `LibraryFunction` of a live function object.
+pub(crate) unsafe extern "C" fn library_ffi_safe_call(
+    handle: *mut c_void,
+    args: *const TVMFFIAny,
+    num_args: i32,
+    result: *mut TVMFFIAny,
+) -> i32 {
+    // SAFETY: per the contract.
+    let lf = unsafe { &*handle.cast::<LibraryFunction>() };
+    // SAFETY: the symbol is a tvm-ffi function of a library kept loaded by `lf`.
+    let f: crate::abi::TVMFFISafeCallType = unsafe { std::mem::transmute(lf.symbol.as_ptr()) };
+    // SAFETY: forwarding the caller's arguments; compiled code reports its own errors.
+    unsafe { f(std::ptr::null_mut(), args, num_args, result) }
+}
+
+/// `safe_call` of a classic compiled function: converts to `TVMValue` + type codes.
+///
+/// # Safety
+/// As [`library_ffi_safe_call`].
+pub(crate) unsafe extern "C" fn library_classic_safe_call(
+    handle: *mut c_void,
+    args: *const TVMFFIAny,
+    num_args: i32,
+    result: *mut TVMFFIAny,
+) -> i32 {
+    crate::unwind_guard::run("compiled function call", || {
+        // SAFETY: per the contract.
+        let lf = unsafe { &*handle.cast::<LibraryFunction>() };
+        // SAFETY: per the calling convention.
+        let views = unsafe { AnyView::slice_from_raw(args, num_args.max(0) as usize) };
+        let value = lf.call_classic(views)?;
+        if !result.is_null() {
+            // SAFETY: the caller's writable result slot receives an owned value.
+            unsafe { result.write(value.into_raw()) };
+        }
+        Ok(())
+    })
+}
+
+/// Releases the `LibraryFunction` behind a function object.
+///
+/// # Safety
+/// `handle` came from `Box::into_raw` of a `LibraryFunction`, released once.
+pub(crate) unsafe extern "C" fn library_function_free(handle: *mut c_void) {
+    crate::unwind_guard::run_or("library function deleter", (), || {
+        // SAFETY: per the contract.
+        drop(unsafe { Box::from_raw(handle.cast::<LibraryFunction>()) });
+        Ok(())
+    })
+}
+
+/// Whether `safe_call` is one of the library trampolines above.
+pub(crate) fn is_library_trampoline(safe_call: crate::abi::TVMFFISafeCallType) -> bool {
+    let p = safe_call as usize;
+    p == library_ffi_safe_call as *const () as usize
+        || p == library_classic_safe_call as *const () as usize
+}
+
 /// The library function behind `f`, if `f` is one.
 pub(crate) fn library_function_of(f: &Function) -> Option<&LibraryFunction> {
     let obj = f.object().downcast_ref::<FunctionObj>()?;
     match &obj.imp {
         FunctionImpl::ExternC {
             handle, safe_call, ..
-        } if crate::capi::module::is_library_trampoline(*safe_call) => {
+        } if is_library_trampoline(*safe_call) => {
             // SAFETY: only library functions use these trampolines, with a `LibraryFunction`
             // handle that lives as long as the function object `f` keeps alive.
             Some(unsafe { &*handle.cast::<LibraryFunction>() })
@@ -590,31 +652,49 @@ pub fn register_context_symbol(name: &str, value: *mut c_void) {
         .push((name.to_string(), value as usize));
 }
 
+// The C functions whose addresses a loaded library's context variables receive: tvmrt's own
+// exports, named as the C API names them (they are defined in `capi`; the linker resolves these
+// declarations to them, as TVM's loader takes the addresses of its own exports). Only the
+// addresses are taken here, so the declared signature does not matter and none is called.
+// Kept out of tvmrt.h: these are the exports themselves, declared there from `capi`.
+/// cbindgen:ignore
+mod exports {
+    extern "C" {
+        pub fn TVMFFIFunctionCall();
+        pub fn TVMFFIErrorSetRaisedFromCStr();
+        pub fn TVMFFIEnvModLookupFromImports();
+        pub fn TVMFFIHandleInitOnce();
+        pub fn TVMFuncCall();
+        pub fn TVMAPISetLastError();
+        pub fn TVMBackendGetFuncFromEnv();
+        pub fn TVMBackendAllocWorkspace();
+        pub fn TVMBackendFreeWorkspace();
+        pub fn TVMBackendParallelLaunch();
+        pub fn TVMBackendParallelBarrier();
+    }
+}
+
 fn context_symbols() -> Vec<(String, usize)> {
-    use crate::capi;
     // Sources: tvm-ffi's registrations in TVM 0.27 `src/runtime/module.cc`
     // (TVM_INIT_CONTEXT_FUNC) and TVM <= 0.20 `InitContextFunctions`.
     // Each entry is `__` + the export's name, pointing at that export.
     macro_rules! context_table {
-        ($($module:ident::$func:ident,)*) => {
-            [$((
-                concat!("__", stringify!($func)),
-                capi::$module::$func as *const () as usize,
-            )),*]
+        ($($func:ident,)*) => {
+            [$((concat!("__", stringify!($func)), exports::$func as *const () as usize)),*]
         };
     }
     let builtin: [(&str, usize); 11] = context_table!(
-        ffi_core::TVMFFIFunctionCall,
-        ffi_core::TVMFFIErrorSetRaisedFromCStr,
-        env::TVMFFIEnvModLookupFromImports,
-        env::TVMFFIHandleInitOnce,
-        classic_func::TVMFuncCall,
-        classic_error::TVMAPISetLastError,
-        module::TVMBackendGetFuncFromEnv,
-        backend::TVMBackendAllocWorkspace,
-        backend::TVMBackendFreeWorkspace,
-        backend::TVMBackendParallelLaunch,
-        backend::TVMBackendParallelBarrier,
+        TVMFFIFunctionCall,
+        TVMFFIErrorSetRaisedFromCStr,
+        TVMFFIEnvModLookupFromImports,
+        TVMFFIHandleInitOnce,
+        TVMFuncCall,
+        TVMAPISetLastError,
+        TVMBackendGetFuncFromEnv,
+        TVMBackendAllocWorkspace,
+        TVMBackendFreeWorkspace,
+        TVMBackendParallelLaunch,
+        TVMBackendParallelBarrier,
     );
     let mut all: Vec<(String, usize)> = builtin.iter().map(|&(n, p)| (n.to_string(), p)).collect();
     all.extend(EXTRA_CONTEXT_SYMBOLS.read().iter().cloned());

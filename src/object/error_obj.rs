@@ -5,6 +5,7 @@
 //! objects raised by other libraries convert back to [`Error`] the same way.
 
 use std::cell::UnsafeCell;
+use std::ffi::c_void;
 
 use super::{new_object, ObjectPayload, ObjectRef};
 use crate::abi::{type_index, TVMFFIByteArray, TVMFFIErrorCell};
@@ -84,7 +85,7 @@ pub fn new_error_with_cause(
         kind: view(&kind),
         message: view(&message),
         backtrace: view(&backtrace),
-        update_backtrace: Some(crate::capi::callbacks::error_update_backtrace),
+        update_backtrace: Some(error_update_backtrace),
         cause_chain: raw(&cause_chain),
         extra_context: raw(&extra_context),
     };
@@ -133,6 +134,30 @@ pub fn error_from_object(obj: &ObjectRef) -> Option<Error> {
     // SAFETY: the cell's byte arrays are owned by the object.
     let text = |b: TVMFFIByteArray| String::from_utf8_lossy(unsafe { b.as_slice() }).into_owned();
     Some(Error::new(text(cell.kind), text(cell.message)).with_backtrace(text(cell.backtrace)))
+}
+
+/// `TVMFFIErrorCell::update_backtrace` for tvmrt's error objects.
+///
+/// # Safety
+/// `obj` is a live tvmrt error object; `backtrace` is null or a valid byte array.
+pub unsafe extern "C" fn error_update_backtrace(
+    obj: *mut c_void,
+    backtrace: *const TVMFFIByteArray,
+    update_mode: i32,
+) {
+    crate::unwind_guard::run_or("TVMFFIErrorCell.update_backtrace", (), || {
+        if obj.is_null() || backtrace.is_null() {
+            return Ok(());
+        }
+        let payload = obj
+            .cast::<u8>()
+            .wrapping_add(std::mem::size_of::<super::ObjectHeader>())
+            .cast::<ErrorObj>();
+        // SAFETY: `obj` is one of our error objects (this callback is only installed in those);
+        // the byte array is valid per the contract.
+        unsafe { (*payload).update_backtrace((*backtrace).as_slice(), update_mode == 1) };
+        Ok(())
+    })
 }
 
 #[cfg(test)]

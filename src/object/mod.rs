@@ -135,16 +135,29 @@ fn kind_index<T: ObjectPayload>() -> usize {
 
 /// The kind entry of a tvmrt object, or `None` for objects made by others.
 fn kind_of(header: &ObjectHeader) -> Option<&'static KindEntry> {
-    let ours = header.deleter.map(|d| d as usize)
-        == Some(crate::capi::callbacks::object_deleter as ObjectDeleter as usize);
+    let ours = header.deleter.map(|d| d as usize) == Some(object_deleter as ObjectDeleter as usize);
     if !ours || header.padding & KIND_TAG_MASK != KIND_TAG {
         return None;
     }
     KINDS.get((header.padding & !KIND_TAG_MASK) as usize)?.get()
 }
 
+/// The deleter of every object tvmrt allocates (tvm-ffi's deleter protocol: the strong flag
+/// destroys the payload, the weak flag frees the block). One non-generic function, so its
+/// address identifies tvmrt's objects.
+///
+/// # Safety
+/// Called by the reference-count protocol only, with `ptr` a tvmrt object.
+pub unsafe extern "C" fn object_deleter(ptr: *mut c_void, flags: i32) {
+    crate::unwind_guard::run_or("object deleter", (), || {
+        // SAFETY: per the contract.
+        unsafe { run_deleter(ptr, flags) };
+        Ok(())
+    })
+}
+
 /// Destroys a tvmrt object per tvm-ffi's deleter flags: the strong flag drops the payload, the
-/// weak flag frees the block (what `capi::callbacks::object_deleter` runs).
+/// weak flag frees the block (what [`object_deleter`] runs).
 ///
 /// # Safety
 /// `ptr` is a tvmrt object whose count just reached zero for the flags given.
@@ -171,7 +184,7 @@ pub fn new_object<T: ObjectPayload>(payload: T) -> ObjectRef {
             combined_ref_count: AtomicU64::new(BOTH_ONE),
             type_index: T::TYPE_INDEX,
             padding: KIND_TAG | kind,
-            deleter: Some(crate::capi::callbacks::object_deleter),
+            deleter: Some(object_deleter),
         },
         payload: ManuallyDrop::new(payload),
     });
@@ -387,7 +400,7 @@ mod tests {
         // Release the weak reference as tvm-ffi does: the block is freed with the weak flag.
         if count.fetch_sub(WEAK_ONE, Ordering::Release) == WEAK_ONE {
             // SAFETY: the last weak reference is gone.
-            unsafe { crate::capi::callbacks::object_deleter(raw, deleter_flag::WEAK) };
+            unsafe { object_deleter(raw, deleter_flag::WEAK) };
         }
         assert_eq!(drops.load(Ordering::SeqCst), 1);
     }

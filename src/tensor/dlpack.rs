@@ -125,7 +125,7 @@ impl Tensor {
         managed: *mut DLManagedTensor,
         req: ImportRequirements,
     ) -> Result<Tensor> {
-        crate::capi::boundary::non_null(managed, "DLManagedTensor")?;
+        crate::error::non_null(managed, "DLManagedTensor")?;
         // SAFETY: live per the contract.
         let t = unsafe { &(*managed).dl_tensor };
         // SAFETY: the managed tensor keeps its shape and strides alive.
@@ -147,7 +147,7 @@ impl Tensor {
         managed: *mut DLManagedTensorVersioned,
         req: ImportRequirements,
     ) -> Result<Tensor> {
-        crate::capi::boundary::non_null(managed, "DLManagedTensorVersioned")?;
+        crate::error::non_null(managed, "DLManagedTensorVersioned")?;
         // SAFETY: live per the contract; `version` is the first field of every major version.
         let version = unsafe { (*managed).version };
         if version.major != DLPACK_MAJOR_VERSION {
@@ -186,7 +186,7 @@ impl Tensor {
         let managed = Box::new(DLManagedTensor {
             dl_tensor: *self.dl(),
             manager_ctx: self.0.clone().into_raw(),
-            deleter: Some(crate::capi::dlpack::exported_legacy_deleter),
+            deleter: Some(exported_legacy_deleter),
         });
         Ok(Box::into_raw(managed))
     }
@@ -200,7 +200,7 @@ impl Tensor {
                 minor: DLPACK_MINOR_VERSION,
             },
             manager_ctx: self.0.clone().into_raw(),
-            deleter: Some(crate::capi::dlpack::exported_versioned_deleter),
+            deleter: Some(exported_versioned_deleter),
             flags: dlpark::DlpackFlags::from_bits_retain(self.flags() & FLAG_READ_ONLY),
             dl_tensor: *self.dl(),
         });
@@ -234,4 +234,28 @@ pub unsafe fn release_exported_versioned(managed: *mut DLManagedTensorVersioned)
     let boxed = unsafe { Box::from_raw(managed) };
     // SAFETY: `manager_ctx` holds the strong reference taken by the export.
     drop(unsafe { crate::object::ObjectRef::from_raw_owned(boxed.manager_ctx) });
+}
+
+/// Deleter of the `DLManagedTensor`s tvmrt exports: frees the struct and releases the tensor.
+///
+/// # Safety
+/// `managed` came from a tvmrt legacy export and is deleted once.
+pub unsafe extern "C" fn exported_legacy_deleter(managed: *mut DLManagedTensor) {
+    crate::unwind_guard::run_or("DLManagedTensor deleter", (), || {
+        // SAFETY: per the contract.
+        unsafe { release_exported_legacy(managed) };
+        Ok(())
+    })
+}
+
+/// Deleter of the `DLManagedTensorVersioned`s tvmrt exports.
+///
+/// # Safety
+/// `managed` came from a tvmrt versioned export and is deleted once.
+pub unsafe extern "C" fn exported_versioned_deleter(managed: *mut DLManagedTensorVersioned) {
+    crate::unwind_guard::run_or("DLManagedTensorVersioned deleter", (), || {
+        // SAFETY: per the contract.
+        unsafe { release_exported_versioned(managed) };
+        Ok(())
+    })
 }

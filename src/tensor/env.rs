@@ -105,7 +105,7 @@ pub unsafe fn env_tensor_alloc(prototype: &DLTensor) -> Result<Tensor> {
             &mut proto,
             &mut out,
             (&mut error as *mut Option<Error>).cast(),
-            Some(crate::capi::dlpack::env_alloc_set_error),
+            Some(env_alloc_set_error),
         )
     };
     if rc != 0 || out.is_null() {
@@ -148,6 +148,35 @@ pub unsafe fn store_alloc_error(ctx: *mut c_void, kind: &str, message: &str) {
     }
     // SAFETY: per the contract.
     unsafe { *ctx.cast::<Option<Error>>() = Some(Error::new(kind, message)) };
+}
+
+/// The `set_error` callback tvmrt passes to a DLPack allocator (`TVMFFIEnvTensorAlloc`).
+///
+/// # Safety
+/// `error_ctx` is the context tvmrt passed with this callback; `kind` and `message` are null
+/// or NUL-terminated strings.
+pub unsafe extern "C" fn env_alloc_set_error(
+    error_ctx: *mut c_void,
+    kind: *const std::ffi::c_char,
+    message: *const std::ffi::c_char,
+) {
+    crate::unwind_guard::run_or("DLPack allocator set_error", (), || {
+        let text = |p: *const std::ffi::c_char, default: &str| -> String {
+            if p.is_null() {
+                default.to_string()
+            } else {
+                // SAFETY: NUL-terminated per the contract.
+                unsafe { std::ffi::CStr::from_ptr(p) }
+                    .to_string_lossy()
+                    .into_owned()
+            }
+        };
+        let kind = text(kind, "RuntimeError");
+        let message = text(message, "(no message)");
+        // SAFETY: per the contract.
+        unsafe { store_alloc_error(error_ctx, &kind, &message) };
+        Ok(())
+    })
 }
 
 #[cfg(test)]

@@ -252,7 +252,7 @@ impl Tensor {
     /// # Safety
     /// `handle` is null or the `DLTensor*` of a live tensor object.
     pub unsafe fn from_handle_borrowed(handle: *mut DLTensor, what: &str) -> Result<Tensor> {
-        crate::capi::boundary::non_null(handle, what)?;
+        crate::error::non_null(handle, what)?;
         let obj = handle
             .cast::<u8>()
             .wrapping_sub(std::mem::size_of::<ObjectHeader>())

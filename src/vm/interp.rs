@@ -488,7 +488,7 @@ fn convert_input(v: &AnyView<'_>) -> Result<Any> {
     match v.type_index() {
         type_index::DL_TENSOR_PTR => {
             let p = v.as_dltensor().unwrap_or(std::ptr::null_mut());
-            crate::capi::boundary::non_null(p, "DLTensor* input")?;
+            crate::error::non_null(p, "DLTensor* input")?;
             // SAFETY: the caller keeps the tensor alive for the call.
             let src = unsafe { &*p };
             // SAFETY: as above.

@@ -1,61 +1,16 @@
-//! Functions tvmrt hands to C as pointers: object deleters, the error cell's
-//! `update_backtrace`, and the `safe_call` trampolines behind function objects. C calls them, so
-//! they go through the same boundary as the exports.
+//! The `safe_call` trampolines behind tvmrt's function objects (Rust closures, `TVMFFIFunctionCreate`
+//! callbacks, classic `TVMFuncCreateFromCFunc` callbacks), and the shared handling of a callee
+//! that failed. C calls them through the function cell, so each runs behind the unwind guard.
 
 use std::ffi::c_void;
 
-use crate::abi::{TVMFFIAny, TVMFFIByteArray};
-use crate::capi::boundary::{guard, run, run_or};
+use crate::abi::TVMFFIAny;
 use crate::error::Error;
 use crate::function::{FunctionImpl, FunctionObj};
-use crate::object::error_obj::ErrorObj;
 use crate::object::ObjectBox;
+use crate::unwind_guard::{guard, run};
 use crate::value::classic::{ClassicArgs, INLINE_ARGS};
 use crate::value::{Any, AnyView};
-
-/// The deleter of every object tvmrt allocates (tvm-ffi's deleter protocol: the strong flag
-/// destroys the payload, the weak flag frees the block). One non-generic function, so its
-/// address identifies tvmrt's objects.
-///
-/// # Safety
-/// Called by the reference-count protocol only, with `ptr` a tvmrt object.
-pub unsafe extern "C" fn object_deleter(ptr: *mut c_void, flags: i32) {
-    run_or("object deleter", (), || {
-        // SAFETY: per the contract.
-        unsafe { crate::object::run_deleter(ptr, flags) };
-        Ok(())
-    })
-}
-
-/// The `pthread_atfork` child handler of the parallel pool: the parent's workers do not exist
-/// in a forked child. Only an atomic add: nothing here can panic or allocate.
-pub extern "C" fn fork_child_handler() {
-    crate::backend::thread_pool::note_fork_in_child();
-}
-
-/// `TVMFFIErrorCell::update_backtrace` for tvmrt's error objects.
-///
-/// # Safety
-/// `obj` is a live tvmrt error object; `backtrace` is null or a valid byte array.
-pub unsafe extern "C" fn error_update_backtrace(
-    obj: *mut c_void,
-    backtrace: *const TVMFFIByteArray,
-    update_mode: i32,
-) {
-    run_or("TVMFFIErrorCell.update_backtrace", (), || {
-        if obj.is_null() || backtrace.is_null() {
-            return Ok(());
-        }
-        let payload = obj
-            .cast::<u8>()
-            .wrapping_add(std::mem::size_of::<crate::object::ObjectHeader>())
-            .cast::<ErrorObj>();
-        // SAFETY: `obj` is one of our error objects (this callback is only installed in those);
-        // the byte array is valid per the contract.
-        unsafe { (*payload).update_backtrace((*backtrace).as_slice(), update_mode == 1) };
-        Ok(())
-    })
-}
 
 /// Returns the payload of a function object tvmrt allocated.
 ///
@@ -99,7 +54,7 @@ pub(crate) unsafe fn classic_kernel_of(
         FunctionImpl::ExternC {
             handle, safe_call, ..
         } if *safe_call as usize
-            == crate::capi::module::library_classic_safe_call as *const () as usize =>
+            == crate::module::library::library_classic_safe_call as *const () as usize =>
         {
             // SAFETY: that trampoline is only installed with a `LibraryFunction` as `self`,
             // kept alive by the function object.

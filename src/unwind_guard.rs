@@ -1,0 +1,75 @@
+//! Keeps panics from unwinding across `extern "C"` functions. Every function tvmrt hands to C
+//! runs its body through one of these: the exports (in `capi`, through `ffi_try!`) and the
+//! deleters, trampolines and hooks that live beside the types they serve. A panic or an error
+//! becomes the thread's raised error and the C status -1 (or the function's fallback value).
+
+use std::any::Any as PanicPayload;
+use std::ffi::c_int;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::error::{Error, Result};
+
+fn panic_message(p: Box<dyn PanicPayload + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic payload".to_string()
+    }
+}
+
+/// Runs `body` for the C function `name`: 0 on success; -1 with the error raised on this thread
+/// on failure or panic.
+pub fn run(name: &'static str, body: impl FnOnce() -> Result<()>) -> c_int {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => {
+            crate::raised::set_raised(e);
+            -1
+        }
+        Err(p) => {
+            crate::raised::set_raised(Error::runtime(format!(
+                "internal error in {name}: {}",
+                panic_message(p)
+            )));
+            -1
+        }
+    }
+}
+
+/// The boundary for hot paths whose body already returns the C status itself: only panics
+/// are caught (and raised as errors); no `Result` is built, so the body can stay a few
+/// instructions long.
+#[inline(always)]
+pub fn guard(name: &'static str, body: impl FnOnce() -> c_int) -> c_int {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(status) => status,
+        Err(p) => {
+            crate::raised::set_raised(Error::runtime(format!(
+                "internal error in {name}: {}",
+                panic_message(p)
+            )));
+            -1
+        }
+    }
+}
+
+/// Runs `body` for a C function that returns a value rather than a status: a failure or panic
+/// raises the error and returns `fallback`.
+pub fn run_or<T>(name: &'static str, fallback: T, body: impl FnOnce() -> Result<T>) -> T {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => {
+            crate::raised::set_raised(e);
+            fallback
+        }
+        Err(p) => {
+            crate::raised::set_raised(Error::runtime(format!(
+                "internal error in {name}: {}",
+                panic_message(p)
+            )));
+            fallback
+        }
+    }
+}
