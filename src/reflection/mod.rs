@@ -1,0 +1,113 @@
+//! The runtime content tvm-ffi's library registers when it loads, so tvm-ffi's own clients (its
+//! Python package, C++ code built on its headers) find what they look up at start-up:
+//! the sentinel objects, the global-name and type-key listings, ...
+
+pub mod fields;
+pub mod init;
+pub mod not_yet;
+pub mod py_class;
+pub mod sentinels;
+
+use crate::error::{Error, Result};
+use crate::function::{registry, Function};
+use crate::object::containers::array::new_array;
+use crate::object::type_registry;
+use crate::value::{Any, AnyView};
+
+/// The global functions of this module, by name (installed by [`crate::builtins`]).
+pub fn builtins() -> Vec<(&'static str, Function)> {
+    vec![
+        (
+            "ffi.GetInvalidObject",
+            Function::from_fn(|_| Ok(Any::from_object(sentinels::missing()))),
+        ),
+        (
+            "ffi.GetKwargsObject",
+            Function::from_fn(|_| Ok(Any::from_object(sentinels::kwargs()))),
+        ),
+        (
+            "ffi.FunctionListGlobalNamesFunctor",
+            Function::from_fn(|_| Ok(Any::from(list_names_functor()))),
+        ),
+        (
+            "ffi.GetRegisteredTypeKeys",
+            Function::from_fn(|_| {
+                let keys = type_registry::registered_keys()
+                    .into_iter()
+                    .map(|(_, key)| Any::from(key))
+                    .collect();
+                Ok(Any::from_object(new_array(keys)))
+            }),
+        ),
+        (
+            "ffi._RegisterFFIInit",
+            Function::from_fn(|args| {
+                let t = arg(args, 0, 1, "type_index")?.expect_i64("type_index")?;
+                init::register_ffi_init(type_index_arg(t)?)?;
+                Ok(Any::none())
+            }),
+        ),
+        (
+            "ffi._PyClassRegisterTypeAttrColumns",
+            Function::from_fn(|args| {
+                let t = arg(args, 0, 2, "type_index")?.expect_i64("type_index")?;
+                let size = arg(args, 1, 2, "total_size")?.expect_i64("total_size")?;
+                let size = i32::try_from(size)
+                    .map_err(|_| Error::value(format!("object size {size} out of range")))?;
+                py_class::register_type_attrs(type_index_arg(t)?, size)?;
+                Ok(Any::none())
+            }),
+        ),
+        (
+            "ffi.MakeFieldGetter",
+            Function::from_fn(|args| {
+                let t = arg(args, 0, 1, "field_type_index")?.expect_i64("field_type_index")?;
+                Ok(Any::from(py_class::field_getter(type_index_arg(t)?)?))
+            }),
+        ),
+        (
+            "ffi.MakeFieldSetter",
+            Function::from_fn(|args| {
+                let t = arg(args, 0, 3, "field_type_index")?.expect_i64("field_type_index")?;
+                let conv = arg(args, 1, 3, "type_converter")?.expect_i64("type_converter")?;
+                let f = arg(args, 2, 3, "f_convert")?.expect_i64("f_convert")?;
+                Ok(Any::from(py_class::field_setter(type_index_arg(t)?, conv, f)?))
+            }),
+        ),
+    ]
+}
+
+/// A type index argument, checked to fit `i32`.
+fn type_index_arg(t: i64) -> Result<i32> {
+    i32::try_from(t).map_err(|_| Error::value(format!("type index {t} out of range")))
+}
+
+/// tvm-ffi's `ffi.FunctionListGlobalNamesFunctor` result: a function of `i` that returns the
+/// number of names for `i < 0` and name `i` otherwise (a snapshot taken now).
+fn list_names_functor() -> Function {
+    let names = registry::list_names();
+    Function::from_fn(move |args| {
+        let i = arg(args, 0, 1, "index")?.expect_i64("index")?;
+        if i < 0 {
+            return Ok(Any::from(names.len() as i64));
+        }
+        let name = usize::try_from(i).ok().and_then(|i| names.get(i)).ok_or_else(|| {
+            Error::index(format!(
+                "index {i} out of range: {} global functions",
+                names.len()
+            ))
+        })?;
+        Ok(Any::from(name.as_str()))
+    })
+}
+
+/// Argument `i` of a call that expects `n`, or a `TypeError` saying how many it takes.
+pub(crate) fn arg<'a>(args: &'a [AnyView<'a>], i: usize, n: usize, what: &str) -> Result<&'a AnyView<'a>> {
+    if args.len() != n {
+        return Err(Error::type_error(format!(
+            "expected {n} argument(s), got {} (argument {i} is `{what}`)",
+            args.len()
+        )));
+    }
+    Ok(&args[i])
+}
