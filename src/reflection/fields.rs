@@ -185,6 +185,17 @@ pub fn storage(index: i32) -> Result<Storage> {
     }
 }
 
+/// How a reflected field is stored: as [`storage`] says for its static type index, except that
+/// an `Any`-typed field of pointer size holds an object pointer (tvm-ffi's rule for C++ parents
+/// that declare `ObjectRef` fields with the `Any` conversion type).
+pub fn field_storage(f: &TVMFFIFieldInfo) -> Result<Storage> {
+    let kind = storage(f.field_static_type_index)?;
+    if kind == Storage::Any && f.size == 8 {
+        return Ok(Storage::Object);
+    }
+    Ok(kind)
+}
+
 /// Reads a field stored as `kind` at `addr` as a new owned value.
 ///
 /// # Safety

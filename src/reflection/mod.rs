@@ -4,6 +4,7 @@
 
 pub mod fields;
 pub mod init;
+pub mod library_types;
 pub mod not_yet;
 pub mod py_class;
 pub mod sentinels;
@@ -15,7 +16,16 @@ use crate::object::type_registry;
 use crate::value::{Any, AnyView};
 
 /// The global functions of this module, by name (installed by [`crate::builtins`]).
+///
+/// Also registers the library's reflected types ([`library_types`]) the first time: the global
+/// table is built when a client first looks a function up, before it reads those types.
 pub fn builtins() -> Vec<(&'static str, Function)> {
+    static TYPES: std::sync::Once = std::sync::Once::new();
+    TYPES.call_once(|| {
+        if let Err(e) = library_types::register_all() {
+            log::error!(target: "tvmrt::reflection", "registering tvm-ffi's library types failed: {e}");
+        }
+    });
     vec![
         (
             "ffi.GetInvalidObject",

@@ -117,7 +117,7 @@ fn layout(type_index: i32) -> Result<Vec<(Storage, usize, usize)>> {
         .iter()
         .map(|f| {
             Ok((
-                fields::storage(f.field_static_type_index)?,
+                fields::field_storage(f)?,
                 f.offset as usize,
                 f.size as usize,
             ))
