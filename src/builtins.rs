@@ -33,6 +33,7 @@ pub fn all() -> Vec<(&'static str, Function)> {
     v.extend(crate::module::system_lib::builtins());
     v.extend(crate::vm::builtins());
     v.extend(crate::reflection::builtins());
+    v.extend(crate::reflection::recursive::builtins());
     v.extend(crate::object::containers::globals::builtins());
     v
 }

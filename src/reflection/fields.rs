@@ -9,7 +9,7 @@
 
 use std::ffi::c_void;
 
-use crate::abi::{type_index as ti, AnyPayload, DLDataType, DLDevice, TVMFFIAny};
+use crate::abi::{type_index as ti, DLDataType, DLDevice, TVMFFIAny};
 use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::object::type_registry::{self, field_flag, TVMFFIFieldInfo, TVMFFITypeInfo};
@@ -62,6 +62,23 @@ pub fn all_fields(info: &TVMFFITypeInfo) -> Vec<TVMFFIFieldInfo> {
     }
     push(info);
     out
+}
+
+/// Reads a field of `obj` through the field's getter (`obj` must be of the field's type).
+pub fn read_field(obj: &ObjectRef, f: &TVMFFIFieldInfo) -> Result<Any> {
+    let getter = f
+        .getter
+        .ok_or_else(|| Error::attribute(format!("field `{}` has no getter", field_name(f))))?;
+    let mut out = TVMFFIAny::NONE;
+    // SAFETY: the offset comes from the type's own record and `obj` is of that type; the getter
+    // writes an owned value on success.
+    let rc = unsafe { getter(obj.as_ptr().cast::<u8>().add(f.offset as usize).cast(), &mut out) };
+    if rc != 0 {
+        return Err(crate::raised::take_raised()
+            .unwrap_or_else(|| Error::runtime("field getter failed without raising")));
+    }
+    // SAFETY: as above.
+    Ok(unsafe { Any::from_raw(out) })
 }
 
 /// Writes `value` into the field at `addr` through the field's setter.
@@ -317,9 +334,4 @@ pub unsafe fn copy_stored(kind: Storage, src: *const c_void, dst: *mut c_void, s
             }
         }
     }
-}
-
-/// `AnyPayload` of a raw pointer (for building `TVMFFIAny` values by hand).
-pub fn ptr_payload(p: *mut c_void) -> AnyPayload {
-    AnyPayload { v_ptr: p }
 }

@@ -7,6 +7,7 @@ pub mod init;
 pub mod library_types;
 pub mod not_yet;
 pub mod py_class;
+pub mod recursive;
 pub mod sentinels;
 
 use crate::error::{Error, Result};
@@ -69,6 +70,10 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
             }),
         ),
         (
+            "ffi.MakeObjectFromPackedArgs",
+            Function::from_fn(|args| Ok(Any::from_object(make_object(args)?))),
+        ),
+        (
             "ffi.MakeFieldGetter",
             Function::from_fn(|args| {
                 let t = arg(args, 0, 1, "field_type_index")?.expect_i64("field_type_index")?;
@@ -85,6 +90,59 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
             }),
         ),
     ]
+}
+
+/// `ffi.MakeObjectFromPackedArgs(type, name0, value0, ...)`: a new object of the type (an index
+/// or a key) with the named fields set, the others at their defaults; a missing required field
+/// or an unknown name is a `TypeError`.
+fn make_object(args: &[AnyView<'_>]) -> Result<crate::object::ObjectRef> {
+    let first = args
+        .first()
+        .ok_or_else(|| Error::type_error("MakeObjectFromPackedArgs expects a type first"))?;
+    let t = match first.as_str() {
+        Some(key) => type_registry::key_to_index(key)?,
+        None => type_index_arg(first.expect_i64("type")?)?,
+    };
+    if args.len() % 2 != 1 {
+        return Err(Error::type_error(
+            "MakeObjectFromPackedArgs expects the type then name/value pairs",
+        ));
+    }
+    let names = args[1..]
+        .chunks(2)
+        .map(|kv| kv[0].expect_str("field name"))
+        .collect::<Result<Vec<&str>>>()?;
+    let mut found = vec![false; names.len()];
+    let info = fields::type_info(t)?;
+    let obj = fields::create_empty(info)?;
+    for f in fields::all_fields(info) {
+        let name = fields::field_name(&f);
+        // SAFETY (both calls): the field's own offset inside an object of its type.
+        let addr = unsafe { obj.as_ptr().cast::<u8>().add(f.offset as usize) }.cast();
+        match (0..names.len()).find(|&i| !found[i] && names[i] == name) {
+            Some(i) => {
+                unsafe { fields::call_setter(&f, addr, args[2 + 2 * i])? };
+                found[i] = true;
+            }
+            None if f.flags & type_registry::field_flag::HAS_DEFAULT != 0 => unsafe {
+                fields::set_default(&f, addr)?
+            },
+            None => {
+                return Err(Error::type_error(format!(
+                    "Required field `{name}` not set in type `{}`",
+                    fields::type_key(info)
+                )))
+            }
+        }
+    }
+    if let Some(i) = (0..names.len()).find(|&i| !found[i]) {
+        return Err(Error::type_error(format!(
+            "Type `{}` does not have field `{}`",
+            fields::type_key(info),
+            names[i]
+        )));
+    }
+    Ok(obj)
 }
 
 /// A type index argument, checked to fit `i32`.

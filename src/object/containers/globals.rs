@@ -1,5 +1,6 @@
 //! The container global functions tvm-ffi registers (`src/ffi/container.cc`): constructors
-//! and accessors of `ffi.Array`, `ffi.List`, `ffi.Map` and `ffi.Dict`. A wrong container kind is
+//! and accessors of `ffi.Array`, `ffi.List`, `ffi.Map` and `ffi.Dict`; also the constructors of
+//! `ffi.Shape`, `ffi.String` and `ffi.Bytes` (`tensor.cc`, `function.cc`). A wrong container kind is
 //! a `TypeError`, an index out of range an `IndexError`, a missing key a `KeyError`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -119,6 +120,35 @@ type Body = fn(&str, &[AnyView<'_>]) -> Result<Any>;
 /// Every container global, by name.
 pub fn builtins() -> Vec<(&'static str, Function)> {
     let table: Vec<(&'static str, Body)> = vec![
+        ("ffi.Shape", |n, a| {
+            let dims = a
+                .iter()
+                .map(|v| match v.type_index() {
+                    type_index::INT | type_index::BOOL => Ok(v.as_i64().unwrap_or_default()),
+                    _ => Err(Error::value(format!(
+                        "`{n}`: Expect shape to take list of int arguments"
+                    ))),
+                })
+                .collect::<Result<Vec<i64>>>()?;
+            Ok(Any::from_object(crate::object::shape::new_shape(&dims)))
+        }),
+        ("ffi.String", |n, a| {
+            want_args(n, a, 1)?;
+            let s = a[0].as_str().ok_or_else(|| a[0].type_mismatch("argument #0", "str"))?;
+            Ok(Any::from(s))
+        }),
+        ("ffi.Bytes", |n, a| {
+            want_args(n, a, 1)?;
+            let t = a[0].type_index();
+            let b = match t {
+                type_index::BYTES | type_index::SMALL_BYTES | type_index::BYTE_ARRAY_PTR => {
+                    a[0].as_byte_slice()
+                }
+                _ => None,
+            }
+            .ok_or_else(|| a[0].type_mismatch("argument #0", "bytes"))?;
+            Ok(Any::bytes(b))
+        }),
         ("ffi.Array", |_, a| {
             Ok(Any::from_object(new_array(a.iter().map(|v| v.to_owned_any()).collect())))
         }),
