@@ -2,6 +2,7 @@
 //! Python package, C++ code built on its headers) find what they look up at start-up:
 //! the sentinel objects, the global-name and type-key listings, ...
 
+pub mod deep_copy;
 pub mod fields;
 pub mod init;
 pub mod library_types;

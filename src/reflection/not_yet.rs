@@ -12,7 +12,6 @@ use crate::function::Function;
 /// tvm-ffi 0.1.15's `ffi.*` global names that tvmrt does not implement yet.
 pub const NOT_YET: &[&str] = &[
     "ffi.ContainerFindFirstNonCPUDevice",
-    "ffi.DeepCopy",
     "ffi.FromJSONGraph",
     "ffi.FromJSONGraphString",
     "ffi.FunctionFromExternC",
