@@ -9,6 +9,7 @@ pub mod library_types;
 pub mod not_yet;
 pub mod py_class;
 pub mod recursive;
+pub mod repr;
 pub mod sentinels;
 
 use crate::error::{Error, Result};

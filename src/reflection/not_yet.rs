@@ -25,7 +25,6 @@ pub const NOT_YET: &[&str] = &[
     "ffi.ModuleGlobalsRemove",
     "ffi.ModuleInspectSource",
     "ffi.ModuleWriteToFile",
-    "ffi.ReprPrint",
     "ffi.StructuralEqual",
     "ffi.StructuralHash",
     "ffi.StructuralKey",
