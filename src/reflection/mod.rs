@@ -72,6 +72,13 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
             }),
         ),
         (
+            "ffi.GetGlobalFuncMetadata",
+            Function::from_fn(|args| {
+                let name = arg(args, 0, 1, "name")?.expect_str("name")?;
+                Ok(Any::from(registry::metadata(name)?))
+            }),
+        ),
+        (
             "ffi.MakeObjectFromPackedArgs",
             Function::from_fn(|args| Ok(Any::from_object(make_object(args)?))),
         ),

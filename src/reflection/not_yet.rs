@@ -16,7 +16,6 @@ pub const NOT_YET: &[&str] = &[
     "ffi.FromJSONGraphString",
     "ffi.FunctionFromExternC",
     "ffi.GetFirstStructuralMismatch",
-    "ffi.GetGlobalFuncMetadata",
     "ffi.ModuleGetFunctionDoc",
     "ffi.ModuleGetFunctionMetadata",
     "ffi.ModuleGetPropertyMask",
