@@ -135,7 +135,7 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
         ("ffi.String", |n, a| {
             want_args(n, a, 1)?;
             let s = a[0].as_str().ok_or_else(|| a[0].type_mismatch("argument #0", "str"))?;
-            Ok(Any::from(s))
+            Ok(Any::string_compact(s))
         }),
         ("ffi.Bytes", |n, a| {
             want_args(n, a, 1)?;
@@ -147,7 +147,7 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
                 _ => None,
             }
             .ok_or_else(|| a[0].type_mismatch("argument #0", "bytes"))?;
-            Ok(Any::bytes(b))
+            Ok(Any::bytes_compact(b))
         }),
         ("ffi.Array", |_, a| {
             Ok(Any::from_object(new_array(a.iter().map(|v| v.to_owned_any()).collect())))
