@@ -25,6 +25,8 @@ use super::fields::{self, Storage, INIT_OFF};
 /// One field of a library type.
 struct FieldSpec {
     name: &'static str,
+    /// tvm-ffi's field metadata: a JSON object whose `type_schema` is the field's type as JSON.
+    metadata: &'static str,
     doc: &'static str,
     offset: i64,
     static_index: i32,
@@ -35,12 +37,20 @@ struct FieldSpec {
 /// `kTVMFFIFieldFlagBitMaskSEqHashIgnore`.
 const SEQ_HASH_IGNORE: i64 = 1 << 3;
 
-const fn field(name: &'static str, doc: &'static str, offset: i64, static_index: i32, flags: i64) -> FieldSpec {
+const fn field(
+    name: &'static str,
+    metadata: &'static str,
+    doc: &'static str,
+    offset: i64,
+    static_index: i32,
+    flags: i64,
+) -> FieldSpec {
     // `String` fields are 16-byte `Any`-like cells declared with the `Any` type index.
     let size = if static_index == ti::STR { 16 } else { 8 };
     let static_index = if static_index == ti::STR { ANY } else { static_index };
     FieldSpec {
         name,
+        metadata,
         doc,
         offset,
         static_index,
@@ -52,11 +62,17 @@ const fn field(name: &'static str, doc: &'static str, offset: i64, static_index:
 const ANY: i32 = super::fields::ANY_INDEX;
 
 const HEADER: i64 = 24;
+const INT_SCHEMA: &str = r#"{"type_schema":"{\"type\":\"int\"}"}"#;
+const STR_SCHEMA: &str = r#"{"type_schema":"{\"type\":\"ffi.String\"}"}"#;
 
 const ENUM_STATE_FIELDS: &[FieldSpec] = &[
-    field("entries", "Enum singletons in registration order.", HEADER, static_index::LIST, INIT_OFF),
+    field(
+        "entries",
+        r#"{"type_schema":"{\"type\":\"ffi.List\",\"args\":[{\"type\":\"ffi.Object\"}]}"}"#,
+        "Enum singletons in registration order.", HEADER, static_index::LIST, INIT_OFF),
     field(
         "indexes",
+        r#"{"type_schema":"{\"type\":\"ffi.Dict\",\"args\":[{\"type\":\"Any\"},{\"type\":\"ffi.Object\"}]}"}"#,
         "Canonical integer and string indices to enum singletons.",
         HEADER + 8,
         ti::OBJECT,
@@ -64,6 +80,7 @@ const ENUM_STATE_FIELDS: &[FieldSpec] = &[
     ),
     field(
         "attrs",
+        r#"{"type_schema":"{\"type\":\"ffi.Dict\",\"args\":[{\"type\":\"ffi.String\"},{\"type\":\"ffi.Dict\",\"args\":[{\"type\":\"ffi.Object\"},{\"type\":\"Any\"}]}]}"}"#,
         "Extensible-attribute columns keyed by enum singleton.",
         HEADER + 16,
         ti::OBJECT,
@@ -71,11 +88,12 @@ const ENUM_STATE_FIELDS: &[FieldSpec] = &[
     ),
 ];
 const ENUM_FIELDS: &[FieldSpec] = &[
-    field("_int_index", "Canonical integer index.", HEADER, ti::INT, SEQ_HASH_IGNORE),
-    field("_str_index", "Canonical string index.", HEADER + 8, ti::STR, 0),
+    field("_int_index", INT_SCHEMA, "Canonical integer index.", HEADER, ti::INT, SEQ_HASH_IGNORE),
+    field("_str_index", STR_SCHEMA, "Canonical string index.", HEADER + 8, ti::STR, 0),
 ];
 const INT_ENUM_FIELDS: &[FieldSpec] = &[field(
     "value",
+    INT_SCHEMA,
     "Canonical integer index.",
     HEADER,
     ti::INT,
@@ -83,6 +101,7 @@ const INT_ENUM_FIELDS: &[FieldSpec] = &[field(
 )];
 const STR_ENUM_FIELDS: &[FieldSpec] = &[field(
     "value",
+    STR_SCHEMA,
     "Canonical string index.",
     HEADER + 8,
     ti::STR,
@@ -184,7 +203,7 @@ fn register_fields(type_index: i32, specs: &[FieldSpec]) -> Result<()> {
         let info = TVMFFIFieldInfo {
             name: bytes(s.name),
             doc: bytes(s.doc),
-            metadata: bytes(""),
+            metadata: bytes(s.metadata),
             flags: s.flags,
             size: s.size,
             alignment: 8,
