@@ -7,6 +7,9 @@
 #   conformance/tvm_ffi/run.sh --ci     tvmrt only; fails when fewer tests pass than the figure
 #                                       recorded in conformance/tvm_ffi/expected_passes
 #
+# Both modes then run relax_vm.py with tvmrt: the TVM-compiled Relax models of tests/fixtures
+# through tvm_ffi.load_module and the VM on numpy arrays (DLPack), checked against TVM's outputs.
+#
 # libtvmrt.so is $TVMRT_LIBRARY if set, else target/debug/libtvmrt.so (built here with
 # `cargo build --lib`). The suite is tests/python of the release's sdist, downloaded once into
 # .venv/tvm_ffi_suite. Each test file runs in its own process; a file whose process dies is
@@ -90,11 +93,18 @@ if [ "$ci" = 1 ]; then budget=${TVM_FFI_RERUN_BUDGET:-120}; fi
 run_suite tvm_ffi_tvmrt "tvmrt" --rerun-budget "$budget" --test-timeout 30 "$@"
 tvmrt=$passes
 
+vm_ok=1
+"$(venv_python tvm_ffi_tvmrt)" "$here/relax_vm.py" || vm_ok=0
+
 if [ "$ci" = 0 ]; then
   echo "passes: libtvm_ffi.so $orig, tvmrt $tvmrt (recorded for tvmrt: $expected)"
 fi
 if [ "$tvmrt" -lt "$expected" ]; then
   echo "tvm-ffi suite on tvmrt: $tvmrt passed, below the $expected recorded in conformance/tvm_ffi/expected_passes" >&2
+  exit 1
+fi
+if [ "$vm_ok" = 0 ]; then
+  echo "Relax models through tvm_ffi on tvmrt: a model failed (relax_vm.py above)" >&2
   exit 1
 fi
 if [ "$tvmrt" -gt "$expected" ]; then

@@ -47,6 +47,7 @@ pub mod blob;
 pub mod callback;
 pub mod library;
 pub mod loader;
+pub mod pinned;
 pub mod system_lib;
 
 use std::any::Any as StdAny;

@@ -20,8 +20,6 @@ pub const NOT_YET: &[&str] = &[
     "ffi.ModuleGetFunctionMetadata",
     "ffi.ModuleGetPropertyMask",
     "ffi.ModuleGetWriteFormats",
-    "ffi.ModuleGlobalsAdd",
-    "ffi.ModuleGlobalsRemove",
     "ffi.ModuleInspectSource",
     "ffi.ModuleWriteToFile",
     "ffi.StructuralEqual",
