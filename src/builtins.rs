@@ -37,6 +37,7 @@ pub fn all() -> Vec<(&'static str, Function)> {
     v.extend(crate::reflection::recursive::builtins());
     v.extend(crate::reflection::deep_copy::builtins());
     v.extend(crate::reflection::repr::builtins());
+    v.extend(crate::reflection::json_graph::builtins());
     v.extend(crate::object::containers::globals::builtins());
     v
 }

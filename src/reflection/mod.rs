@@ -6,6 +6,7 @@ pub mod convert;
 pub mod deep_copy;
 pub mod fields;
 pub mod init;
+pub mod json_graph;
 pub mod library_types;
 pub mod not_yet;
 pub mod py_class;

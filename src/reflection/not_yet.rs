@@ -12,8 +12,6 @@ use crate::function::Function;
 /// tvm-ffi 0.1.15's `ffi.*` global names that tvmrt does not implement yet.
 pub const NOT_YET: &[&str] = &[
     "ffi.ContainerFindFirstNonCPUDevice",
-    "ffi.FromJSONGraph",
-    "ffi.FromJSONGraphString",
     "ffi.FunctionFromExternC",
     "ffi.GetFirstStructuralMismatch",
     "ffi.ModuleGetFunctionDoc",
@@ -40,11 +38,7 @@ pub const NOT_YET: &[&str] = &[
     "ffi.StructuralVisitorVisit",
     "ffi.StructuralVisitorWithDefRegionKind",
     "ffi.StructuralWalk",
-    "ffi.ToJSONGraph",
-    "ffi.ToJSONGraphString",
     "ffi.VisitErrorContext.FindAccessPaths",
-    "ffi.json.Parse",
-    "ffi.json.Stringify",
 ];
 
 /// A placeholder for each name of [`NOT_YET`].
