@@ -25,10 +25,17 @@ static TABLE: Lazy<RwLock<HashMap<String, Function>>> = Lazy::new(|| {
 static METADATA: Lazy<RwLock<HashMap<String, String>>> = Lazy::new(|| RwLock::new(HashMap::new()));
 
 /// Registers `f` as `name` with tvm-ffi's metadata text (`TVMFFIMethodInfo::metadata`).
-pub fn register_with_metadata(name: &str, f: Function, metadata: &str, allow_override: bool) -> Result<()> {
+pub fn register_with_metadata(
+    name: &str,
+    f: Function,
+    metadata: &str,
+    allow_override: bool,
+) -> Result<()> {
     register(name, f, allow_override)?;
     if !metadata.is_empty() {
-        METADATA.write().insert(name.to_string(), metadata.to_string());
+        METADATA
+            .write()
+            .insert(name.to_string(), metadata.to_string());
     }
     Ok(())
 }
@@ -37,7 +44,9 @@ pub fn register_with_metadata(name: &str, f: Function, metadata: &str, allow_ove
 /// when `name` is not registered (`ffi.GetGlobalFuncMetadata`).
 pub fn metadata(name: &str) -> Result<String> {
     if get(name).is_none() {
-        return Err(Error::runtime(format!("Global Function is not found: {name}")));
+        return Err(Error::runtime(format!(
+            "Global Function is not found: {name}"
+        )));
     }
     Ok(METADATA.read().get(name).cloned().unwrap_or_default())
 }

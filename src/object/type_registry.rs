@@ -377,7 +377,8 @@ impl Table {
         for &(key, parent) in LIBRARY_TYPES {
             let parent = t.by_key[parent];
             let depth = t.entry(parent).expect(expect).info().type_depth + 1;
-            t.get_or_alloc(key, -1, depth, 0, true, parent).expect(expect);
+            t.get_or_alloc(key, -1, depth, 0, true, parent)
+                .expect(expect);
         }
         for name in STARTUP_ATTR_COLUMNS {
             t.column(name);

@@ -24,7 +24,11 @@ fn key(t: i32) -> String {
 fn convert(target: i32, v: &AnyView<'_>) -> Result<Any> {
     let t = v.type_index();
     let fail = || {
-        Error::type_error(format!("Cannot cast from `{}` to `{}`", key(t), key(target)))
+        Error::type_error(format!(
+            "Cannot cast from `{}` to `{}`",
+            key(t),
+            key(target)
+        ))
     };
     let obj = v.as_object();
     let same = obj.as_ref().is_some_and(|o| o.type_index() == target);

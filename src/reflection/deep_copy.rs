@@ -22,7 +22,8 @@ use super::fields;
 /// Whether two values are the same (same kind and payload: identical objects).
 fn same(a: &AnyView<'_>, b: &AnyView<'_>) -> bool {
     // SAFETY: every payload is 8 readable bytes.
-    a.type_index() == b.type_index() && unsafe { a.raw().payload.v_int64 == b.raw().payload.v_int64 }
+    a.type_index() == b.type_index()
+        && unsafe { a.raw().payload.v_int64 == b.raw().payload.v_int64 }
 }
 
 fn ptr_key(o: &ObjectRef) -> usize {
@@ -162,10 +163,13 @@ impl Copier {
     /// Replaces, inside every copy, references to originals that were copied later.
     fn fix_deferred(&self) -> Result<()> {
         let mapped = |v: &AnyView<'_>| -> Option<Any> {
-            v.as_object().and_then(|o| self.copies.get(&ptr_key(&o)).cloned())
+            v.as_object()
+                .and_then(|o| self.copies.get(&ptr_key(&o)).cloned())
         };
         for copy in self.copies.values() {
-            let Some(c) = copy.view().as_object() else { continue };
+            let Some(c) = copy.view().as_object() else {
+                continue;
+            };
             let t = c.type_index();
             if t == static_index::LIST {
                 list::modify(&c, |items| {
@@ -213,8 +217,9 @@ fn set_field(obj: &ObjectRef, f: &type_registry::TVMFFIFieldInfo, v: AnyView<'_>
 
 /// Whether `t` is an enum type (derived from `ffi.Enum`).
 fn is_enum(t: i32) -> bool {
-    type_registry::lookup("ffi.Enum")
-        .is_some_and(|e| t >= ti::DYN_OBJECT_BEGIN && type_registry::derived_from(t, e).unwrap_or(false))
+    type_registry::lookup("ffi.Enum").is_some_and(|e| {
+        t >= ti::DYN_OBJECT_BEGIN && type_registry::derived_from(t, e).unwrap_or(false)
+    })
 }
 
 /// The deep copy of `v`.

@@ -72,7 +72,12 @@ pub fn read_field(obj: &ObjectRef, f: &TVMFFIFieldInfo) -> Result<Any> {
     let mut out = TVMFFIAny::NONE;
     // SAFETY: the offset comes from the type's own record and `obj` is of that type; the getter
     // writes an owned value on success.
-    let rc = unsafe { getter(obj.as_ptr().cast::<u8>().add(f.offset as usize).cast(), &mut out) };
+    let rc = unsafe {
+        getter(
+            obj.as_ptr().cast::<u8>().add(f.offset as usize).cast(),
+            &mut out,
+        )
+    };
     if rc != 0 {
         return Err(crate::raised::take_raised()
             .unwrap_or_else(|| Error::runtime("field getter failed without raising")));
@@ -85,9 +90,16 @@ pub fn read_field(obj: &ObjectRef, f: &TVMFFIFieldInfo) -> Result<Any> {
 ///
 /// # Safety
 /// `addr` is the field's address inside a live object of the field's type.
-pub unsafe fn call_setter(f: &TVMFFIFieldInfo, addr: *mut c_void, value: AnyView<'_>) -> Result<()> {
+pub unsafe fn call_setter(
+    f: &TVMFFIFieldInfo,
+    addr: *mut c_void,
+    value: AnyView<'_>,
+) -> Result<()> {
     if f.setter.is_null() {
-        return Err(Error::attribute(format!("field `{}` is read-only", field_name(f))));
+        return Err(Error::attribute(format!(
+            "field `{}` is read-only",
+            field_name(f)
+        )));
     }
     if f.flags & field_flag::SETTER_IS_FUNCTION_OBJ != 0 {
         // SAFETY: with this flag the setter is a live function object (kept by the registry).
@@ -256,12 +268,16 @@ pub unsafe fn write_stored(kind: Storage, addr: *mut c_void, value: Any) -> Resu
                 let new = if v.is_none() {
                     std::ptr::null_mut()
                 } else {
-                    v.as_object().ok_or_else(|| mismatch("an object"))?.into_raw()
+                    v.as_object()
+                        .ok_or_else(|| mismatch("an object"))?
+                        .into_raw()
                 };
                 let old = std::mem::replace(&mut *addr.cast::<*mut c_void>(), new);
                 drop(ObjectRef::from_raw_owned(old));
             }
-            Storage::Pod(ti::INT) => *addr.cast::<i64>() = v.as_i64().ok_or_else(|| mismatch("int"))?,
+            Storage::Pod(ti::INT) => {
+                *addr.cast::<i64>() = v.as_i64().ok_or_else(|| mismatch("int"))?
+            }
             Storage::Pod(ti::FLOAT) => {
                 *addr.cast::<f64>() = v.as_f64().ok_or_else(|| mismatch("float"))?
             }
@@ -320,7 +336,9 @@ pub unsafe fn copy_stored(kind: Storage, src: *const c_void, dst: *mut c_void, s
     // SAFETY: per the contract.
     unsafe {
         match kind {
-            Storage::Pod(_) => std::ptr::copy_nonoverlapping(src.cast::<u8>(), dst.cast::<u8>(), size),
+            Storage::Pod(_) => {
+                std::ptr::copy_nonoverlapping(src.cast::<u8>(), dst.cast::<u8>(), size)
+            }
             Storage::Any => {
                 let v = AnyView::from_raw(*src.cast::<TVMFFIAny>()).to_owned_any();
                 *dst.cast::<TVMFFIAny>() = v.into_raw();

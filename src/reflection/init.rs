@@ -65,20 +65,42 @@ impl InitPlan {
         Ok(Any::from_object(obj))
     }
 
-    fn set(&self, obj: &ObjectRef, i: usize, value: AnyView<'_>, what: &str) -> Result<()> {
-        let f = &self.fields[i];
+    /// The address of field `i` inside `obj`.
+    fn addr(&self, obj: &ObjectRef, i: usize) -> *mut c_void {
         // SAFETY: the field offset comes from the type's own record and `obj` is of the type.
-        let addr = unsafe { obj.as_ptr().cast::<u8>().add(f.offset as usize) }.cast::<c_void>();
-        // SAFETY: as above.
-        let r = if what == "default for field" {
-            unsafe { fields::set_default(f, addr) }
-        } else {
-            unsafe { fields::call_setter(f, addr, value) }
-        };
+        unsafe {
+            obj.as_ptr()
+                .cast::<u8>()
+                .add(self.fields[i].offset as usize)
+        }
+        .cast()
+    }
+
+    /// Names the type and field in a setter's error.
+    fn context(&self, i: usize, what: &str, r: Result<()>) -> Result<()> {
         r.map_err(|e| {
-            let msg = format!("{}.__ffi_init__() {what} '{}': {}", self.key, self.name(i), e.message);
+            let msg = format!(
+                "{}.__ffi_init__() {what} '{}': {}",
+                self.key,
+                self.name(i),
+                e.message
+            );
             Error::new(e.kind.clone(), msg)
         })
+    }
+
+    /// Sets field `i` of `obj` to `value`.
+    fn set(&self, obj: &ObjectRef, i: usize, value: AnyView<'_>) -> Result<()> {
+        // SAFETY: `addr` is field `i` of an object of the plan's type.
+        let r = unsafe { fields::call_setter(&self.fields[i], self.addr(obj, i), value) };
+        self.context(i, "field", r)
+    }
+
+    /// Sets field `i` of `obj` to its default.
+    fn set_default(&self, obj: &ObjectRef, i: usize) -> Result<()> {
+        // SAFETY: as in `set`.
+        let r = unsafe { fields::set_default(&self.fields[i], self.addr(obj, i)) };
+        self.context(i, "default for field", r)
     }
 
     fn bind(&self, obj: &ObjectRef, args: &[AnyView<'_>]) -> Result<()> {
@@ -97,7 +119,7 @@ impl InitPlan {
         }
         for (k, a) in args[..n_pos].iter().enumerate() {
             let i = self.positional[k];
-            self.set(obj, i, *a, "field")?;
+            self.set(obj, i, *a)?;
             set[i] = true;
         }
         if let Some(kp) = kwargs_pos {
@@ -127,19 +149,22 @@ impl InitPlan {
                         self.key
                     )));
                 }
-                self.set(obj, i, pair[1], "field")?;
+                self.set(obj, i, pair[1])?;
                 set[i] = true;
             }
         }
-        for i in 0..self.fields.len() {
+        for (i, f) in self.fields.iter().enumerate() {
             if set[i] {
                 continue;
             }
-            let f = &self.fields[i];
             if f.flags & field_flag::HAS_DEFAULT != 0 {
-                self.set(obj, i, AnyView::from(0i64), "default for field")?;
+                self.set_default(obj, i)?;
             } else if f.flags & INIT_OFF == 0 {
-                let kw = if f.flags & KW_ONLY != 0 { " keyword-only" } else { "" };
+                let kw = if f.flags & KW_ONLY != 0 {
+                    " keyword-only"
+                } else {
+                    ""
+                };
                 return Err(Error::type_error(format!(
                     "{}.__ffi_init__() missing required{kw} argument: '{}'",
                     self.key,

@@ -43,7 +43,9 @@ fn escape_json(s: &[u8], out: &mut String) {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\u{:04x}", c as u32))
+            }
             c => out.push(c),
         }
     }
@@ -62,7 +64,9 @@ fn write_float(v: f64, out: &mut String) {
         // SAFETY: the buffer holds any `%.17g` output; snprintf NUL-terminates it.
         let s = unsafe {
             libc::snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%.17g".as_ptr(), v);
-            std::ffi::CStr::from_ptr(buf.as_ptr().cast()).to_string_lossy().into_owned()
+            std::ffi::CStr::from_ptr(buf.as_ptr().cast())
+                .to_string_lossy()
+                .into_owned()
         };
         out.push_str(&s);
     }
@@ -71,18 +75,27 @@ fn write_float(v: f64, out: &mut String) {
 /// Writes a JSON value (ffi form) as compact JSON text (`json.Stringify`).
 pub fn stringify(v: &AnyView<'_>, out: &mut String, depth: usize) -> Result<()> {
     if depth > 1 << 12 {
-        return Err(Error::value("json.Stringify: nesting too deep (or a cycle)"));
+        return Err(Error::value(
+            "json.Stringify: nesting too deep (or a cycle)",
+        ));
     }
     // SAFETY (payload reads): the payload is of the kind the index says.
     let p = v.raw().payload;
     match v.type_index() {
         ti::NONE => out.push_str("null"),
-        ti::BOOL => out.push_str(if unsafe { p.v_int64 } != 0 { "true" } else { "false" }),
+        ti::BOOL => out.push_str(if unsafe { p.v_int64 } != 0 {
+            "true"
+        } else {
+            "false"
+        }),
         ti::INT => out.push_str(&unsafe { p.v_int64 }.to_string()),
         ti::FLOAT => write_float(unsafe { p.v_float64 }, out),
         ti::SMALL_STR | ti::STR | ti::RAW_STR => escape_json(v.as_byte_slice().unwrap_or(&[]), out),
         ti::ARRAY | static_index::LIST => {
-            let items = v.as_object().and_then(|o| seq_items(&o)).unwrap_or_default();
+            let items = v
+                .as_object()
+                .and_then(|o| seq_items(&o))
+                .unwrap_or_default();
             out.push('[');
             for (i, x) in items.iter().enumerate() {
                 if i > 0 {
@@ -93,7 +106,10 @@ pub fn stringify(v: &AnyView<'_>, out: &mut String, depth: usize) -> Result<()> 
             out.push(']');
         }
         ti::MAP | static_index::DICT => {
-            let entries = v.as_object().and_then(|o| map_entries(&o)).unwrap_or_else(|| Ok(Vec::new()))?;
+            let entries = v
+                .as_object()
+                .and_then(|o| map_entries(&o))
+                .unwrap_or_else(|| Ok(Vec::new()))?;
             out.push('{');
             for (i, e) in entries.iter().enumerate() {
                 if i > 0 {
@@ -129,7 +145,9 @@ fn from_serde(v: serde_json::Value) -> Any {
             None => Any::from(n.as_f64().unwrap_or(f64::NAN)),
         },
         serde_json::Value::String(s) => Any::string_compact(&s),
-        serde_json::Value::Array(a) => Any::from_object(new_array(a.into_iter().map(from_serde).collect())),
+        serde_json::Value::Array(a) => {
+            Any::from_object(new_array(a.into_iter().map(from_serde).collect()))
+        }
         serde_json::Value::Object(o) => Any::from_object(new_map(
             o.into_iter()
                 .map(|(k, v)| Entry {
@@ -155,7 +173,11 @@ const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 fn base64_encode(data: &[u8]) -> String {
     let mut out = String::new();
     for chunk in data.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for k in 0..4 {
             if k <= chunk.len() {
@@ -219,16 +241,21 @@ enum NodeKey {
 
 fn node_key(v: &AnyView<'_>) -> NodeKey {
     match v.type_index() {
-        ti::SMALL_STR | ti::STR => NodeKey::Text(ti::STR, v.as_byte_slice().unwrap_or(&[]).to_vec()),
-        ti::SMALL_BYTES | ti::BYTES => NodeKey::Text(ti::BYTES, v.as_byte_slice().unwrap_or(&[]).to_vec()),
+        ti::SMALL_STR | ti::STR => {
+            NodeKey::Text(ti::STR, v.as_byte_slice().unwrap_or(&[]).to_vec())
+        }
+        ti::SMALL_BYTES | ti::BYTES => {
+            NodeKey::Text(ti::BYTES, v.as_byte_slice().unwrap_or(&[]).to_vec())
+        }
         // SAFETY: every payload is 8 readable bytes.
         t => NodeKey::Value(t, unsafe { v.raw().payload.v_int64 }, v.raw().small_str_len),
     }
 }
 
 fn enum_base(t: i32, key: &str) -> bool {
-    type_registry::lookup(key)
-        .is_some_and(|e| t >= ti::DYN_OBJECT_BEGIN && type_registry::derived_from(t, e).unwrap_or(false))
+    type_registry::lookup(key).is_some_and(|e| {
+        t >= ti::DYN_OBJECT_BEGIN && type_registry::derived_from(t, e).unwrap_or(false)
+    })
 }
 
 fn named_field(obj: &ObjectRef, type_key: &str, name: &str) -> Result<Any> {
@@ -269,7 +296,10 @@ impl Writer {
                 let d = unsafe { p.v_device };
                 (
                     "Device".into(),
-                    jarr(vec![Any::from(i64::from(d.device_type.0)), Any::from(i64::from(d.device_id))]),
+                    jarr(vec![
+                        Any::from(i64::from(d.device_type.0)),
+                        Any::from(i64::from(d.device_id)),
+                    ]),
                 )
             }
             ti::SMALL_STR | ti::STR => (
@@ -293,7 +323,10 @@ impl Writer {
             }
         };
         let i = self.nodes.len() as i64;
-        self.nodes.push(jmap(vec![("type", Any::string_compact(&type_key)), ("data", data)]));
+        self.nodes.push(jmap(vec![
+            ("type", Any::string_compact(&type_key)),
+            ("data", data),
+        ]));
         self.index.insert(key, i);
         Ok(i)
     }
@@ -311,12 +344,20 @@ impl Writer {
         match t {
             ti::ARRAY => return self.seq(&seq_items(obj).unwrap_or_default()),
             ti::SHAPE => {
-                let dims = shape_dims(obj).unwrap_or(&[]).iter().map(|&d| Any::from(d)).collect();
+                let dims = shape_dims(obj)
+                    .unwrap_or(&[])
+                    .iter()
+                    .map(|&d| Any::from(d))
+                    .collect();
                 return Ok(jarr(dims));
             }
             static_index::LIST | ti::MAP | static_index::DICT => {
                 if self.active.contains(&key) {
-                    let what = if t == static_index::LIST { "List" } else { "Dict" };
+                    let what = if t == static_index::LIST {
+                        "List"
+                    } else {
+                        "Dict"
+                    };
                     return Err(Error::value(format!(
                         "Cycle detected during serialization: a {what} contains itself"
                     )));
@@ -344,7 +385,9 @@ impl Writer {
         if enum_base(t, "ffi.Enum") {
             return named_field(obj, "ffi.Enum", "_str_index");
         }
-        if let Some(hook) = fields::type_attr("__data_to_json__", t).and_then(|f| f.view().as_function()) {
+        if let Some(hook) =
+            fields::type_attr("__data_to_json__", t).and_then(|f| f.view().as_function())
+        {
             return hook.call(&[Any::from_object(obj.clone()).view()]);
         }
         let info = fields::type_info(t)?;
@@ -365,7 +408,10 @@ impl Writer {
                 ti::NONE => Any::none(),
                 ti::BOOL | ti::INT | ti::FLOAT => value,
                 ti::DATA_TYPE => Any::string_compact(&crate::dtype::dtype_to_string(
-                    value.view().as_dtype().ok_or_else(|| Error::type_error("bad dtype field"))?,
+                    value
+                        .view()
+                        .as_dtype()
+                        .ok_or_else(|| Error::type_error("bad dtype field"))?,
                 )?),
                 _ => Any::from(self.node(&value.view())?),
             };
@@ -387,7 +433,10 @@ impl Writer {
 pub fn to_graph(v: &AnyView<'_>, metadata: Option<&AnyView<'_>>) -> Result<Any> {
     let mut w = Writer::default();
     let root = w.node(v)?;
-    let mut pairs = vec![("root_index", Any::from(root)), ("nodes", jarr(std::mem::take(&mut w.nodes)))];
+    let mut pairs = vec![
+        ("root_index", Any::from(root)),
+        ("nodes", jarr(std::mem::take(&mut w.nodes))),
+    ];
     if let Some(m) = metadata {
         pairs.push(("metadata", m.to_owned_any()));
     }
@@ -399,11 +448,17 @@ fn invalid(msg: impl std::fmt::Display) -> Error {
 }
 
 fn get<'a>(entries: &'a [Entry], key: &str) -> Option<&'a Any> {
-    entries.iter().find(|e| e.key.view().as_str() == Some(key)).map(|e| &e.value)
+    entries
+        .iter()
+        .find(|e| e.key.view().as_str() == Some(key))
+        .map(|e| &e.value)
 }
 
 fn as_entries(v: &Any) -> Option<Vec<Entry>> {
-    v.view().as_object().and_then(|o| map_entries(&o)).and_then(|r| r.ok())
+    v.view()
+        .as_object()
+        .and_then(|o| map_entries(&o))
+        .and_then(|r| r.ok())
 }
 
 fn as_items(v: &Any) -> Option<Vec<Any>> {
@@ -413,6 +468,8 @@ fn as_items(v: &Any) -> Option<Vec<Any>> {
 struct Reader {
     nodes: Vec<Any>,
     decoded: Vec<Option<Any>>,
+    /// Nodes being decoded: meeting one again is a cycle, which no valid graph has.
+    active: Vec<bool>,
     depth: usize,
 }
 
@@ -425,12 +482,17 @@ impl Reader {
         if let Some(v) = &self.decoded[i] {
             return Ok(v.clone());
         }
-        if self.depth > 1 << 12 {
+        if self.active[i] {
+            return Err(invalid(format!("node {i} refers to itself")));
+        }
+        if self.depth > 1 << 10 {
             return Err(invalid("nesting too deep"));
         }
         self.depth += 1;
+        self.active[i] = true;
         let node = as_entries(&self.nodes[i]).ok_or_else(|| invalid("a node is not an object"));
         let r = node.and_then(|n| self.decode(&n));
+        self.active[i] = false;
         self.depth -= 1;
         let v = r?;
         self.decoded[i] = Some(v.clone());
@@ -438,11 +500,16 @@ impl Reader {
     }
 
     fn index_list(&mut self, data: Option<&Any>) -> Result<Vec<Any>> {
-        let items = data.and_then(as_items).ok_or_else(|| invalid("expected an array of node indexes"))?;
+        let items = data
+            .and_then(as_items)
+            .ok_or_else(|| invalid("expected an array of node indexes"))?;
         items
             .iter()
             .map(|x| {
-                let i = x.view().as_i64().filter(|_| x.view().type_index() == ti::INT);
+                let i = x
+                    .view()
+                    .as_i64()
+                    .filter(|_| x.view().type_index() == ti::INT);
                 self.node(i.ok_or_else(|| invalid("node index is not an integer"))?)
             })
             .collect()
@@ -463,7 +530,9 @@ impl Reader {
             ti::FLOAT => Any::from(need(data)?.view().as_f64().ok_or_else(bad)?),
             ti::DATA_TYPE => {
                 let s = need(data)?;
-                Any::from(crate::dtype::dtype_from_str(s.view().as_str().ok_or_else(bad)?)?)
+                Any::from(crate::dtype::dtype_from_str(
+                    s.view().as_str().ok_or_else(bad)?,
+                )?)
             }
             ti::DEVICE => {
                 let items = need(data)?;
@@ -474,14 +543,19 @@ impl Reader {
                         items.len()
                     )));
                 }
-                let (a, b) = (items[0].view().as_i64().ok_or_else(bad)?, items[1].view().as_i64().ok_or_else(bad)?);
+                let (a, b) = (
+                    items[0].view().as_i64().ok_or_else(bad)?,
+                    items[1].view().as_i64().ok_or_else(bad)?,
+                );
                 Any::from(crate::abi::DLDevice {
                     device_type: crate::abi::DLDeviceType(a as u32),
                     device_id: b as i32,
                 })
             }
             ti::STR => Any::string_compact(need(data)?.view().as_str().ok_or_else(bad)?),
-            ti::BYTES => Any::bytes_compact(&base64_decode(need(data)?.view().as_str().ok_or_else(bad)?)?),
+            ti::BYTES => Any::bytes_compact(&base64_decode(
+                need(data)?.view().as_str().ok_or_else(bad)?,
+            )?),
             ti::ARRAY => Any::from_object(new_array(self.index_list(data)?)),
             static_index::LIST => Any::from_object(new_list(self.index_list(data)?)),
             ti::MAP | static_index::DICT => {
@@ -496,7 +570,11 @@ impl Reader {
                 for kv in items.chunks(2) {
                     map::set(&mut entries, kv[0].clone(), kv[1].clone());
                 }
-                Any::from_object(if t == ti::MAP { new_map(entries) } else { new_dict(entries) })
+                Any::from_object(if t == ti::MAP {
+                    new_map(entries)
+                } else {
+                    new_dict(entries)
+                })
             }
             ti::SHAPE => {
                 let items = need(data)?;
@@ -515,12 +593,15 @@ impl Reader {
         if enum_base(t, "ffi.Enum") {
             return enum_by_index(t, type_key, &data);
         }
-        if let Some(hook) = fields::type_attr("__data_from_json__", t).and_then(|f| f.view().as_function()) {
+        if let Some(hook) =
+            fields::type_attr("__data_from_json__", t).and_then(|f| f.view().as_function())
+        {
             return hook.call(&[data.view()]);
         }
         let info = fields::type_info(t)?;
         let obj = fields::create_empty(info)?;
-        let entries = as_entries(&data).ok_or_else(|| invalid(format!("object data of `{type_key}` is not an object")))?;
+        let entries = as_entries(&data)
+            .ok_or_else(|| invalid(format!("object data of `{type_key}` is not an object")))?;
         for f in fields::all_fields(info) {
             let name = fields::field_name(&f);
             // SAFETY (setter calls): the field's own offset inside an object of its type.
@@ -531,16 +612,23 @@ impl Reader {
                         ti::NONE => Any::none(),
                         ti::BOOL | ti::INT | ti::FLOAT => raw.clone(),
                         ti::DATA_TYPE => Any::from(crate::dtype::dtype_from_str(
-                            raw.view().as_str().ok_or_else(|| invalid("dtype field is not a string"))?,
+                            raw.view()
+                                .as_str()
+                                .ok_or_else(|| invalid("dtype field is not a string"))?,
                         )?),
                         _ => {
-                            let i = raw.view().as_i64().ok_or_else(|| invalid("field is not a node index"))?;
+                            let i = raw
+                                .view()
+                                .as_i64()
+                                .ok_or_else(|| invalid("field is not a node index"))?;
                             self.node(i)?
                         }
                     };
                     unsafe { fields::call_setter(&f, addr, value.view())? };
                 }
-                None if f.flags & field_flag::HAS_DEFAULT != 0 => unsafe { fields::set_default(&f, addr)? },
+                None if f.flags & field_flag::HAS_DEFAULT != 0 => unsafe {
+                    fields::set_default(&f, addr)?
+                },
                 None => {
                     return Err(Error::type_error(format!(
                         "Required field `{name}` not set in type `{type_key}`"
@@ -554,7 +642,11 @@ impl Reader {
 
 /// The registered enum singleton of type `t` with index `data` (an int or a name).
 fn enum_by_index(t: i32, type_key: &str, data: &Any) -> Result<Any> {
-    let missing = || Error::value(format!("Enum `{type_key}` has no instance with index {data:?}"));
+    let missing = || {
+        Error::value(format!(
+            "Enum `{type_key}` has no instance with index {data:?}"
+        ))
+    };
     let state = fields::type_attr("__ffi_enum__", t)
         .and_then(|s| s.view().as_object())
         .ok_or_else(missing)?;
@@ -565,11 +657,14 @@ fn enum_by_index(t: i32, type_key: &str, data: &Any) -> Result<Any> {
 
 /// `ffi.FromJSONGraph`: the value a graph (JSON value) describes.
 pub fn from_graph(graph: &Any) -> Result<Any> {
-    let top = as_entries(graph).ok_or_else(|| Error::value("Invalid JSON Object Graph, expected an object"))?;
+    let top = as_entries(graph)
+        .ok_or_else(|| Error::value("Invalid JSON Object Graph, expected an object"))?;
     let root = get(&top, "root_index")
         .filter(|v| v.view().type_index() == ti::INT)
         .and_then(|v| v.view().as_i64())
-        .ok_or_else(|| Error::value("Invalid JSON Object Graph, expected `root_index` integer field"))?;
+        .ok_or_else(|| {
+            Error::value("Invalid JSON Object Graph, expected `root_index` integer field")
+        })?;
     let nodes = get(&top, "nodes")
         .and_then(as_items)
         .ok_or_else(|| Error::value("Invalid JSON Object Graph, expected `nodes` array field"))?;
@@ -577,6 +672,7 @@ pub fn from_graph(graph: &Any) -> Result<Any> {
     let mut r = Reader {
         nodes,
         decoded: vec![None; n],
+        active: vec![false; n],
         depth: 0,
     };
     r.node(root)
@@ -597,7 +693,9 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
         (
             "ffi.ToJSONGraph",
             Function::from_fn(|args| {
-                let v = args.first().ok_or_else(|| Error::type_error("`ffi.ToJSONGraph` expects a value"))?;
+                let v = args
+                    .first()
+                    .ok_or_else(|| Error::type_error("`ffi.ToJSONGraph` expects a value"))?;
                 to_graph(v, meta(args))
             }),
         ),
@@ -616,13 +714,17 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
         (
             "ffi.FromJSONGraph",
             Function::from_fn(|args| {
-                let g = args.first().ok_or_else(|| Error::type_error("`ffi.FromJSONGraph` expects a value"))?;
+                let g = args
+                    .first()
+                    .ok_or_else(|| Error::type_error("`ffi.FromJSONGraph` expects a value"))?;
                 from_graph(&g.to_owned_any())
             }),
         ),
         (
             "ffi.FromJSONGraphString",
-            Function::from_fn(|args| from_graph(&parse(text_arg("ffi.FromJSONGraphString", args, 0)?)?)),
+            Function::from_fn(|args| {
+                from_graph(&parse(text_arg("ffi.FromJSONGraphString", args, 0)?)?)
+            }),
         ),
         (
             "ffi.json.Parse",
@@ -631,7 +733,9 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
         (
             "ffi.json.Stringify",
             Function::from_fn(|args| {
-                let v = args.first().ok_or_else(|| Error::type_error("`ffi.json.Stringify` expects a value"))?;
+                let v = args
+                    .first()
+                    .ok_or_else(|| Error::type_error("`ffi.json.Stringify` expects a value"))?;
                 let mut out = String::new();
                 stringify(v, &mut out, 0)?;
                 Ok(Any::string_compact(&out))

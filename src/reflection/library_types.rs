@@ -14,9 +14,7 @@ use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::object::containers::list::new_list;
 use crate::object::containers::map::new_dict;
-use crate::object::type_registry::{
-    self, static_index, TVMFFIFieldInfo, TVMFFITypeMetadata,
-};
+use crate::object::type_registry::{self, static_index, TVMFFIFieldInfo, TVMFFITypeMetadata};
 use crate::object::{ObjectHeader, ObjectRef};
 use crate::value::{Any, AnyView};
 
@@ -47,7 +45,11 @@ const fn field(
 ) -> FieldSpec {
     // `String` fields are 16-byte `Any`-like cells declared with the `Any` type index.
     let size = if static_index == ti::STR { 16 } else { 8 };
-    let static_index = if static_index == ti::STR { ANY } else { static_index };
+    let static_index = if static_index == ti::STR {
+        ANY
+    } else {
+        static_index
+    };
     FieldSpec {
         name,
         metadata,
@@ -69,7 +71,11 @@ const ENUM_STATE_FIELDS: &[FieldSpec] = &[
     field(
         "entries",
         r#"{"type_schema":"{\"type\":\"ffi.List\",\"args\":[{\"type\":\"ffi.Object\"}]}"}"#,
-        "Enum singletons in registration order.", HEADER, static_index::LIST, INIT_OFF),
+        "Enum singletons in registration order.",
+        HEADER,
+        static_index::LIST,
+        INIT_OFF,
+    ),
     field(
         "indexes",
         r#"{"type_schema":"{\"type\":\"ffi.Dict\",\"args\":[{\"type\":\"Any\"},{\"type\":\"ffi.Object\"}]}"}"#,
@@ -88,8 +94,22 @@ const ENUM_STATE_FIELDS: &[FieldSpec] = &[
     ),
 ];
 const ENUM_FIELDS: &[FieldSpec] = &[
-    field("_int_index", INT_SCHEMA, "Canonical integer index.", HEADER, ti::INT, SEQ_HASH_IGNORE),
-    field("_str_index", STR_SCHEMA, "Canonical string index.", HEADER + 8, ti::STR, 0),
+    field(
+        "_int_index",
+        INT_SCHEMA,
+        "Canonical integer index.",
+        HEADER,
+        ti::INT,
+        SEQ_HASH_IGNORE,
+    ),
+    field(
+        "_str_index",
+        STR_SCHEMA,
+        "Canonical string index.",
+        HEADER + 8,
+        ti::STR,
+        0,
+    ),
 ];
 const INT_ENUM_FIELDS: &[FieldSpec] = &[field(
     "value",
@@ -121,7 +141,9 @@ unsafe extern "C" fn library_object_deleter(ptr: *mut c_void, flags: i32) {
             for f in fields::all_fields(info) {
                 if let Ok(kind) = fields::field_storage(&f) {
                     // SAFETY: the field at its offset holds a value of its kind.
-                    unsafe { fields::clear_stored(kind, ptr.cast::<u8>().add(f.offset as usize).cast()) };
+                    unsafe {
+                        fields::clear_stored(kind, ptr.cast::<u8>().add(f.offset as usize).cast())
+                    };
                 }
             }
         }
@@ -222,7 +244,11 @@ fn register_fields(type_index: i32, specs: &[FieldSpec]) -> Result<()> {
     Ok(())
 }
 
-fn register_metadata(type_index: i32, size: i32, creator: type_registry::TVMFFIObjectCreator) -> Result<()> {
+fn register_metadata(
+    type_index: i32,
+    size: i32,
+    creator: type_registry::TVMFFIObjectCreator,
+) -> Result<()> {
     let md = TVMFFITypeMetadata {
         doc: TVMFFIByteArray {
             data: std::ptr::null(),
@@ -261,9 +287,21 @@ fn new_enum_state() -> Result<ObjectRef> {
     let base = obj.as_ptr().cast::<u8>();
     // SAFETY: the three fields of a fresh, empty `EnumState`.
     unsafe {
-        store(Storage::Object, base.add(24).cast(), Any::from_object(new_list(Vec::new())))?;
-        store(Storage::Object, base.add(32).cast(), Any::from_object(new_dict(Vec::new())))?;
-        store(Storage::Object, base.add(40).cast(), Any::from_object(new_dict(Vec::new())))?;
+        store(
+            Storage::Object,
+            base.add(24).cast(),
+            Any::from_object(new_list(Vec::new())),
+        )?;
+        store(
+            Storage::Object,
+            base.add(32).cast(),
+            Any::from_object(new_dict(Vec::new())),
+        )?;
+        store(
+            Storage::Object,
+            base.add(40).cast(),
+            Any::from_object(new_dict(Vec::new())),
+        )?;
     }
     Ok(obj)
 }
@@ -300,7 +338,11 @@ pub fn register_all() -> Result<()> {
     });
     type_registry::register_attr(state, "__ffi_init__", Any::from(init).view())?;
     for (key, specs, creator) in [
-        ("ffi.Enum", ENUM_FIELDS, create_enum as type_registry::TVMFFIObjectCreator),
+        (
+            "ffi.Enum",
+            ENUM_FIELDS,
+            create_enum as type_registry::TVMFFIObjectCreator,
+        ),
         ("ffi.IntEnum", INT_ENUM_FIELDS, create_int_enum),
         ("ffi.StrEnum", STR_ENUM_FIELDS, create_str_enum),
     ] {

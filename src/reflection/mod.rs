@@ -97,7 +97,11 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
                 let t = arg(args, 0, 3, "field_type_index")?.expect_i64("field_type_index")?;
                 let conv = arg(args, 1, 3, "type_converter")?.expect_i64("type_converter")?;
                 let f = arg(args, 2, 3, "f_convert")?.expect_i64("f_convert")?;
-                Ok(Any::from(py_class::field_setter(type_index_arg(t)?, conv, f)?))
+                Ok(Any::from(py_class::field_setter(
+                    type_index_arg(t)?,
+                    conv,
+                    f,
+                )?))
             }),
         ),
     ]
@@ -170,18 +174,26 @@ fn list_names_functor() -> Function {
         if i < 0 {
             return Ok(Any::from(names.len() as i64));
         }
-        let name = usize::try_from(i).ok().and_then(|i| names.get(i)).ok_or_else(|| {
-            Error::index(format!(
-                "index {i} out of range: {} global functions",
-                names.len()
-            ))
-        })?;
+        let name = usize::try_from(i)
+            .ok()
+            .and_then(|i| names.get(i))
+            .ok_or_else(|| {
+                Error::index(format!(
+                    "index {i} out of range: {} global functions",
+                    names.len()
+                ))
+            })?;
         Ok(Any::from(name.as_str()))
     })
 }
 
 /// Argument `i` of a call that expects `n`, or a `TypeError` saying how many it takes.
-pub(crate) fn arg<'a>(args: &'a [AnyView<'a>], i: usize, n: usize, what: &str) -> Result<&'a AnyView<'a>> {
+pub(crate) fn arg<'a>(
+    args: &'a [AnyView<'a>],
+    i: usize,
+    n: usize,
+    what: &str,
+) -> Result<&'a AnyView<'a>> {
     if args.len() != n {
         return Err(Error::type_error(format!(
             "expected {n} argument(s), got {} (argument {i} is `{what}`)",

@@ -157,7 +157,9 @@ fn alloc(type_index: i32, total_size: usize) -> Result<ObjectRef> {
     // SAFETY: plain allocation; checked for null below.
     let p = unsafe { libc::calloc(1, total_size) };
     if p.is_null() {
-        return Err(Error::runtime(format!("failed to allocate {total_size} bytes")));
+        return Err(Error::runtime(format!(
+            "failed to allocate {total_size} bytes"
+        )));
     }
     let header = p.cast::<ObjectHeader>();
     // SAFETY: `p` is a fresh zeroed block large enough for the header.
@@ -183,7 +185,9 @@ pub fn register_type_attrs(type_index: i32, total_size: i32) -> Result<()> {
             .first()
             .and_then(|a| a.as_object())
             .filter(|o| o.type_index() == type_index)
-            .ok_or_else(|| Error::type_error("__ffi_shallow_copy__ expects an object of its type"))?;
+            .ok_or_else(|| {
+                Error::type_error("__ffi_shallow_copy__ expects an object of its type")
+            })?;
         let dst = alloc(type_index, total)?;
         for (kind, offset, size) in layout(type_index)? {
             // SAFETY: both objects have this type's layout; `dst`'s fields are empty.
@@ -198,5 +202,9 @@ pub fn register_type_attrs(type_index: i32, total_size: i32) -> Result<()> {
         }
         Ok(Any::from_object(dst))
     });
-    type_registry::register_attr(type_index, "__ffi_shallow_copy__", Any::from(copy_fn).view())
+    type_registry::register_attr(
+        type_index,
+        "__ffi_shallow_copy__",
+        Any::from(copy_fn).view(),
+    )
 }

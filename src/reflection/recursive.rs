@@ -120,7 +120,10 @@ impl Comparer {
             return Ok(0);
         }
         if lt == ti::SHAPE {
-            let (x, y) = (shape_dims(&lo).unwrap_or(&[]), shape_dims(&ro).unwrap_or(&[]));
+            let (x, y) = (
+                shape_dims(&lo).unwrap_or(&[]),
+                shape_dims(&ro).unwrap_or(&[]),
+            );
             return Ok(sign(x.cmp(y)));
         }
         let pair = (lo.as_ptr() as usize, ro.as_ptr() as usize);
@@ -171,7 +174,9 @@ impl Comparer {
                 sign((p.device_type.0, p.device_id).cmp(&(q.device_type.0, q.device_id)))
             }
             _ => {
-                if unsafe { x.v_int64 == y.v_int64 } && a.raw().small_str_len == b.raw().small_str_len {
+                if unsafe { x.v_int64 == y.v_int64 }
+                    && a.raw().small_str_len == b.raw().small_str_len
+                {
                     0
                 } else {
                     return self.unordered(&format!("Cannot order values of type {}", key_of(t)));
@@ -182,7 +187,10 @@ impl Comparer {
 
     fn compare_objects(&mut self, lo: &ObjectRef, ro: &ObjectRef, t: i32) -> Result<i32> {
         if t == ti::ARRAY || t == static_index::LIST {
-            let (x, y) = (seq_items(lo).unwrap_or_default(), seq_items(ro).unwrap_or_default());
+            let (x, y) = (
+                seq_items(lo).unwrap_or_default(),
+                seq_items(ro).unwrap_or_default(),
+            );
             for (p, q) in x.iter().zip(&y) {
                 let c = self.compare(&p.view(), &q.view())?;
                 if c != 0 {
@@ -217,7 +225,10 @@ impl Comparer {
                 return Ok(r);
             }
         }
-        let (x, y) = (field_values(lo, COMPARE_OFF)?, field_values(ro, COMPARE_OFF)?);
+        let (x, y) = (
+            field_values(lo, COMPARE_OFF)?,
+            field_values(ro, COMPARE_OFF)?,
+        );
         for (p, q) in x.iter().zip(&y) {
             let c = self.compare(&p.view(), &q.view())?;
             if c != 0 {
@@ -239,7 +250,11 @@ impl Comparer {
             }
         }
         if let Some(cmp) = hook("__ffi_compare__") {
-            let r = cmp.call(&[lhs.view(), rhs.view(), Any::from(callback(self.eq_only)).view()])?;
+            let r = cmp.call(&[
+                lhs.view(),
+                rhs.view(),
+                Any::from(callback(self.eq_only)).view(),
+            ])?;
             return Ok(Some(r.view().as_i64().unwrap_or(0).signum() as i32));
         }
         Ok(None)
@@ -253,13 +268,21 @@ fn callback(eq: bool) -> Function {
             return Err(Error::type_error("comparison callback expects 2 arguments"));
         }
         let c = Comparer::new(eq).compare(&args[0], &args[1])?;
-        Ok(if eq { Any::from(c == 0) } else { Any::from(i64::from(c)) })
+        Ok(if eq {
+            Any::from(c == 0)
+        } else {
+            Any::from(i64::from(c))
+        })
     })
 }
 
 /// `StableHashCombine`-style mixing (splitmix64 of the pair).
 pub fn combine(seed: u64, value: u64) -> u64 {
-    let mut z = seed ^ value.wrapping_add(0x9e37_79b9_7f4a_7c15).wrapping_add(seed << 6).wrapping_add(seed >> 2);
+    let mut z = seed
+        ^ value
+            .wrapping_add(0x9e37_79b9_7f4a_7c15)
+            .wrapping_add(seed << 6)
+            .wrapping_add(seed >> 2);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
@@ -273,7 +296,9 @@ pub fn hash_bytes(b: &[u8]) -> u64 {
 }
 
 fn type_key_hash(t: i32) -> u64 {
-    fields::type_info(t).map(|i| i.type_key_hash).unwrap_or(t as u64)
+    fields::type_info(t)
+        .map(|i| i.type_key_hash)
+        .unwrap_or(t as u64)
 }
 
 /// Recursive hasher with memo and cycle detection.
@@ -292,10 +317,16 @@ impl Hasher {
             return Ok(combine(0, 0));
         }
         if is_str(t) {
-            return Ok(combine(ti::STR as u64, hash_bytes(v.as_byte_slice().unwrap_or(&[]))));
+            return Ok(combine(
+                ti::STR as u64,
+                hash_bytes(v.as_byte_slice().unwrap_or(&[])),
+            ));
         }
         if is_bytes(t) {
-            return Ok(combine(ti::BYTES as u64, hash_bytes(v.as_byte_slice().unwrap_or(&[]))));
+            return Ok(combine(
+                ti::BYTES as u64,
+                hash_bytes(v.as_byte_slice().unwrap_or(&[])),
+            ));
         }
         if t < ti::STATIC_OBJECT_BEGIN {
             // SAFETY: every POD payload is 8 readable bytes, of the kind `t` says.
@@ -321,7 +352,10 @@ impl Hasher {
                 }
                 ti::DEVICE => {
                     let d = unsafe { p.v_device };
-                    return Ok(combine(combine(t as u64, u64::from(d.device_type.0)), d.device_id as u64));
+                    return Ok(combine(
+                        combine(t as u64, u64::from(d.device_type.0)),
+                        d.device_id as u64,
+                    ));
                 }
                 _ => unsafe { p.v_uint64 },
             };
@@ -361,16 +395,21 @@ impl Hasher {
             }
             return Ok(h);
         }
-        if let Some(hook) = fields::type_attr("__ffi_hash__", t).and_then(|v| v.view().as_function()) {
+        if let Some(hook) =
+            fields::type_attr("__ffi_hash__", t).and_then(|v| v.view().as_function())
+        {
             let cb = Function::from_fn(|args| {
-                let v = args.first().ok_or_else(|| Error::type_error("hash callback expects 1 argument"))?;
+                let v = args
+                    .first()
+                    .ok_or_else(|| Error::type_error("hash callback expects 1 argument"))?;
                 Ok(Any::from(Hasher::default().hash(v)? as i64))
             });
             let r = hook.call(&[Any::from_object(obj.clone()).view(), Any::from(cb).view()])?;
             return Ok(r.view().as_i64().unwrap_or(0) as u64);
         }
         if t >= STATIC_OBJECT_END
-            && (fields::type_attr("__ffi_eq__", t).is_some() || fields::type_attr("__ffi_compare__", t).is_some())
+            && (fields::type_attr("__ffi_eq__", t).is_some()
+                || fields::type_attr("__ffi_compare__", t).is_some())
         {
             return Err(Error::value(format!(
                 "RecursiveHash: type '{}' defines __ffi_eq__ or __ffi_compare__ but not __ffi_hash__. \
@@ -392,7 +431,10 @@ impl Hasher {
             let mut h = combine(base, entries.len() as u64);
             let mut each = Vec::with_capacity(entries.len());
             for e in &entries {
-                each.push(combine(self.hash(&e.key.view())?, self.hash(&e.value.view())?));
+                each.push(combine(
+                    self.hash(&e.key.view())?,
+                    self.hash(&e.value.view())?,
+                ));
             }
             each.sort_unstable();
             for e in each {

@@ -30,7 +30,9 @@ pub fn format_double(v: f64) -> String {
     // SAFETY: the buffer is large enough for any `%g` output and NUL-terminated by snprintf.
     unsafe {
         libc::snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%g".as_ptr(), v);
-        CStr::from_ptr(buf.as_ptr().cast()).to_string_lossy().into_owned()
+        CStr::from_ptr(buf.as_ptr().cast())
+            .to_string_lossy()
+            .into_owned()
     }
 }
 
@@ -169,7 +171,14 @@ impl Printer {
         let p = v.raw().payload;
         match t {
             ti::NONE => return Ok("None".into()),
-            ti::BOOL => return Ok(if unsafe { p.v_int64 } != 0 { "True" } else { "False" }.into()),
+            ti::BOOL => {
+                return Ok(if unsafe { p.v_int64 } != 0 {
+                    "True"
+                } else {
+                    "False"
+                }
+                .into())
+            }
             ti::INT => return Ok(unsafe { p.v_int64 }.to_string()),
             ti::FLOAT => return Ok(format_double(unsafe { p.v_float64 })),
             ti::DATA_TYPE => return Ok(dtype_str(unsafe { p.v_dtype })),
@@ -213,14 +222,23 @@ impl Printer {
                 // SAFETY: `ndim` extents.
                 .map(|i| unsafe { *dl.shape.add(i) }.to_string())
                 .collect();
-            let mut s = format!("{}[{}]@{}", dtype_str(dl.dtype), dims.join(", "), device_str(dl.device));
+            let mut s = format!(
+                "{}[{}]@{}",
+                dtype_str(dl.dtype),
+                dims.join(", "),
+                device_str(dl.device)
+            );
             if self.show_addr {
                 s += &format!("@{}", addr(&obj));
             }
             return Ok(s);
         }
         if t == ti::SHAPE {
-            let dims: Vec<String> = shape_dims(&obj).unwrap_or(&[]).iter().map(|d| d.to_string()).collect();
+            let dims: Vec<String> = shape_dims(&obj)
+                .unwrap_or(&[])
+                .iter()
+                .map(|d| d.to_string())
+                .collect();
             return Ok(format!("Shape({})", dims.join(", ")));
         }
         if self.depth >= 1 << 12 {
@@ -237,7 +255,10 @@ impl Printer {
                 return Err(e);
             }
         };
-        let container = matches!(t, ti::ARRAY | ti::MAP | static_index::LIST | static_index::DICT);
+        let container = matches!(
+            t,
+            ti::ARRAY | ti::MAP | static_index::LIST | static_index::DICT
+        );
         if self.show_addr && container {
             s += &format!("@{}", addr(&obj));
         }
@@ -246,22 +267,32 @@ impl Printer {
     }
 
     fn repr_object(&mut self, obj: &ObjectRef, t: i32) -> Result<String> {
-        if let Some(hook) = fields::type_attr("__ffi_repr__", t).and_then(|f| f.view().as_function()) {
+        if let Some(hook) =
+            fields::type_attr("__ffi_repr__", t).and_then(|f| f.view().as_function())
+        {
             let cb = Function::from_fn(|args| {
-                let v = args.first().ok_or_else(|| Error::type_error("repr callback expects 1 argument"))?;
+                let v = args
+                    .first()
+                    .ok_or_else(|| Error::type_error("repr callback expects 1 argument"))?;
                 Ok(Any::from(Printer::new().repr(v)?))
             });
             let r = hook.call(&[Any::from_object(obj.clone()).view(), Any::from(cb).view()])?;
             return Ok(r.view().as_str().unwrap_or_default().to_string());
         }
         if let Some(enum_index) = type_registry::lookup("ffi.Enum") {
-            if t >= ti::DYN_OBJECT_BEGIN && type_registry::derived_from(t, enum_index).unwrap_or(false) {
+            if t >= ti::DYN_OBJECT_BEGIN
+                && type_registry::derived_from(t, enum_index).unwrap_or(false)
+            {
                 let info = fields::type_info(t)?;
                 let name_field = fields::all_fields(fields::type_info(enum_index)?)
                     .into_iter()
                     .find(|f| fields::field_name(f) == "_str_index");
                 let name = match name_field {
-                    Some(f) => fields::read_field(obj, &f)?.view().as_str().unwrap_or_default().to_string(),
+                    Some(f) => fields::read_field(obj, &f)?
+                        .view()
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
                     None => String::new(),
                 };
                 let mut s = format!("{}.{name}", fields::type_key(info));
@@ -272,7 +303,10 @@ impl Printer {
             }
         }
         if let Some(items) = seq_items(obj) {
-            let parts = items.iter().map(|x| self.repr(&x.view())).collect::<Result<Vec<_>>>()?;
+            let parts = items
+                .iter()
+                .map(|x| self.repr(&x.view()))
+                .collect::<Result<Vec<_>>>()?;
             return Ok(if t == ti::ARRAY {
                 let comma = if parts.len() == 1 { "," } else { "" };
                 format!("({}{comma})", parts.join(", "))
@@ -283,7 +317,11 @@ impl Printer {
         if let Some(entries) = map_entries(obj) {
             let mut parts = Vec::new();
             for e in entries? {
-                parts.push(format!("{}: {}", self.repr(&e.key.view())?, self.repr(&e.value.view())?));
+                parts.push(format!(
+                    "{}: {}",
+                    self.repr(&e.key.view())?,
+                    self.repr(&e.value.view())?
+                ));
             }
             return Ok(format!("{{{}}}", parts.join(", ")));
         }
@@ -294,7 +332,10 @@ impl Printer {
         }
         let mut parts = Vec::new();
         let mut seen = std::collections::HashSet::new();
-        for f in fields::all_fields(info).iter().filter(|f| f.flags & REPR_OFF == 0) {
+        for f in fields::all_fields(info)
+            .iter()
+            .filter(|f| f.flags & REPR_OFF == 0)
+        {
             let v = self.repr(&fields::read_field(obj, f)?.view())?;
             let name = fields::field_name(f);
             if seen.insert(name.clone()) {

@@ -134,7 +134,9 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
         }),
         ("ffi.String", |n, a| {
             want_args(n, a, 1)?;
-            let s = a[0].as_str().ok_or_else(|| a[0].type_mismatch("argument #0", "str"))?;
+            let s = a[0]
+                .as_str()
+                .ok_or_else(|| a[0].type_mismatch("argument #0", "str"))?;
             Ok(Any::string_compact(s))
         }),
         ("ffi.Bytes", |n, a| {
@@ -150,7 +152,9 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
             Ok(Any::bytes_compact(b))
         }),
         ("ffi.Array", |_, a| {
-            Ok(Any::from_object(new_array(a.iter().map(|v| v.to_owned_any()).collect())))
+            Ok(Any::from_object(new_array(
+                a.iter().map(|v| v.to_owned_any()).collect(),
+            )))
         }),
         ("ffi.ArrayGetItem", |n, a| {
             want_args(n, a, 2)?;
@@ -160,7 +164,9 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
         }),
         ("ffi.ArraySize", |n, a| {
             want_args(n, a, 1)?;
-            Ok(Any::from(seq(&container(n, a, 0, type_index::ARRAY)?).len() as i64))
+            Ok(Any::from(
+                seq(&container(n, a, 0, type_index::ARRAY)?).len() as i64,
+            ))
         }),
         ("ffi.ArrayContains", |n, a| {
             want_args(n, a, 2)?;
@@ -168,7 +174,9 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
             Ok(Any::from(items.iter().any(|v| any_equal(&v.view(), &a[1]))))
         }),
         ("ffi.List", |_, a| {
-            Ok(Any::from_object(new_list(a.iter().map(|v| v.to_owned_any()).collect())))
+            Ok(Any::from_object(new_list(
+                a.iter().map(|v| v.to_owned_any()).collect(),
+            )))
         }),
         ("ffi.ListGetItem", |n, a| {
             want_args(n, a, 2)?;
@@ -189,7 +197,9 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
         }),
         ("ffi.ListSize", |n, a| {
             want_args(n, a, 1)?;
-            Ok(Any::from(seq(&container(n, a, 0, static_index::LIST)?).len() as i64))
+            Ok(Any::from(
+                seq(&container(n, a, 0, static_index::LIST)?).len() as i64,
+            ))
         }),
         ("ffi.ListContains", |n, a| {
             want_args(n, a, 2)?;
@@ -284,10 +294,14 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
                 Ok(Any::none())
             })
         }),
-        ("ffi.Map", |_, a| Ok(Any::from_object(new_map(map::entries_from_pairs(a)?)))),
+        ("ffi.Map", |_, a| {
+            Ok(Any::from_object(new_map(map::entries_from_pairs(a)?)))
+        }),
         ("ffi.MapSize", |n, a| {
             want_args(n, a, 1)?;
-            Ok(Any::from(entries(&container(n, a, 0, type_index::MAP)?)?.len() as i64))
+            Ok(Any::from(
+                entries(&container(n, a, 0, type_index::MAP)?)?.len() as i64,
+            ))
         }),
         ("ffi.MapGetItem", |n, a| {
             want_args(n, a, 2)?;
@@ -307,12 +321,21 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
         }),
         ("ffi.MapForwardIterFunctor", |n, a| {
             want_args(n, a, 1)?;
-            Ok(Any::from(forward_iter(entries(&container(n, a, 0, type_index::MAP)?)?)))
+            Ok(Any::from(forward_iter(entries(&container(
+                n,
+                a,
+                0,
+                type_index::MAP,
+            )?)?)))
         }),
-        ("ffi.Dict", |_, a| Ok(Any::from_object(new_dict(map::entries_from_pairs(a)?)))),
+        ("ffi.Dict", |_, a| {
+            Ok(Any::from_object(new_dict(map::entries_from_pairs(a)?)))
+        }),
         ("ffi.DictSize", |n, a| {
             want_args(n, a, 1)?;
-            Ok(Any::from(entries(&container(n, a, 0, static_index::DICT)?)?.len() as i64))
+            Ok(Any::from(
+                entries(&container(n, a, 0, static_index::DICT)?)?.len() as i64,
+            ))
         }),
         ("ffi.DictGetItem", |n, a| {
             want_args(n, a, 2)?;
@@ -332,7 +355,12 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
         }),
         ("ffi.DictForwardIterFunctor", |n, a| {
             want_args(n, a, 1)?;
-            Ok(Any::from(forward_iter(entries(&container(n, a, 0, static_index::DICT)?)?)))
+            Ok(Any::from(forward_iter(entries(&container(
+                n,
+                a,
+                0,
+                static_index::DICT,
+            )?)?)))
         }),
         ("ffi.DictSetItem", |n, a| {
             want_args(n, a, 3)?;

@@ -121,7 +121,10 @@ pub fn entries_from_pairs(args: &[AnyView<'_>]) -> Result<Vec<Entry>> {
 
 /// Sets `key` to `value` in `entries`.
 pub fn set(entries: &mut Vec<Entry>, key: Any, value: Any) {
-    match entries.iter_mut().find(|e| any_equal(&e.key.view(), &key.view())) {
+    match entries
+        .iter_mut()
+        .find(|e| any_equal(&e.key.view(), &key.view()))
+    {
         Some(e) => e.value = value,
         None => entries.push(Entry { key, value }),
     }
@@ -173,7 +176,10 @@ pub fn map_entries(obj: &ObjectRef) -> Option<Result<Vec<Entry>>> {
 }
 
 /// Runs `change` on the entries of a tvmrt dict, then republishes its cell.
-pub fn modify_dict<R>(obj: &ObjectRef, change: impl FnOnce(&mut Vec<Entry>) -> Result<R>) -> Result<R> {
+pub fn modify_dict<R>(
+    obj: &ObjectRef,
+    change: impl FnOnce(&mut Vec<Entry>) -> Result<R>,
+) -> Result<R> {
     let dict = obj.downcast_ref::<DictObj>().ok_or_else(|| {
         if obj.type_index() == static_index::DICT {
             Error::type_error("this ffi.Dict was not made by tvmrt and cannot be changed by it")
