@@ -26,7 +26,10 @@ fn array(items: Vec<Any>) -> Any {
 fn array_accessors_and_their_errors() {
     let a = array(vec![1i64.into(), "two".into()]);
     assert_eq!(
-        call("ffi.ArraySize", &[a.clone()]).unwrap().view().as_i64(),
+        call("ffi.ArraySize", std::slice::from_ref(&a))
+            .unwrap()
+            .view()
+            .as_i64(),
         Some(2)
     );
     let item = call("ffi.ArrayGetItem", &[a.clone(), 1i64.into()]).unwrap();
@@ -56,8 +59,8 @@ fn list_mutation_and_errors() {
     call("ffi.ListInsert", &[l.clone(), 0i64.into(), 0i64.into()]).unwrap();
     let popped = call("ffi.ListPop", &[l.clone(), 1i64.into()]).unwrap();
     assert_eq!(popped.view().as_i64(), Some(1));
-    call("ffi.ListReverse", &[l.clone()]).unwrap();
-    let repr = call("ffi.ReprPrint", &[l.clone()]).unwrap();
+    call("ffi.ListReverse", std::slice::from_ref(&l)).unwrap();
+    let repr = call("ffi.ReprPrint", std::slice::from_ref(&l)).unwrap();
     assert_eq!(repr.view().as_str(), Some("[3, 2, 0]"));
     assert_eq!(
         kind_of(call(
@@ -97,7 +100,10 @@ fn map_and_dict_keys_compare_as_any_equal() {
     )
     .unwrap();
     assert_eq!(
-        call("ffi.MapSize", &[m.clone()]).unwrap().view().as_i64(),
+        call("ffi.MapSize", std::slice::from_ref(&m))
+            .unwrap()
+            .view()
+            .as_i64(),
         Some(3)
     );
     let got = call("ffi.MapGetItem", &[m.clone(), Any::from("a")]).unwrap();
@@ -123,7 +129,10 @@ fn map_and_dict_keys_compare_as_any_equal() {
     call("ffi.DictSetItem", &[d.clone(), "x".into(), 1i64.into()]).unwrap();
     call("ffi.DictSetItem", &[d.clone(), "x".into(), 2i64.into()]).unwrap();
     assert_eq!(
-        call("ffi.DictSize", &[d.clone()]).unwrap().view().as_i64(),
+        call("ffi.DictSize", std::slice::from_ref(&d))
+            .unwrap()
+            .view()
+            .as_i64(),
         Some(1)
     );
     assert_eq!(
@@ -232,8 +241,8 @@ fn json_graph_round_trip_and_bad_graphs() {
         dict,
         Any::none(),
     ]);
-    let text = call("ffi.ToJSONGraphString", &[value.clone()]).unwrap();
-    let back = call("ffi.FromJSONGraphString", &[text.clone()]).unwrap();
+    let text = call("ffi.ToJSONGraphString", std::slice::from_ref(&value)).unwrap();
+    let back = call("ffi.FromJSONGraphString", std::slice::from_ref(&text)).unwrap();
     assert!(call("ffi.RecursiveEq", &[value, back])
         .unwrap()
         .view()

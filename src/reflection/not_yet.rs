@@ -14,8 +14,6 @@ pub const NOT_YET: &[&str] = &[
     "ffi.ContainerFindFirstNonCPUDevice",
     "ffi.FunctionFromExternC",
     "ffi.GetFirstStructuralMismatch",
-    "ffi.ModuleGetFunctionDoc",
-    "ffi.ModuleGetFunctionMetadata",
     "ffi.ModuleGetPropertyMask",
     "ffi.ModuleGetWriteFormats",
     "ffi.ModuleInspectSource",
