@@ -154,8 +154,9 @@ unsafe extern "C" fn library_object_deleter(ptr: *mut c_void, flags: i32) {
     }
 }
 
-/// A zeroed object block of `size` bytes with the header set.
-fn alloc(type_index: i32, size: usize) -> Result<ObjectRef> {
+/// A zeroed object block of `size` bytes with the header set, freed by
+/// [`library_object_deleter`] (which releases the fields its type registers).
+pub(crate) fn alloc(type_index: i32, size: usize) -> Result<ObjectRef> {
     // SAFETY: plain allocation; checked for null below.
     let p = unsafe { libc::calloc(1, size) };
     if p.is_null() {

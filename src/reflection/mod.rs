@@ -2,6 +2,7 @@
 //! Python package, C++ code built on its headers) find what they look up at start-up:
 //! the sentinel objects, the global-name and type-key listings, ...
 
+pub mod access_path;
 pub mod convert;
 pub mod deep_copy;
 pub mod fields;
@@ -27,7 +28,9 @@ use crate::value::{Any, AnyView};
 pub fn builtins() -> Vec<(&'static str, Function)> {
     static TYPES: std::sync::Once = std::sync::Once::new();
     TYPES.call_once(|| {
-        if let Err(e) = library_types::register_all().and_then(|()| convert::register_all()) {
+        if let Err(e) = library_types::register_all()
+            .and_then(|()| convert::register_all())
+            .and_then(|()| access_path::register_all()) {
             log::error!(target: "tvmrt::reflection", "registering tvm-ffi's library types failed: {e}");
         }
     });
