@@ -176,7 +176,18 @@ fn alloc(type_index: i32, total_size: usize) -> Result<ObjectRef> {
 pub fn register_type_attrs(type_index: i32, total_size: i32) -> Result<()> {
     let total = usize::try_from(total_size)
         .map_err(|_| Error::value(format!("negative object size {total_size}")))?;
-    layout(type_index)?; // every field has a storage kind
+    // Every field has a storage kind and lies inside the object, so `__ffi_new__` blocks are
+    // large enough for the fields written into them.
+    let end = layout(type_index)?
+        .iter()
+        .map(|&(_, offset, size)| offset.saturating_add(size))
+        .max()
+        .unwrap_or(0);
+    if total < end.max(std::mem::size_of::<ObjectHeader>()) {
+        return Err(Error::value(format!(
+            "object size {total} is smaller than its header and fields ({end} bytes)"
+        )));
+    }
     super::init::register_ffi_init(type_index)?;
     let new_fn = Function::from_fn(move |_| Ok(Any::from_object(alloc(type_index, total)?)));
     type_registry::register_attr(type_index, "__ffi_new__", Any::from(new_fn).view())?;

@@ -287,10 +287,10 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
             let cap = int_arg(n, a, 1)?;
             list::modify(&l, |items| {
                 let cap = usize::try_from(cap)
-                    .ok()
-                    .filter(|&c| c <= 1 << 32)
-                    .ok_or_else(|| Error::value(format!("invalid list capacity {cap}")))?;
-                items.reserve(cap.saturating_sub(items.len()));
+                    .map_err(|_| Error::value(format!("invalid list capacity {cap}")))?;
+                items
+                    .try_reserve(cap.saturating_sub(items.len()))
+                    .map_err(|e| Error::new("MemoryError", format!("list capacity {cap}: {e}")))?;
                 Ok(Any::none())
             })
         }),
