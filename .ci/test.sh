@@ -78,7 +78,7 @@ run "cargo test" cargo test --no-fail-fast
 python_tests() { cargo build --lib --quiet && python/run_tests.sh; }
 run "python package tests" python_tests
 # tvm-ffi's own Python suite with libtvmrt.so swapped in; fails below the recorded pass count
-# (about 30 s, plus about 10 s to build its venv the first time).
+# (about 45 s on 2 cores, plus about 20 s the first time to build its venv and fetch the sdist).
 run "tvm-ffi suite on tvmrt" conformance/tvm_ffi/run.sh --ci
 
 header_drift() {
