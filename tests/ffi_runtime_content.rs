@@ -349,7 +349,10 @@ fn py_class_sizes_and_capacities_are_checked() {
     // A type whose declared object size cannot hold the header is refused before any object
     // of it is allocated; an impossible list capacity is an error, not an abort.
     let t = type_registry::get_or_alloc_index("test.ffi_content.Tiny", -1, 1, 0, true, 64).unwrap();
-    let r = call("ffi._PyClassRegisterTypeAttrColumns", &[i64::from(t).into(), 8i64.into()]);
+    let r = call(
+        "ffi._PyClassRegisterTypeAttrColumns",
+        &[i64::from(t).into(), 8i64.into()],
+    );
     assert_eq!(kind_of(r), "ValueError");
     let l = call("ffi.List", &[]).unwrap();
     let r = call("ffi.ListReserve", &[l, i64::MAX.into()]);

@@ -76,14 +76,15 @@ impl InitPlan {
         .cast()
     }
 
-    /// Names the type and field in a setter's error.
+    /// Names the type and field in a setter's error, the setter's message indented below (as
+    /// tvm-ffi's `AppendNestedErrorMessage` writes it).
     fn context(&self, i: usize, what: &str, r: Result<()>) -> Result<()> {
         r.map_err(|e| {
+            let nested = e.message.replace('\n', "\n  ");
             let msg = format!(
-                "{}.__ffi_init__() {what} '{}': {}",
+                "{}.__ffi_init__() {what} '{}':\n  {nested}",
                 self.key,
-                self.name(i),
-                e.message
+                self.name(i)
             );
             Error::new(e.kind.clone(), msg)
         })

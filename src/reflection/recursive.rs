@@ -20,6 +20,7 @@ use std::collections::{HashMap, HashSet};
 use crate::abi::type_index as ti;
 use crate::error::{Error, Result};
 use crate::function::Function;
+use crate::object::containers::key::big_int_words;
 use crate::object::containers::list::seq_items;
 use crate::object::containers::map::{self, map_entries};
 use crate::object::shape::shape_dims;
@@ -104,6 +105,15 @@ impl Comparer {
             if self.eq_only {
                 return Ok(1);
             }
+            // An int orders against a big integer by value (one word holds any int64).
+            let words = |v: &AnyView<'_>| match v.type_index() {
+                ti::INT => v.as_i64().map(|i| vec![i as u64]),
+                static_index::BIG_INT => v.as_object().map(|o| big_int_words(&o).to_vec()),
+                _ => None,
+            };
+            if let (Some(x), Some(y)) = (words(a), words(b)) {
+                return Ok(compare_big_ints(&x, &y));
+            }
             return Err(Error::type_error(format!(
                 "Cannot compare values of different types: {} vs {}",
                 key_of(lt),
@@ -125,6 +135,14 @@ impl Comparer {
                 shape_dims(&ro).unwrap_or(&[]),
             );
             return Ok(sign(x.cmp(y)));
+        }
+        if lt == static_index::BIG_INT {
+            let (x, y) = (big_int_words(&lo), big_int_words(&ro));
+            return Ok(if self.eq_only {
+                i32::from(x != y)
+            } else {
+                compare_big_ints(x, y)
+            });
         }
         let pair = (lo.as_ptr() as usize, ro.as_ptr() as usize);
         if self.on_stack.contains(&pair) {
@@ -261,6 +279,23 @@ impl Comparer {
     }
 }
 
+/// Orders two big integers given as minimal two's-complement words, least significant first.
+fn compare_big_ints(a: &[u64], b: &[u64]) -> i32 {
+    let negative = |w: &[u64]| w.last().is_some_and(|&top| top >> 63 == 1);
+    match (negative(a), negative(b)) {
+        (true, false) => return -1,
+        (false, true) => return 1,
+        _ => {}
+    }
+    if a.len() != b.len() {
+        // Same sign: more words is a larger magnitude.
+        let longer = if a.len() > b.len() { 1 } else { -1 };
+        return if negative(a) { -longer } else { longer };
+    }
+    // Same sign and length: two's complement words order as unsigned, top word first.
+    sign(a.iter().rev().cmp(b.iter().rev()))
+}
+
 /// The callback handed to `__ffi_eq__` (a bool) and `__ffi_compare__` (-1/0/1) hooks.
 fn callback(eq: bool) -> Function {
     Function::from_fn(move |args| {
@@ -387,6 +422,14 @@ impl Hasher {
     }
 
     fn hash_object(&mut self, obj: &ObjectRef, t: i32) -> Result<u64> {
+        if t == static_index::BIG_INT {
+            let words = big_int_words(obj);
+            return Ok(words
+                .iter()
+                .fold(combine(type_key_hash(t), words.len() as u64), |h, &w| {
+                    combine(h, w)
+                }));
+        }
         if t == ti::SHAPE {
             let dims = shape_dims(obj).unwrap_or(&[]);
             let mut h = combine(type_key_hash(t), dims.len() as u64);
@@ -492,4 +535,25 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
             }),
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn big_integers_order_by_signed_value() {
+        let neg = |w: &[u64]| w.to_vec();
+        // 2^64 (two words) > 5 > -1 > -2^64 - 1 (two words, negative).
+        let big = [0u64, 1];
+        let five = [5u64];
+        let minus_one = [u64::MAX];
+        let big_neg = neg(&[u64::MAX, u64::MAX - 1]);
+        assert_eq!(compare_big_ints(&big, &five), 1);
+        assert_eq!(compare_big_ints(&five, &big), -1);
+        assert_eq!(compare_big_ints(&minus_one, &five), -1);
+        assert_eq!(compare_big_ints(&big_neg, &minus_one), -1);
+        assert_eq!(compare_big_ints(&minus_one, &big_neg), 1);
+        assert_eq!(compare_big_ints(&big, &big), 0);
+    }
 }
