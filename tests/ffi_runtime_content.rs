@@ -358,3 +358,23 @@ fn py_class_sizes_and_capacities_are_checked() {
     let r = call("ffi.ListReserve", &[l, i64::MAX.into()]);
     assert_eq!(kind_of(r), "MemoryError");
 }
+
+#[test]
+fn function_from_extern_c_and_device_search() {
+    let null = Any::opaque_ptr(std::ptr::null_mut());
+    let r = call(
+        "ffi.FunctionFromExternC",
+        &[null.clone(), null.clone(), null],
+    );
+    assert_eq!(kind_of(r), "ValueError");
+    let r = call(
+        "ffi.FunctionFromExternC",
+        &["not a pointer".into(), 1i64.into(), 2i64.into()],
+    );
+    assert_eq!(kind_of(r), "TypeError");
+    // Containers without tensors report the CPU.
+    let nested = array(vec![1i64.into(), call("ffi.List", &["x".into()]).unwrap()]);
+    let d = call("ffi.ContainerFindFirstNonCPUDevice", &[nested]).unwrap();
+    let d = d.view().as_device().unwrap();
+    assert_eq!((d.device_type.0, d.device_id), (1, 0));
+}

@@ -77,6 +77,37 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
             }),
         ),
         (
+            "ffi.FunctionFromExternC",
+            Function::from_fn(|args| {
+                let ptr = |i: usize, what: &str| -> Result<*mut std::ffi::c_void> {
+                    let v = arg(args, i, 3, what)?;
+                    v.as_opaque_ptr()
+                        .ok_or_else(|| v.type_mismatch(what, "void*"))
+                };
+                let (handle, call, deleter) =
+                    (ptr(0, "self")?, ptr(1, "safe_call")?, ptr(2, "deleter")?);
+                if call.is_null() {
+                    return Err(Error::value("ffi.FunctionFromExternC: safe_call is null"));
+                }
+                // SAFETY: the caller passes a `TVMFFISafeCallType` and an optional deleter of
+                // `self`, as tvm-ffi's `Function::FromExternC` takes them (unchecked there too).
+                let (call, deleter) = unsafe {
+                    (
+                        std::mem::transmute::<*mut std::ffi::c_void, crate::abi::TVMFFISafeCallType>(
+                            call,
+                        ),
+                        (!deleter.is_null()).then(|| {
+                            std::mem::transmute::<
+                                *mut std::ffi::c_void,
+                                unsafe extern "C" fn(*mut std::ffi::c_void),
+                            >(deleter)
+                        }),
+                    )
+                };
+                Ok(Any::from(Function::from_extern_c(handle, call, deleter)))
+            }),
+        ),
+        (
             "ffi.GetGlobalFuncMetadata",
             Function::from_fn(|args| {
                 let name = arg(args, 0, 1, "name")?.expect_str("name")?;

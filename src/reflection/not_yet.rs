@@ -11,8 +11,6 @@ use crate::function::Function;
 
 /// tvm-ffi 0.1.15's `ffi.*` global names that tvmrt does not implement yet.
 pub const NOT_YET: &[&str] = &[
-    "ffi.ContainerFindFirstNonCPUDevice",
-    "ffi.FunctionFromExternC",
     "ffi.GetFirstStructuralMismatch",
     "ffi.ModuleGetPropertyMask",
     "ffi.ModuleGetWriteFormats",

@@ -115,11 +115,41 @@ fn forward_iter(entries: Vec<Entry>) -> Function {
     })
 }
 
+/// The device of the first tensor not on the CPU inside `v` (arrays, lists, map values),
+/// depth-first (`ffi.ContainerFindFirstNonCPUDevice`).
+fn first_non_cpu_device(v: &AnyView<'_>, depth: usize) -> Option<crate::abi::DLDevice> {
+    let obj = v.as_object()?;
+    match obj.type_index() {
+        type_index::TENSOR => {
+            // SAFETY: a tensor object has its `DLTensor` right after the header.
+            let device = unsafe { (*obj.cell_ptr().cast::<crate::abi::DLTensor>()).device };
+            (device.device_type != crate::abi::DLDeviceType::CPU).then_some(device)
+        }
+        _ if depth > 1 << 10 => None,
+        type_index::ARRAY | static_index::LIST => seq_items(&obj)?
+            .iter()
+            .find_map(|x| first_non_cpu_device(&x.view(), depth + 1)),
+        type_index::MAP | static_index::DICT => map_entries(&obj)?
+            .ok()?
+            .iter()
+            .find_map(|e| first_non_cpu_device(&e.value.view(), depth + 1)),
+        _ => None,
+    }
+}
+
 type Body = fn(&str, &[AnyView<'_>]) -> Result<Any>;
 
 /// Every container global, by name.
 pub fn builtins() -> Vec<(&'static str, Function)> {
     let table: Vec<(&'static str, Body)> = vec![
+        ("ffi.ContainerFindFirstNonCPUDevice", |n, a| {
+            want_args(n, a, 1)?;
+            let cpu = crate::abi::DLDevice {
+                device_type: crate::abi::DLDeviceType::CPU,
+                device_id: 0,
+            };
+            Ok(Any::from(first_non_cpu_device(&a[0], 0).unwrap_or(cpu)))
+        }),
         ("ffi.Shape", |n, a| {
             let dims = a
                 .iter()
