@@ -1,6 +1,16 @@
 //! The runtime content tvm-ffi's library registers when it loads, so tvm-ffi's own clients (its
-//! Python package, C++ code built on its headers) find what they look up at start-up:
-//! the sentinel objects, the global-name and type-key listings, ...
+//! Python package, C++ code built on its headers) find what they look up:
+//! - here: the sentinel objects ([`sentinels`]), the global-name and type-key listings, global
+//!   function metadata, `ffi.MakeObjectFromPackedArgs`, the field getter/setter factories;
+//! - [`fields`]: reading and writing reflected fields; [`init`]: the reflection-made
+//!   `__ffi_init__`; [`py_class`]: objects of types defined in Python;
+//! - [`library_types`], [`access_path`]: the reflected types tvm-ffi's library defines;
+//!   [`convert`]: `__ffi_convert__` of the built-in types;
+//! - [`recursive`], [`repr`], [`deep_copy`], [`json_graph`]: comparison and hash, repr, deep
+//!   copy, JSON values and object graphs;
+//! - [`not_yet`]: the tvm-ffi globals tvmrt does not provide yet, each raising a clear error.
+//!
+//! The containers these work on are in [`crate::object::containers`].
 
 pub mod access_path;
 pub mod convert;
