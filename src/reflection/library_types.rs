@@ -4,7 +4,7 @@
 //!
 //! Each is laid out as tvm-ffi's C++ class: the header, then its fields at the same offsets,
 //! stored as [`Storage`] kinds (an `int64_t`, a nullable object pointer). Objects are zeroed
-//! blocks with tvmrt's [`library_object_deleter`]; the type's `creator` (in its metadata) makes
+//! blocks with tvmrt's `library_object_deleter`; the type's `creator` (in its metadata) makes
 //! one with the fields C++'s default constructor would set.
 
 use std::ffi::c_void;
@@ -155,7 +155,7 @@ unsafe extern "C" fn library_object_deleter(ptr: *mut c_void, flags: i32) {
 }
 
 /// A zeroed object block of `size` bytes with the header set, freed by
-/// [`library_object_deleter`] (which releases the fields its type registers).
+/// `library_object_deleter` (which releases the fields its type registers).
 pub(crate) fn alloc(type_index: i32, size: usize) -> Result<ObjectRef> {
     // SAFETY: plain allocation; checked for null below.
     let p = unsafe { libc::calloc(1, size) };

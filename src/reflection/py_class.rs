@@ -7,7 +7,7 @@
 //!   and stores it;
 //! - `ffi._PyClassRegisterTypeAttrColumns(type_index, total_size)`: `__ffi_init__`,
 //!   `__ffi_new__` (a zeroed block of `total_size` bytes with tvm-ffi's header and
-//!   [`py_class_deleter`]) and `__ffi_shallow_copy__` for the type.
+//!   `py_class_deleter`) and `__ffi_shallow_copy__` for the type.
 
 use std::ffi::c_void;
 
