@@ -692,8 +692,8 @@ int TVMFFITypeRegisterAttr(int32_t type_index,
 const TVMFFITypeAttrColumn *TVMFFIGetTypeAttrColumn(const TVMFFIByteArray *attr_name);
 
 /**
- * Registers the function in a method record as a global under the record's name. tvmrt's
- * registry keeps the function only (its doc and metadata are not stored).
+ * Registers the function in a method record as a global under the record's name, with the
+ * record's metadata text (its doc is not stored).
  *
  * # Safety
  * `method_info` is a valid record whose `method` holds a function.

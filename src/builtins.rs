@@ -6,7 +6,9 @@ use crate::value::Any;
 
 /// All built-in global functions, by name.
 pub fn all() -> Vec<(&'static str, Function)> {
-    let mut v: Vec<(&'static str, Function)> = vec![
+    // Placeholders first: a real implementation listed later replaces its placeholder.
+    let mut v: Vec<(&'static str, Function)> = crate::reflection::not_yet::builtins();
+    v.extend([
         (
             "ffi.FunctionRemoveGlobal",
             Function::from_fn(|args| {
@@ -24,11 +26,18 @@ pub fn all() -> Vec<(&'static str, Function)> {
                 Ok(Any::from(names))
             }),
         ),
-    ];
+    ]);
     v.extend(crate::function::builtins());
     v.extend(crate::module::builtins());
+    v.extend(crate::module::pinned::builtins());
     v.extend(crate::contrib::examplejson::module::builtins());
     v.extend(crate::module::system_lib::builtins());
     v.extend(crate::vm::builtins());
+    v.extend(crate::reflection::builtins());
+    v.extend(crate::reflection::recursive::builtins());
+    v.extend(crate::reflection::deep_copy::builtins());
+    v.extend(crate::reflection::repr::builtins());
+    v.extend(crate::reflection::json_graph::builtins());
+    v.extend(crate::object::containers::globals::builtins());
     v
 }

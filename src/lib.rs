@@ -22,6 +22,7 @@ pub mod module;
 pub mod object;
 pub mod pack;
 pub mod raised;
+pub mod reflection;
 pub mod tensor;
 pub mod unwind_guard;
 pub mod value;

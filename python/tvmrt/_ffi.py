@@ -539,7 +539,8 @@ def from_owned_any(v: TVMFFIAny):
     if t == DLTENSOR_PTR:
         return DLTensorView(p.v_ptr)
     if t in (SMALL_STR, SMALL_BYTES):
-        raw = bytes(v.payload.v_bytes)[: v.small_str_len]
+        # Read the payload's memory: a `c_char` array field stops at its first NUL byte.
+        raw = ctypes.string_at(ctypes.addressof(v.payload), min(v.small_str_len, 8))
         return raw.decode("utf-8", "replace") if t == SMALL_STR else raw
     if t < STATIC_OBJECT_BEGIN:
         raise TypeError(f"cannot convert a value of type index {t}")

@@ -353,7 +353,7 @@ pub unsafe extern "C" fn TVMFFIStringFromByteArray(
         // SAFETY: per the contract.
         let s = unsafe { byte_array_str(input, "input")? };
         // SAFETY: per the contract.
-        unsafe { write_out(out, Any::from(s).into_raw(), "out") }
+        unsafe { write_out(out, Any::string_compact(s).into_raw(), "out") }
     })
 }
 
@@ -371,7 +371,7 @@ pub unsafe extern "C" fn TVMFFIBytesFromByteArray(
         // SAFETY: per the contract.
         let b = unsafe { (*input).as_slice() };
         // SAFETY: per the contract.
-        unsafe { write_out(out, Any::bytes(b).into_raw(), "out") }
+        unsafe { write_out(out, Any::bytes_compact(b).into_raw(), "out") }
     })
 }
 
@@ -407,6 +407,6 @@ pub unsafe extern "C" fn TVMFFIDataTypeToString(
         // SAFETY: per the contract.
         let s = crate::dtype::dtype_to_string(unsafe { *dtype })?;
         // SAFETY: per the contract.
-        unsafe { write_out(out, Any::from(s).into_raw(), "out") }
+        unsafe { write_out(out, Any::string_compact(&s).into_raw(), "out") }
     })
 }

@@ -204,8 +204,8 @@ pub unsafe extern "C" fn TVMFFIGetTypeAttrColumn(
     })
 }
 
-/// Registers the function in a method record as a global under the record's name. tvmrt's
-/// registry keeps the function only (its doc and metadata are not stored).
+/// Registers the function in a method record as a global under the record's name, with the
+/// record's metadata text (its doc is not stored).
 ///
 /// # Safety
 /// `method_info` is a valid record whose `method` holds a function.
@@ -223,7 +223,9 @@ pub unsafe extern "C" fn TVMFFIFunctionSetGlobalFromMethodInfo(
         // SAFETY: per the contract.
         let method = unsafe { AnyView::from_raw(info.method) };
         let f = method.expect_function("method_info->method")?;
-        registry::register(name, f, allow_override != 0)
+        // SAFETY: per the contract.
+        let metadata = String::from_utf8_lossy(unsafe { info.metadata.as_slice() });
+        registry::register_with_metadata(name, f, &metadata, allow_override != 0)
     })
 }
 

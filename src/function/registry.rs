@@ -21,6 +21,36 @@ static TABLE: Lazy<RwLock<HashMap<String, Function>>> = Lazy::new(|| {
     RwLock::new(map)
 });
 
+/// Metadata (tvm-ffi's JSON text: type schema, ...) of functions registered with some.
+static METADATA: Lazy<RwLock<HashMap<String, String>>> = Lazy::new(|| RwLock::new(HashMap::new()));
+
+/// Registers `f` as `name` with tvm-ffi's metadata text (`TVMFFIMethodInfo::metadata`).
+pub fn register_with_metadata(
+    name: &str,
+    f: Function,
+    metadata: &str,
+    allow_override: bool,
+) -> Result<()> {
+    register(name, f, allow_override)?;
+    if !metadata.is_empty() {
+        METADATA
+            .write()
+            .insert(name.to_string(), metadata.to_string());
+    }
+    Ok(())
+}
+
+/// The metadata text of a registered function (empty when it has none), or a `RuntimeError`
+/// when `name` is not registered (`ffi.GetGlobalFuncMetadata`).
+pub fn metadata(name: &str) -> Result<String> {
+    if get(name).is_none() {
+        return Err(Error::runtime(format!(
+            "Global Function is not found: {name}"
+        )));
+    }
+    Ok(METADATA.read().get(name).cloned().unwrap_or_default())
+}
+
 /// Registers `f` as `name`. Without `allow_override`, an existing name is an error.
 pub fn register(name: &str, f: Function, allow_override: bool) -> Result<()> {
     if name.is_empty() {
@@ -35,6 +65,7 @@ pub fn register(name: &str, f: Function, allow_override: bool) -> Result<()> {
         }
         table.insert(name.to_string(), f)
     };
+    METADATA.write().remove(name);
     // The replaced function is released after the lock is dropped: its finalizer may call back
     // into the registry.
     drop(previous);
@@ -54,6 +85,7 @@ pub fn get_required(name: &str) -> Result<Function> {
 /// Removes `name`; returns whether it was registered.
 pub fn remove(name: &str) -> bool {
     let removed = TABLE.write().remove(name);
+    METADATA.write().remove(name);
     removed.is_some()
 }
 

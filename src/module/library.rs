@@ -434,7 +434,7 @@ impl LibraryState {
         state
     }
 
-    fn source(&self) -> &dyn SymbolSource {
+    pub(crate) fn source(&self) -> &dyn SymbolSource {
         // Present until `drop`.
         self.source
             .as_deref()
@@ -638,6 +638,26 @@ impl ModuleKind for LibraryModule {
 
     fn implements_function(&self, _this: &Module, name: &str) -> bool {
         self.state.find(name).is_some()
+    }
+
+    fn function_info(&self, name: &str, what: super::FunctionInfo) -> Result<Option<String>> {
+        let prefix = match what {
+            super::FunctionInfo::Metadata => "__tvm_ffi__metadata_",
+            super::FunctionInfo::Doc => "__tvm_ffi__doc_",
+        };
+        let Some(sym) = self.state.source().lookup(&format!("{prefix}{name}")) else {
+            return Ok(None);
+        };
+        // SAFETY: tvm-ffi's export macros define these symbols as `TVMFFISafeCallType`
+        // functions taking no arguments and returning a string.
+        let getter = unsafe {
+            std::mem::transmute::<*mut std::ffi::c_void, crate::abi::TVMFFISafeCallType>(
+                sym.addr.as_ptr(),
+            )
+        };
+        let f = Function::from_extern_c(std::ptr::null_mut(), getter, None);
+        let v = f.call(&[])?;
+        Ok(v.view().as_str().map(str::to_string))
     }
 }
 

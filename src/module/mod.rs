@@ -47,6 +47,7 @@ pub mod blob;
 pub mod callback;
 pub mod library;
 pub mod loader;
+pub mod pinned;
 pub mod system_lib;
 
 use std::any::Any as StdAny;
@@ -77,6 +78,15 @@ impl<T: StdAny> AsAny for T {
     }
 }
 
+/// What [`ModuleKind::function_info`] is asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FunctionInfo {
+    /// tvm-ffi's metadata JSON (`__tvm_ffi__metadata_<name>` in a library).
+    Metadata,
+    /// The doc string (`__tvm_ffi__doc_<name>`).
+    Doc,
+}
+
 /// What a kind of module implements. Kept small: imports and lookup through them are handled
 /// by [`Module`] for every kind.
 pub trait ModuleKind: AsAny + Send + Sync + 'static {
@@ -92,6 +102,12 @@ pub trait ModuleKind: AsAny + Send + Sync + 'static {
     /// cheaper than creating the function).
     fn implements_function(&self, this: &Module, name: &str) -> bool {
         matches!(self.get_function(this, name), Ok(Some(_)))
+    }
+
+    /// The metadata (JSON text) or doc string an exported function `name` carries, when the
+    /// module has one (tvm-ffi's `GetFunctionMetadata` / `GetFunctionDoc`).
+    fn function_info(&self, _name: &str, _what: FunctionInfo) -> Result<Option<String>> {
+        Ok(None)
     }
 
     /// The bytes the loader `ffi.Module.load_from_bytes.<kind>` restores this module from.
@@ -226,6 +242,28 @@ impl Module {
         let mut found = None;
         self.walk_imports(|m| {
             found = m.obj().imp.get_function(m, name)?;
+            Ok(found.is_some())
+        })?;
+        Ok(found)
+    }
+
+    /// The metadata or doc of function `name` in this module (or, when `query_imports`, the
+    /// first of its imports that has it).
+    pub fn function_info(
+        &self,
+        name: &str,
+        what: FunctionInfo,
+        query_imports: bool,
+    ) -> Result<Option<String>> {
+        if let Some(s) = self.obj().imp.function_info(name, what)? {
+            return Ok(Some(s));
+        }
+        if !query_imports {
+            return Ok(None);
+        }
+        let mut found = None;
+        self.walk_imports(|m| {
+            found = m.obj().imp.function_info(name, what)?;
             Ok(found.is_some())
         })?;
         Ok(found)
@@ -407,6 +445,13 @@ pub(crate) fn builtins() -> Vec<(&'static str, Function)> {
         let (m, name, q) = lookup_args(args)?;
         Ok(Any::from(m.implements_function(name, q)))
     }
+    fn info(args: &[AnyView<'_>], what: FunctionInfo) -> Result<Any> {
+        let (m, name, q) = lookup_args(args)?;
+        Ok(match m.function_info(name, what, q)? {
+            Some(s) => Any::from(s),
+            None => Any::none(),
+        })
+    }
     fn kind(args: &[AnyView<'_>]) -> Result<Any> {
         let m = Module::from_view(arg(args, 0, "mod")?, "mod")?;
         Ok(Any::from(m.kind()))
@@ -456,6 +501,14 @@ pub(crate) fn builtins() -> Vec<(&'static str, Function)> {
             Function::from_fn(implements),
         ),
         ("ffi.ModuleGetKind", Function::from_fn(kind)),
+        (
+            "ffi.ModuleGetFunctionMetadata",
+            Function::from_fn(|a| info(a, FunctionInfo::Metadata)),
+        ),
+        (
+            "ffi.ModuleGetFunctionDoc",
+            Function::from_fn(|a| info(a, FunctionInfo::Doc)),
+        ),
         ("runtime.ModuleGetTypeKey", Function::from_fn(kind)),
         ("ffi.ModuleImportModule", Function::from_fn(import)),
         ("runtime.ModuleImport", Function::from_fn(import)),

@@ -7,6 +7,7 @@
 //! What follows the header is the public cell of each kind (function, string, error, tensor...),
 //! read directly by generated code, so every payload type is `#[repr(C)]` with its cell first.
 
+pub mod containers;
 pub mod error_obj;
 pub mod shape;
 pub mod string;

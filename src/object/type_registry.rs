@@ -71,6 +71,45 @@ pub const MAX_CHILD_SLOTS: i32 = 1 << 16;
 /// Indexes handed out stay below this bound.
 pub const MAX_TYPE_INDEX: i32 = 1 << 20;
 
+/// Object types tvm-ffi's library registers when it loads (key, parent), in its order so they
+/// get the same dynamic indexes (128...). Their fields are not registered yet.
+pub const LIBRARY_TYPES: &[(&str, &str)] = &[
+    ("ffi.EnumState", "ffi.Object"),
+    ("ffi.Enum", "ffi.Object"),
+    ("ffi.IntEnum", "ffi.Enum"),
+    ("ffi.StrEnum", "ffi.Enum"),
+    ("ffi.reflection.AccessStep", "ffi.Object"),
+    ("ffi.reflection.AccessPath", "ffi.Object"),
+    ("ffi.StructuralVisitor", "ffi.Object"),
+    ("ffi.VisitErrorContext", "ffi.Object"),
+    ("ffi.StructuralMutator", "ffi.Object"),
+    ("ffi.StructuralKey", "ffi.Object"),
+];
+
+/// Type-attribute columns tvm-ffi's library creates when it loads (`EnsureTypeAttrColumn` in its
+/// `src/ffi`), empty until a type sets a value. Clients built on its C++ headers look them up
+/// with `TypeAttrColumn`, which throws when a column does not exist.
+pub const STARTUP_ATTR_COLUMNS: &[&str] = &[
+    "__ffi_enum__",
+    "__ffi_init__",
+    "__ffi_new__",
+    "__ffi_convert__",
+    "__ffi_repr__",
+    "__ffi_hash__",
+    "__ffi_eq__",
+    "__ffi_compare__",
+    "__ffi_shallow_copy__",
+    "__any_hash__",
+    "__any_equal__",
+    "__s_equal__",
+    "__s_hash__",
+    "__s_visit__",
+    "__s_mutate__",
+    "__s_maybe_inplace_mutate__",
+    "__data_to_json__",
+    "__data_from_json__",
+];
+
 /// `TVMFFIFieldGetter`.
 pub type TVMFFIFieldGetter = unsafe extern "C" fn(*mut c_void, *mut TVMFFIAny) -> i32;
 /// `TVMFFIObjectCreator`.
@@ -334,6 +373,15 @@ impl Table {
         for &(key, index) in BUILTIN_OBJECTS {
             t.get_or_alloc(key, index, 1, 0, false, ti::OBJECT)
                 .expect(expect);
+        }
+        for &(key, parent) in LIBRARY_TYPES {
+            let parent = t.by_key[parent];
+            let depth = t.entry(parent).expect(expect).info().type_depth + 1;
+            t.get_or_alloc(key, -1, depth, 0, true, parent)
+                .expect(expect);
+        }
+        for name in STARTUP_ATTR_COLUMNS {
+            t.column(name);
         }
         t
     }

@@ -370,6 +370,32 @@ impl Any {
         Any::from_object(new_bytes(b))
     }
 
+    /// A string as tvm-ffi's `String` stores it: inline (`SmallStr`) up to 7 bytes, else an
+    /// object.
+    pub fn string_compact(s: &str) -> Any {
+        Any::small(ti::SMALL_STR, s.as_bytes()).unwrap_or_else(|| Any::from(s))
+    }
+
+    /// Bytes as tvm-ffi's `Bytes` stores them: inline (`SmallBytes`) up to 7 bytes, else an
+    /// object.
+    pub fn bytes_compact(b: &[u8]) -> Any {
+        Any::small(ti::SMALL_BYTES, b).unwrap_or_else(|| Any::bytes(b))
+    }
+
+    /// An inline small string or bytes value when `b` fits (7 bytes and a NUL).
+    fn small(index: i32, b: &[u8]) -> Option<Any> {
+        if b.len() > 7 {
+            return None;
+        }
+        let mut bytes = [0u8; 8];
+        bytes[..b.len()].copy_from_slice(b);
+        Some(Any(TVMFFIAny {
+            type_index: index,
+            small_str_len: b.len() as u32,
+            payload: AnyPayload { v_bytes: bytes },
+        }))
+    }
+
     /// The string's bytes if this holds a string object.
     pub fn str_bytes(&self) -> Option<&[u8]> {
         let obj = self.view().as_object()?;

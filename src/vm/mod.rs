@@ -16,7 +16,8 @@
 //! then `vm_initialization(1, 0, 2)` (CPU, device 0, pooled allocator) on the VM, and call its
 //! `main`. tvmrt runs Relax models on the CPU only.
 
-pub mod array;
+/// The VM's tuples are tvm-ffi's arrays: [`crate::object::containers::array`].
+pub use crate::object::containers::array;
 pub mod builtin;
 pub mod exec;
 pub mod interp;

@@ -1,4 +1,5 @@
-//! `ffi.Array` (type index 71): the VM's tuples (`vm.builtin.make_tuple`, tuple returns).
+//! `ffi.Array` (type index 71): tvm-ffi's array, also the VM's tuples (`vm.builtin.make_tuple`,
+//! tuple returns).
 //!
 //! Layout: the header, then tvm-ffi's `TVMFFISeqCell {void* data; int64_t size; int64_t
 //! capacity; void (*data_deleter)(void*)}` (`c_api.h`), `data` pointing at `size` `TVMFFIAny`

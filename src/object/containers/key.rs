@@ -1,0 +1,50 @@
+//! Equality of container keys as tvm-ffi's `AnyEqual` defines it (`any.h`): strings and bytes by
+//! content (inline small strings equal string objects), big integers by value (their
+//! `__any_equal__`), other objects by identity, POD values by kind and bits (so `1`, `True` and
+//! `1.0` are different keys).
+
+use crate::abi::type_index as ti;
+use crate::object::type_registry::static_index;
+use crate::object::ObjectRef;
+use crate::value::AnyView;
+
+/// The 64-bit words of a big integer object (header, `size_t` count, then the words).
+pub fn big_int_words(o: &ObjectRef) -> &[u64] {
+    let cell = o.cell_ptr();
+    // SAFETY: a big integer object has its word count then that many words after the header,
+    // alive while `o` is.
+    unsafe {
+        let n = *cell.cast::<usize>();
+        std::slice::from_raw_parts(cell.add(std::mem::size_of::<usize>()).cast::<u64>(), n)
+    }
+}
+
+/// The kind a value compares as: small strings and bytes count as their object kinds.
+fn kind(v: &AnyView<'_>) -> i32 {
+    match v.type_index() {
+        ti::SMALL_STR | ti::RAW_STR => ti::STR,
+        ti::SMALL_BYTES | ti::BYTE_ARRAY_PTR => ti::BYTES,
+        other => other,
+    }
+}
+
+/// Whether two keys are the same key.
+pub fn any_equal(a: &AnyView<'_>, b: &AnyView<'_>) -> bool {
+    let (ka, kb) = (kind(a), kind(b));
+    if ka != kb {
+        return false;
+    }
+    match ka {
+        ti::STR | ti::BYTES => a.as_byte_slice() == b.as_byte_slice(),
+        static_index::BIG_INT => match (a.as_object(), b.as_object()) {
+            (Some(x), Some(y)) => big_int_words(&x) == big_int_words(&y),
+            _ => false,
+        },
+        k if k >= ti::STATIC_OBJECT_BEGIN => match (a.as_object(), b.as_object()) {
+            (Some(x), Some(y)) => x.as_ptr() == y.as_ptr(),
+            _ => false,
+        },
+        // SAFETY: every POD payload is 8 readable bytes.
+        _ => unsafe { a.raw().payload.v_int64 == b.raw().payload.v_int64 },
+    }
+}
