@@ -82,7 +82,8 @@ run "cargo fmt --check" cargo fmt --all -- --check
 run "cargo clippy --all-targets -D warnings" cargo clippy --all-targets -- -D warnings
 run "cargo test" cargo test --no-fail-fast
 # `cargo test` builds the library as an rlib only: the Python package needs libtvmrt.so.
-python_tests() { cargo build --lib --quiet && python/run_tests.sh; }
+# In the pinned venv (numpy), every test must run: a skip fails the step.
+python_tests() { cargo build --lib --quiet && python/run_tests.sh --no-skips; }
 run "python package tests" python_tests
 # tvm-ffi's own Python suite with libtvmrt.so swapped in; fails below the recorded pass count
 # (about 45 s on 2 cores, plus about 20 s the first time to build its venv and fetch the sdist).

@@ -1,6 +1,7 @@
 """Runs the Python package's tests (standard library unittest) and prints one closing line,
 `python: N passed, N failed, N skipped`. Exits 1 when a test fails or when no test ran (the
-suite has tests, so none running means it was not found)."""
+suite has tests, so none running means it was not found). With `--no-skips` (CI) a skipped test
+is a failure too: every test must run there, so a missing dependency is installed, not skipped."""
 
 import os
 import sys
@@ -22,6 +23,10 @@ def main() -> int:
     print(f"python: {passed} passed, {failed} failed, {skipped} skipped", flush=True)
     if result.testsRun == 0:
         print("python: no tests ran (is python/tests missing?)", file=sys.stderr)
+        return 1
+    if skipped and "--no-skips" in sys.argv[1:]:
+        for test, reason in result.skipped:
+            print(f"python: skipped under --no-skips: {test.id()}: {reason}", file=sys.stderr)
         return 1
     return 0 if failed == 0 else 1
 
