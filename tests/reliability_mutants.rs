@@ -374,37 +374,14 @@ fn mutated_blobs_load_or_are_refused() {
         .map(|(i, m)| write_mutant(&dir, i, m, &mut cache))
         .collect();
 
-    // Two children at a time (the machine has 2 cores).
-    let mut results: Vec<Option<ChildOutcome>> = (0..mutants.len()).map(|_| None).collect();
-    let mut running: Vec<(usize, Child)> = Vec::new();
-    let mut next = 0;
-    while next < mutants.len() || !running.is_empty() {
-        while running.len() < 2 && next < mutants.len() {
-            let env = [(MUTANT_ENV, paths[next].display().to_string())];
-            running.push((next, spawn_test("mutant_child", &env, CHILD_TIMEOUT)));
-            next += 1;
-        }
-        if let Some(pos) = running.iter_mut().position(|(_, c)| c.done()) {
-            let (i, c) = running.swap_remove(pos);
-            results[i] = Some(c.wait());
-        } else {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-
+    let results = load_in_children(&paths);
     let (mut loaded, mut refused, mut ran) = (0usize, 0usize, 0usize);
     let mut failures = Vec::new();
     let mut messages = std::collections::BTreeMap::<String, usize>::new();
     let mut slowest = Duration::ZERO;
     for (m, r) in mutants.iter().zip(results) {
-        let r = r.unwrap();
         slowest = slowest.max(r.elapsed);
-        let line = r
-            .stdout
-            .lines()
-            // libtest prints "test mutant_child ... " before the child's own output.
-            .find_map(|l| l.find(RESULT_TAG).map(|i| &l[i + RESULT_TAG.len()..]))
-            .map(str::trim);
+        let line = result_line(&r);
         match (r.timed_out, r.code, line) {
             (false, Some(0), Some(l)) if l.starts_with("loaded") => {
                 loaded += 1;
@@ -438,12 +415,7 @@ fn mutated_blobs_load_or_are_refused() {
                 r.code,
                 r.signal,
                 line,
-                r.stderr
-                    .lines()
-                    .rev()
-                    .take(6)
-                    .collect::<Vec<_>>()
-                    .join(" | ")
+                stderr_tail(&r)
             )),
         }
     }
@@ -462,6 +434,165 @@ fn mutated_blobs_load_or_are_refused() {
     assert!(
         failures.is_empty(),
         "{} of {} mutants crashed, hung or failed:\n{}",
+        failures.len(),
+        mutants.len(),
+        failures.join("\n")
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Loads each library in a child process (`mutant_child`), two at a time (the machine has 2
+/// cores), and returns their outcomes in order.
+fn load_in_children(paths: &[PathBuf]) -> Vec<ChildOutcome> {
+    let mut results: Vec<Option<ChildOutcome>> = (0..paths.len()).map(|_| None).collect();
+    let mut running: Vec<(usize, Child)> = Vec::new();
+    let mut next = 0;
+    while next < paths.len() || !running.is_empty() {
+        while running.len() < 2 && next < paths.len() {
+            let env = [(MUTANT_ENV, paths[next].display().to_string())];
+            running.push((next, spawn_test("mutant_child", &env, CHILD_TIMEOUT)));
+            next += 1;
+        }
+        if let Some(pos) = running.iter_mut().position(|(_, c)| c.done()) {
+            let (i, c) = running.swap_remove(pos);
+            results[i] = Some(c.wait());
+        } else {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    results.into_iter().map(Option::unwrap).collect()
+}
+
+/// What the child reported (`loaded ...` or `refused: ...`), if it got that far.
+fn result_line(r: &ChildOutcome) -> Option<&str> {
+    r.stdout
+        .lines()
+        // libtest prints "test mutant_child ... " before the child's own output.
+        .find_map(|l| l.find(RESULT_TAG).map(|i| &l[i + RESULT_TAG.len()..]))
+        .map(str::trim)
+}
+
+/// The last lines of a child's stderr, on one line.
+fn stderr_tail(r: &ChildOutcome) -> String {
+    r.stderr
+        .lines()
+        .rev()
+        .take(6)
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+/// Every fixture library (the TVM-built ones and the classic one built here).
+fn fixture_libraries() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = std::fs::read_dir(fixtures())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".so"))
+        .map(|n| &*Box::leak(n.into_boxed_str()))
+        .collect();
+    names.sort();
+    names.push(CLASSIC_LIB);
+    names
+}
+
+/// A damaged copy of a whole library file, and whether the damage must be refused.
+struct FileMutant {
+    name: String,
+    bytes: Vec<u8>,
+    must_refuse: bool,
+}
+
+/// Truncated copies of `file` at several sizes, and copies with bytes cut from the middle of
+/// its blob and of its code (everything after shifted). Both shrink the file under its
+/// segments or section table, so both must be refused. The same cuts with zeros appended
+/// (the file keeps its size, the content after the cut is shifted) must not crash.
+fn file_mutants(name: &str, file: &[u8], blob_at: Option<usize>) -> Vec<FileMutant> {
+    let mut out = Vec::new();
+    let len = file.len();
+    for size in [0, 4, 63, 64, 1000, 4096, 20000, len / 2, len - 64, len - 1] {
+        if size < len {
+            out.push(FileMutant {
+                name: format!("{name} truncated to {size} bytes"),
+                bytes: file[..size].to_vec(),
+                must_refuse: true,
+            });
+        }
+    }
+    let mut cut_points = vec![("code", len / 10)];
+    if let Some(at) = blob_at {
+        cut_points.push(("blob", at + 40));
+    }
+    for (what, at) in cut_points {
+        for k in [1, 8, 16, 64, 4096] {
+            let mut bytes = [&file[..at], &file[at + k..]].concat();
+            out.push(FileMutant {
+                name: format!("{name} with {k} bytes cut from its {what} at {at}"),
+                bytes: bytes.clone(),
+                must_refuse: true,
+            });
+            bytes.resize(len, 0);
+            out.push(FileMutant {
+                name: format!("{name} with {k} bytes cut from its {what} at {at}, zero-padded"),
+                bytes,
+                must_refuse: false,
+            });
+        }
+    }
+    out
+}
+
+#[test]
+fn truncated_and_cut_libraries_are_refused() {
+    let dir = scratch("file_mutants");
+    let mut mutants = Vec::new();
+    for name in fixture_libraries() {
+        let blob_file = fixtures().join(name.replace(".so", ".blob.bin"));
+        let (file, blob_at) = if name == CLASSIC_LIB || blob_file.exists() {
+            let (file, blob) = library_and_blob(name);
+            let at = find_bytes(&file, &blob);
+            (file, at)
+        } else {
+            (std::fs::read(fixtures().join(name)).unwrap(), None)
+        };
+        mutants.extend(file_mutants(name, &file, blob_at));
+    }
+    let paths: Vec<PathBuf> = mutants
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let path = dir.join(format!("cut_{i:04}.so"));
+            std::fs::write(&path, &m.bytes).unwrap();
+            path
+        })
+        .collect();
+    let results = load_in_children(&paths);
+    let (mut refused, mut loaded, mut failures) = (0, 0, Vec::new());
+    for (m, r) in mutants.iter().zip(&results) {
+        let line = result_line(r);
+        match (r.timed_out, r.code, line) {
+            (false, Some(0), Some(msg)) if msg.starts_with("refused: ") && msg.len() > 9 => {
+                refused += 1
+            }
+            (false, Some(0), Some(l)) if l.starts_with("loaded") && !m.must_refuse => loaded += 1,
+            _ => failures.push(format!(
+                "{}: timed_out={} exit={:?} signal={:?} result={:?}\n  stderr: {}",
+                m.name,
+                r.timed_out,
+                r.code,
+                r.signal,
+                line,
+                stderr_tail(r)
+            )),
+        }
+    }
+    println!(
+        "{} damaged library files: {refused} refused, {loaded} loaded, {} failed",
+        mutants.len(),
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {} damaged files crashed, hung, or loaded when they must be refused:\n{}",
         failures.len(),
         mutants.len(),
         failures.join("\n")

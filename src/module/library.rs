@@ -903,6 +903,7 @@ pub(crate) fn open_dso(path: &str) -> Result<Arc<LibraryState>> {
             None => break,
         }
     }
+    super::elf_check::check_elf_file(path)?;
     log::debug!("dlopen `{path}` (RTLD_NOW | RTLD_LOCAL)");
     let dso = Dso::open(path)?;
     let state = LibraryState::new(Box::new(dso), Some(key));
