@@ -88,8 +88,20 @@ static inline void guide_check(const GuideCase* g) {
   }
 }
 
-/* Calls a packed function on a fresh guide case and checks the result. */
-static inline void guide_call_and_check(TVMFunctionHandle f, unsigned seed) {
+/* Checks a returned tensor (a DLTensor*: the classic NDArray handle, or the tensor of a
+ * tvm-ffi tensor object) against the guide case's output, in memory of its own. */
+static inline void guide_check_returned(const GuideCase* g, const DLTensor* t) {
+  CHECK(t != NULL && t->data != NULL && t->data != g->data[4]);
+  CHECK(t->ndim == 2 && t->shape[0] == 10 && t->shape[1] == 10);
+  CHECK(t->dtype.code == kDLFloat && t->dtype.bits == 32 && t->dtype.lanes == 1);
+  CHECK(t->device.device_type == kDLCPU && t->byte_offset == 0);
+  CHECK(memcmp(t->data, g->data[4], sizeof(g->data[4])) == 0);
+}
+
+/* Calls a packed function on a fresh guide case and checks the output argument; returns the
+ * classic return type code. A returned NDArray (the ExampleJSON module's result) is checked
+ * against the output and freed. */
+static inline int guide_call_and_check(TVMFunctionHandle f, unsigned seed) {
   GuideCase g;
   TVMValue values[5], ret;
   int codes[5], ret_code;
@@ -97,6 +109,11 @@ static inline void guide_call_and_check(TVMFunctionHandle f, unsigned seed) {
   guide_args(&g, values, codes);
   CHECK_OK(TVMFuncCall(f, values, codes, 5, &ret, &ret_code));
   guide_check(&g);
+  if (ret_code == kTVMNDArrayHandle) {
+    guide_check_returned(&g, (const DLTensor*)ret.v_handle);
+    CHECK_OK(TVMArrayFree((TVMArrayHandle)ret.v_handle));
+  }
+  return ret_code;
 }
 
 #endif /* TVMRT_C_TESTS_BYOC_COMMON_H_ */

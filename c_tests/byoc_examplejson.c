@@ -11,7 +11,8 @@ static TVMFunctionHandle g_shared;
 
 static void* worker(void* arg) {
   unsigned base = (unsigned)(uintptr_t)arg;
-  for (unsigned r = 0; r < 300; ++r) guide_call_and_check(g_shared, base * 1000 + r);
+  for (unsigned r = 0; r < 300; ++r)
+    CHECK(guide_call_and_check(g_shared, base * 1000 + r) == kTVMNDArrayHandle);
   return NULL;
 }
 
@@ -29,7 +30,8 @@ int main(int argc, char** argv) {
   CHECK_OK(TVMModLoadFromFile(argv[1], "examplejson", &mod));
   CHECK_OK(TVMModGetFunction(mod, "subgraph_0", 0, &f));
   CHECK(f != NULL);
-  guide_call_and_check(f, 1);
+  /* Like the guide's module, a subgraph call returns its result as an NDArray (code 13). */
+  CHECK(guide_call_and_check(f, 1) == kTVMNDArrayHandle);
 
   /* Unknown function: not found, no error. */
   TVMFunctionHandle none = (TVMFunctionHandle)1;
@@ -48,8 +50,11 @@ int main(int argc, char** argv) {
     }
     memset(&result, 0, sizeof(result));
     CHECK(TVMFFIFunctionCall(f, args, 5, &result) == 0);
-    CHECK(result.type_index == kTVMFFINone);
     guide_check(&g);
+    /* ... and through tvm-ffi as a tensor object (type index 70), released by the caller. */
+    CHECK(result.type_index == kTVMFFITensor);
+    guide_check_returned(&g, TVMFFITensorGetDLTensorPtr(result.v_obj));
+    CHECK_OK(TVMFFIObjectDecRef(result.v_obj));
   }
 
   /* Call-time errors. */
@@ -132,6 +137,11 @@ int main(int argc, char** argv) {
     cv[2].v_handle = &ty;
     CHECK_OK(TVMFuncCall(clamp, cv, cc, 3, &ret, &ret_code));
     CHECK(y[0] == 1.0f && y[1] == 2.0f && y[2] == -2.0f);
+    CHECK(ret_code == kTVMNDArrayHandle);
+    const DLTensor* r = (const DLTensor*)ret.v_handle;
+    CHECK(r->ndim == 1 && r->shape[0] == 3 && r->data != (void*)y);
+    CHECK(memcmp(r->data, y, sizeof(y)) == 0);
+    CHECK_OK(TVMArrayFree((TVMArrayHandle)ret.v_handle));
     CHECK_OK(TVMFuncFree(clamp));
     CHECK_OK(TVMModFree(copy));
     CHECK_OK(TVMModFree(two));

@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   CHECK(sub == NULL); /* not in the library itself ... */
   CHECK_OK(TVMModGetFunction(lib, "subgraph_0", 1, &sub));
   CHECK(sub != NULL); /* ... but in the ExampleJSON module it imports */
-  guide_call_and_check(sub, 12);
+  CHECK(guide_call_and_check(sub, 12) == kTVMNDArrayHandle); /* it returns its result */
 
   /* Errors from the generated code (tvmrt's packed_func.h) and from the plain-C entry. */
   TVMFunctionHandle g0 = NULL, g1 = NULL;
@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
 
   CHECK_OK(TVMModFree(lib));
   /* Functions keep the library loaded. */
-  guide_call_and_check(sub, 14);
+  CHECK(guide_call_and_check(sub, 14) == kTVMNDArrayHandle);
   guide_call_and_check(g0, 15);
   CHECK_OK(TVMFuncFree(sub));
   CHECK_OK(TVMFuncFree(g0));

@@ -55,8 +55,25 @@ fn guide_subgraph_from_text_and_real_values() {
     let mut args: Vec<Any> = ins.iter_mut().map(Host::arg).collect();
     args.push(out.arg());
     let ret = subgraph(&m, "subgraph_0").call_values(&args).unwrap();
-    assert!(ret.view().is_none());
     assert!(out.values().iter().all(|&v| v == 1.0));
+    // Like the guide's module, the call returns the result as a tensor (ffi.Tensor, index 70)
+    // of the output's shape and dtype holding its values, in memory of its own.
+    assert_eq!(ret.view().type_index(), tvmrt::abi::type_index::TENSOR);
+    let dl = ret.view().as_dltensor().unwrap();
+    // SAFETY: a live tensor object of 100 float32 values (checked just below).
+    let (shape, values) = unsafe {
+        assert_eq!((*dl).dtype, tvmrt::dtype::dtypes::FLOAT32);
+        (
+            std::slice::from_raw_parts((*dl).shape, (*dl).ndim as usize).to_vec(),
+            std::slice::from_raw_parts((*dl).data.cast::<f32>(), 100).to_vec(),
+        )
+    };
+    assert_eq!(shape, [10, 10]);
+    assert_eq!(values, out.values());
+    assert_ne!(
+        unsafe { (*dl).data.cast::<f32>() }.cast_const(),
+        out.values().as_ptr()
+    );
 }
 
 #[test]

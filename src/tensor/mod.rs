@@ -441,6 +441,19 @@ impl Tensor {
         Ok(out)
     }
 
+    /// A new compact tensor on `src`'s device holding a copy of `src`'s elements.
+    ///
+    /// # Safety
+    /// `src` must be a valid DLTensor describing live memory for the duration of the call.
+    pub unsafe fn copy_of_dltensor(src: &DLTensor) -> Result<Tensor> {
+        // SAFETY: the caller guarantees a valid descriptor.
+        let shape = unsafe { layout::dl_shape(src, "copy source")? };
+        let copy = Tensor::empty(shape, src.dtype, src.device)?;
+        // SAFETY: `src` is live (caller) and `copy` is a fresh tensor of the same shape/dtype.
+        unsafe { copy::copy_dltensor(src, copy.dl())? };
+        Ok(copy)
+    }
+
     /// Copies `src` into this tensor (equal byte sizes; strided sides need equal shapes).
     pub fn copy_from(&self, src: &Tensor) -> Result<()> {
         self.check_writable("copy_from")?;

@@ -22,6 +22,7 @@ use crate::abi::DLTensor;
 use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::module::{Module, ModuleKind};
+use crate::tensor::Tensor;
 use crate::value::{Any, AnyView};
 
 /// The type key, as TVM's `ExampleJsonModule::type_key()`.
@@ -128,8 +129,9 @@ impl ModuleKind for ExampleJsonModule {
 }
 
 /// Runs `subgraph` on packed arguments: every argument a tensor (`DLTensor*` or tensor object),
-/// the inputs then the output. Returns None (TVM's reference returned the output tensor; the
-/// caller already holds it).
+/// the inputs then the output. Returns the result as a new tensor (classic type code 13,
+/// tvm-ffi `ffi.Tensor`), as the BYOC guide's module does: it hands back its own copy of the
+/// last node's result after copying that into the output argument.
 fn call_subgraph(subgraph: &Subgraph, args: &[AnyView<'_>]) -> Result<Any> {
     let mut tensors: Vec<&DLTensor> = Vec::with_capacity(args.len());
     for (i, a) in args.iter().enumerate() {
@@ -148,7 +150,15 @@ fn call_subgraph(subgraph: &Subgraph, args: &[AnyView<'_>]) -> Result<Any> {
     // SAFETY: same contract: each DLTensor describes memory its caller owns for this call;
     // `run` checks shapes, strides, dtype, device and pointers before touching data.
     unsafe { subgraph.run(&tensors)? };
-    Ok(Any::none())
+    let out = *tensors.last().ok_or_else(|| {
+        Error::value(format!(
+            "ExampleJSON subgraph '{}' needs its output tensor as the last argument",
+            subgraph.name()
+        ))
+    })?;
+    // SAFETY: `out` is the caller's live output tensor that `run` just checked and wrote.
+    let result = unsafe { Tensor::copy_of_dltensor(out)? };
+    Ok(Any::from_object(result.into_object()))
 }
 
 /// Reads a dmlc string (`u64` little-endian count, then the bytes) from the front of `bytes`.
