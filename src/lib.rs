@@ -16,6 +16,7 @@ pub mod contrib;
 pub mod dtype;
 pub mod error;
 pub mod function;
+pub mod graph;
 pub mod introspect;
 pub mod logging;
 pub mod module;

@@ -25,6 +25,7 @@ pub mod copy;
 pub mod dlpack;
 pub mod env;
 pub mod layout;
+pub mod serialize;
 
 use std::ffi::c_void;
 

@@ -27,7 +27,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use crate::abi::{DLDataType, DLDevice};
+use crate::abi::DLDataType;
 use crate::dtype::{dtype, dtype_to_string};
 use crate::error::{Error, Result};
 use crate::function::Function;
@@ -43,8 +43,7 @@ pub const MAGIC_V1: u64 = 0xD225_DE2F_4214_151D;
 pub const MAGIC_V2: u64 = 0xD225_DE2F_4214_151E;
 /// The only executable format version TVM 0.14 .. 0.27 read and write (`VM_VERSION`).
 pub const VM_VERSION: &str = "0.14";
-/// Magic of a serialized tensor (`kTVMTensorMagic`, `include/tvm/runtime/tensor.h`).
-pub const TENSOR_MAGIC: u64 = 0xDD5E_40F0_96B4_A13F;
+pub use crate::tensor::serialize::{read_tensor, TENSOR_MAGIC};
 
 /// First special register (`Instruction::kBeginSpecialReg`).
 pub const BEGIN_SPECIAL_REG: i64 = 1 << 54;
@@ -206,67 +205,6 @@ fn read_i64_vec(r: &mut Reader<'_>, what: &str) -> Result<Vec<i64>> {
 
 fn to_index(v: i64, what: &str) -> Result<usize> {
     usize::try_from(v).map_err(|_| Error::value(format!("{what} {v} is negative")))
-}
-
-/// Reads one tensor in TVM's tensor serialization format (`SaveDLTensor`).
-pub fn read_tensor(r: &mut Reader<'_>) -> Result<Tensor> {
-    let magic = r.read_u64()?;
-    if magic != TENSOR_MAGIC {
-        crate::bail_value!("bad tensor magic {magic:#x} (expected {TENSOR_MAGIC:#x})");
-    }
-    let _reserved = r.read_u64()?;
-    let device_type = read_i32(r)?;
-    let device_id = read_i32(r)?;
-    if device_type != 1 {
-        crate::bail_value!(
-            "tensor saved on device type {device_type}: TVM only saves CPU tensors (type 1)"
-        );
-    }
-    let ndim = read_i32(r)?;
-    let dt = read_dtype(r)?;
-    let ndim = usize::try_from(ndim)
-        .ok()
-        .filter(|&n| n <= 64)
-        .ok_or_else(|| Error::value(format!("tensor rank {ndim} is out of range")))?;
-    let mut shape = Vec::with_capacity(ndim);
-    for _ in 0..ndim {
-        let d = read_i64(r)?;
-        if d < 0 {
-            crate::bail_value!("tensor dimension {d} is negative");
-        }
-        shape.push(d);
-    }
-    let size = read_i64(r)?;
-    // TVM writes (bits + 7) / 8 bytes per element times the element count.
-    let mut numel: u128 = 1;
-    for &d in &shape {
-        numel = numel.saturating_mul(d as u128);
-    }
-    // Without the lanes, exactly as TVM's reader checks it.
-    let expected = numel.saturating_mul((dt.bits as u128).div_ceil(8));
-    if size < 0 || size as u128 != expected {
-        crate::bail_value!(
-            "tensor data size {size} does not match its shape {shape:?} and dtype ({expected} \
-             bytes)"
-        );
-    }
-    if size as u64 > r.remaining() as u64 {
-        crate::bail_value!(
-            "tensor data of {size} bytes is truncated: {} bytes remain",
-            r.remaining()
-        );
-    }
-    let data = r.read_raw(size as usize)?;
-    let t = Tensor::empty(
-        &shape,
-        dt,
-        DLDevice {
-            device_id,
-            ..crate::tensor::layout::cpu()
-        },
-    )?;
-    t.copy_from_bytes(data)?;
-    Ok(t)
 }
 
 impl Executable {
