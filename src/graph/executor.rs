@@ -566,16 +566,16 @@ fn build_ops(g: &Graph, lib: &Module, entries: &[Tensor]) -> Result<Vec<OpCall>>
     Ok(ops)
 }
 
-/// Points the call arguments of entries `eids` at those entries' current data.
+/// Points the call arguments of entries `eids` at those entries' current tensors (data,
+/// shape and strides: the old entry may be gone).
 fn retarget_ops(state: &mut State, eids: &[usize]) {
     let State { entries, ops, .. } = state;
     for op in ops.iter_mut() {
         for (arg, eid) in op.args.iter_mut().zip(&op.eids) {
             if eids.contains(eid) {
-                // SAFETY: a live entry tensor's descriptor.
-                let t = unsafe { &*entries[*eid].dltensor() };
-                arg.data = t.data;
-                arg.byte_offset = t.byte_offset;
+                // SAFETY: a live entry tensor's descriptor; its shape (and strides) live as long
+                // as the entry, which the state keeps.
+                *arg = unsafe { *entries[*eid].dltensor() };
             }
         }
     }

@@ -338,6 +338,7 @@ impl Graph {
             .enumerate()
             .map(|(i, s)| {
                 dtype_from_str(s)
+                    .and_then(|t| crate::tensor::layout::check_dtype(t).map(|()| t))
                     .map_err(|e| bad(format_args!("`attrs.dltype[1][{i}]`: {}", e.message)))
             })
             .collect::<Result<Vec<_>>>()?;

@@ -367,6 +367,75 @@ pub struct ModuleNode {
     pub imports: Vec<ModuleNode>,
     /// For a Relax executable: its VM functions (empty for other kinds).
     pub vm_functions: Vec<VmFunctionNode>,
+    /// For a graph executor factory (TVM <= 0.19 model): its graph.
+    pub graph: Option<GraphSummary>,
+}
+
+/// A graph executor model, as `tvmrt inspect` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GraphSummary {
+    /// The function that creates the executor (`default`).
+    pub module_name: String,
+    /// Number of graph nodes.
+    pub nodes: usize,
+    /// The compiled functions the graph calls, in order of first call.
+    pub kernels: Vec<String>,
+    /// The inputs, parameters included (`param` set for those saved with the model).
+    pub inputs: Vec<GraphTensor>,
+    /// The outputs, named by their nodes.
+    pub outputs: Vec<GraphTensor>,
+}
+
+/// An input or output of a graph.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GraphTensor {
+    pub name: String,
+    pub dtype: String,
+    pub shape: Vec<i64>,
+    /// A parameter saved with the model (inputs only).
+    pub param: bool,
+}
+
+/// The graph of a graph executor factory module.
+pub fn graph_summary(m: &Module) -> Option<GraphSummary> {
+    use crate::graph::json::NodeOp;
+    let f = m.downcast::<crate::graph::GraphExecutorFactory>()?;
+    let g = f.graph();
+    let tensor = |name: &str, eid: usize, param: bool| GraphTensor {
+        name: name.to_string(),
+        dtype: g.dltype_names[eid].clone(),
+        shape: g.shape[eid].clone(),
+        param,
+    };
+    let mut kernels: Vec<String> = Vec::new();
+    for n in &g.nodes {
+        if let NodeOp::Call(p) = &n.op {
+            if !kernels.contains(&p.func_name) {
+                kernels.push(p.func_name.clone());
+            }
+        }
+    }
+    let inputs = g
+        .arg_nodes
+        .iter()
+        .map(|&nid| {
+            let name = &g.nodes[nid].name;
+            let param = f.params().iter().any(|(p, _)| p == name);
+            tensor(name, g.node_row_ptr[nid], param)
+        })
+        .collect();
+    let outputs = g
+        .heads
+        .iter()
+        .map(|h| tensor(&g.nodes[h.node_id].name, g.entry_id(*h), false))
+        .collect();
+    Some(GraphSummary {
+        module_name: f.module_name().to_string(),
+        nodes: g.nodes.len(),
+        kernels,
+        inputs,
+        outputs,
+    })
 }
 
 /// A function of a Relax VM executable, as `tvmrt inspect` shows it.
@@ -511,6 +580,7 @@ pub fn module_tree(root: &Module, lib: Option<&LibraryInfo>) -> ModuleNode {
             functions_complete,
             imports,
             vm_functions: vm_functions(m),
+            graph: graph_summary(m),
         }
     }
     walk(root, lib, 0)

@@ -75,6 +75,20 @@ fn tree_json(n: &ModuleNode) -> Value {
             "builtins": f.builtins,
             "vm_calls": f.vm_calls,
         })).collect::<Vec<_>>(),
+        "graph": n.graph.as_ref().map(|g| {
+            let tensors = |list: &[tvmrt::introspect::GraphTensor]| {
+                list.iter()
+                    .map(|t| json!({"name": t.name, "dtype": t.dtype, "shape": t.shape, "param": t.param}))
+                    .collect::<Vec<_>>()
+            };
+            json!({
+                "module_name": g.module_name,
+                "nodes": g.nodes,
+                "kernels": g.kernels,
+                "inputs": tensors(&g.inputs),
+                "outputs": tensors(&g.outputs),
+            })
+        }),
     })
 }
 
@@ -153,6 +167,36 @@ fn print_tree(n: &ModuleNode, prefix: &str, last: bool, root: bool) {
                 println!("{detail}  calls {label}: {}", names.join(", "));
             }
         }
+    }
+    if let Some(g) = &n.graph {
+        let show =
+            |t: &tvmrt::introspect::GraphTensor| format!("{}: {}{:?}", t.name, t.dtype, t.shape);
+        println!(
+            "{detail}graph: {} nodes, {} kernels; create with `{}(device)`",
+            g.nodes,
+            g.kernels.len(),
+            g.module_name
+        );
+        let (params, inputs): (Vec<_>, Vec<_>) = g.inputs.iter().partition(|t| t.param);
+        let line = |list: Vec<String>| {
+            if list.is_empty() {
+                "none".to_string()
+            } else {
+                list.join(", ")
+            }
+        };
+        println!(
+            "{detail}  inputs: {}",
+            line(inputs.into_iter().map(show).collect())
+        );
+        println!(
+            "{detail}  parameters (saved): {}",
+            line(params.into_iter().map(show).collect())
+        );
+        println!(
+            "{detail}  outputs: {}",
+            line(g.outputs.iter().map(show).collect())
+        );
     }
     for (i, c) in n.imports.iter().enumerate() {
         print_tree(c, &child_prefix, i + 1 == n.imports.len(), false);

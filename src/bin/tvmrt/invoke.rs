@@ -114,6 +114,95 @@ enum Callee {
     Kernel(Function),
     /// A function of a Relax VM (returns its outputs). The VM module is kept alive with it.
     Vm(Function, #[allow(dead_code)] Module),
+    /// A graph executor (TVM <= 0.19 model): inputs set by name, then `run`; returns the
+    /// outputs. The names are filled in as the inputs are read.
+    Graph(GraphCall),
+}
+
+/// A graph executor's functions and the input name of each `--input`.
+struct GraphCall {
+    set_input: Function,
+    run: Function,
+    get_output: Function,
+    num_outputs: usize,
+    /// Inputs the user may give (parameters saved with the model excluded), in graph order.
+    free_inputs: Vec<String>,
+    /// All input names, parameters included.
+    all_inputs: Vec<String>,
+    names: Vec<String>,
+}
+
+impl GraphCall {
+    /// Creates the executor on the CPU, as `factory["default"](tvm.cpu())`.
+    fn new(factory: &Module, summary: &tvmrt::introspect::GraphSummary) -> Result<GraphCall> {
+        let create = factory
+            .get_function(&summary.module_name, false)?
+            .ok_or_else(|| Error::runtime("the graph executor factory lost its create function"))?;
+        let exec = create.call_values(&[Any::from(tvmrt::tensor::layout::cpu())])?;
+        let exec = Module::from_view(&exec.view(), "the graph executor")?;
+        let get = |name: &str| -> Result<Function> {
+            exec.get_function(name, false)?
+                .ok_or_else(|| Error::runtime(format!("the graph executor has no `{name}`")))
+        };
+        Ok(GraphCall {
+            set_input: get("set_input")?,
+            run: get("run")?,
+            get_output: get("get_output")?,
+            num_outputs: summary.outputs.len(),
+            free_inputs: summary
+                .inputs
+                .iter()
+                .filter(|t| !t.param)
+                .map(|t| t.name.clone())
+                .collect(),
+            all_inputs: summary.inputs.iter().map(|t| t.name.clone()).collect(),
+            names: Vec::new(),
+        })
+    }
+
+    /// Splits `NAME=VALUE`; a bare value takes the next input the model does not save.
+    fn take_name<'t>(&mut self, text: &'t str) -> Result<&'t str> {
+        if let Some((name, value)) = text.split_once('=') {
+            if !self.all_inputs.iter().any(|n| n == name) {
+                return Err(Error::value(format!(
+                    "the model has no input `{name}` (inputs: {})",
+                    self.all_inputs.join(", ")
+                )));
+            }
+            self.names.push(name.to_string());
+            return Ok(value);
+        }
+        let next = self
+            .free_inputs
+            .iter()
+            .find(|n| !self.names.contains(n))
+            .ok_or_else(|| {
+                Error::value(format!(
+                    "`{text}`: every input of the model is already given (inputs: {}); name                      parameters as NAME=FILE",
+                    self.free_inputs.join(", ")
+                ))
+            })?
+            .clone();
+        self.names.push(next);
+        Ok(text)
+    }
+
+    fn call(&self, inputs: &[Input]) -> Result<Any> {
+        for (name, input) in self.names.iter().zip(inputs) {
+            self.set_input
+                .call_values(&[Any::from(name.as_str()), input.value.clone()])
+                .map_err(|e| {
+                    Error::new(e.kind.clone(), format!("input `{name}`: {}", e.message))
+                })?;
+        }
+        self.run.call(&[])?;
+        let outs = (0..self.num_outputs)
+            .map(|i| self.get_output.call_values(&[Any::from(i as i64)]))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Any::from_object(
+            tvmrt::object::containers::array::new_array(outs),
+        ))
+    }
 }
 
 /// An input: a tensor read from a file, or a scalar.
@@ -230,23 +319,27 @@ impl Prepared {
         let module = load_from_file(&path, &format).map_err(|e| load_error(&path, e))?;
         log::debug!(target: "tvmrt::cli", "loaded `{}`: root module `{}`", a.library, module.kind());
 
+        let mut callee = resolve(&module, &a.function, info.as_ref(), &a.library)?;
         let mut given = Vec::with_capacity(a.inputs.len());
         for (k, text) in a.inputs.iter().enumerate() {
             let named =
                 |e: Error| Error::new(e.kind.clone(), format!("input {}: {}", k + 1, e.message));
+            let text = match &mut callee {
+                Callee::Graph(g) => g.take_name(text).map_err(named)?,
+                _ => text.as_str(),
+            };
             given.push(match parse_scalar(text) {
                 Some(v) => Given::Scalar(v.map_err(named)?),
                 None => Given::Array(read_npy(text).map_err(named)?),
             });
         }
 
-        let callee = resolve(&module, &a.function, info.as_ref(), &a.library)?;
         let outputs = match &callee {
-            Callee::Vm(..) => {
+            Callee::Vm(..) | Callee::Graph(_) => {
                 if !a.output_shapes.is_empty() {
                     return Err(Error::value(format!(
-                        "`{}` is a Relax function: it returns its outputs, so --output-shape \
-                         (for destination-passing kernels) does not apply",
+                        "`{}` returns its outputs (a Relax function or a graph model), so \
+                         --output-shape (for destination-passing kernels) does not apply",
                         a.function
                     )));
                 }
@@ -322,6 +415,7 @@ impl Prepared {
         match self.callee {
             Callee::Kernel(_) => "packed function",
             Callee::Vm(..) => "Relax VM function",
+            Callee::Graph(_) => "graph executor model",
         }
     }
 
@@ -336,6 +430,7 @@ impl Prepared {
         let (f, args) = match &self.callee {
             Callee::Kernel(f) => (f, &self.args[..]),
             Callee::Vm(f, _) => (f, &self.args[..self.inputs.len()]),
+            Callee::Graph(g) => return g.call(&self.inputs).map_err(|e| self.explain(e)),
         };
         f.call_values(args).map_err(|e| self.explain(e))
     }
@@ -348,6 +443,7 @@ impl Prepared {
         let index = match self.callee {
             Callee::Kernel(_) => failing_argument(&msg),
             Callee::Vm(..) => failing_param(&msg),
+            Callee::Graph(_) => None,
         };
         let msg = match index {
             Some(k) => format!("{}: {msg}", arg_label(k, &paths, &specs)),
@@ -439,6 +535,12 @@ fn load_error(path: &str, e: Error) -> Error {
 /// Finds `name`: through the Relax VM when the root module is a VM executable that has it,
 /// else as a compiled function of the module or its imports.
 fn resolve(module: &Module, name: &str, info: Option<&LibraryInfo>, path: &str) -> Result<Callee> {
+    if let Some(summary) = tvmrt::introspect::graph_summary(module) {
+        if name == summary.module_name || name == "run" {
+            log::debug!(target: "tvmrt::cli", "`{name}`: the graph executor model");
+            return Ok(Callee::Graph(GraphCall::new(module, &summary)?));
+        }
+    }
     let mut vm_error = None;
     if module.implements_function("vm_load_executable", false) {
         let vm = make_vm(module)?;
