@@ -314,6 +314,9 @@ fn graph_executor_create_with_a_library() {
     assert!(e.message.contains("CPU"), "{}", e.message);
 }
 
+/// An edit of the mlp graph's JSON.
+type GraphEdit = Box<dyn Fn(&mut Value)>;
+
 /// `tvm.graph_executor.create` on an edited copy of the mlp graph.
 fn create_err(edit: impl Fn(&mut Value)) -> Error {
     let f = factory("mlp");
@@ -332,7 +335,7 @@ fn create_err(edit: impl Fn(&mut Value)) -> Error {
 
 #[test]
 fn bad_graphs_are_refused_naming_the_field() {
-    let cases: Vec<(Box<dyn Fn(&mut Value)>, &str)> =
+    let cases: Vec<(GraphEdit, &str)> =
         vec![
         (
             Box::new(|g| {
