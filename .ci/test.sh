@@ -85,6 +85,10 @@ run "cargo test" cargo test --no-fail-fast
 # In the pinned venv (numpy), every test must run: a skip fails the step.
 python_tests() { cargo build --lib --quiet && python/run_tests.sh --no-skips; }
 run "python package tests" python_tests
+# The classic graph-executor fixtures through the classic C API (ctypes), the same program whose
+# outputs on TVM v0.19.0's runtime are recorded in tests/fixtures/graph (about 1 s).
+run "graph models: TVM 0.19's outputs" \
+  python3 tests/fixtures/graph/record.py --runtime target/debug/libtvmrt.so --check
 # tvm-ffi's own Python suite with libtvmrt.so swapped in; fails below the recorded pass count
 # (about 45 s on 2 cores, plus about 20 s the first time to build its venv and fetch the sdist).
 run "tvm-ffi suite on tvmrt" conformance/tvm_ffi/run.sh --ci

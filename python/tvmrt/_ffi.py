@@ -563,7 +563,24 @@ def from_owned_any(v: TVMFFIAny):
         return Tensor(h)
     if t == ARRAY:
         return _array_to_list(Object(h))
+    if t == MAP:
+        return _map_to_dict(Object(h))
     return Object(h)
+
+
+def _map_to_dict(m: Object) -> dict:
+    """The entries of an ``ffi.Map``, through tvm-ffi's ``ffi.MapSize`` and
+    ``ffi.MapForwardIterFunctor`` (0: key, 1: value, 2: advance)."""
+    from . import get_global_func
+
+    out = {}
+    if get_global_func("ffi.MapSize")(m) == 0:
+        return out
+    it = get_global_func("ffi.MapForwardIterFunctor")(m)
+    while True:
+        out[it(0)] = it(1)
+        if not it(2):
+            return out
 
 
 def _array_to_list(arr: Object) -> list:

@@ -1,0 +1,154 @@
+/* A classic TVM model (TVM <= 0.19 relay.build layout: a GraphExecutorFactory importing its
+ * kernels) from C, through the classic C API only, as a TVM 0.19 C program runs one:
+ * TVMModLoadFromFile, the factory's `default(dev)`, set_input by name, run, get_output (as an
+ * NDArray handle and into a tensor of ours), get_input of a saved parameter, load_params, and
+ * the errors of bad calls.
+ * Usage: graph_executor <tests/fixtures/graph/int_model.so> */
+#include <dlpack/dlpack.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <tvm/runtime/c_runtime_api.h>
+
+#define CHECK(cond)                                                             \
+  do {                                                                          \
+    if (!(cond)) {                                                              \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+      exit(1);                                                                  \
+    }                                                                           \
+  } while (0)
+
+#define CHECK_OK(call)                                                                   \
+  do {                                                                                   \
+    if ((call) != 0) {                                                                   \
+      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,               \
+              TVMGetLastError());                                                        \
+      exit(1);                                                                           \
+    }                                                                                    \
+  } while (0)
+
+static void expect_error(int rc, const char* want) {
+  const char* msg = TVMGetLastError();
+  if (rc == 0 || msg == NULL || strstr(msg, want) == NULL) {
+    fprintf(stderr, "expected an error containing \"%s\", got rc=%d: %s\n", want, rc,
+            msg ? msg : "(null)");
+    exit(1);
+  }
+}
+
+static TVMFunctionHandle get(TVMModuleHandle m, const char* name) {
+  TVMFunctionHandle f = NULL;
+  CHECK_OK(TVMModGetFunction(m, name, 0, &f));
+  CHECK(f != NULL);
+  return f;
+}
+
+static DLTensor tensor(void* data, int64_t* shape, int ndim, uint8_t code, uint8_t bits) {
+  DLTensor t;
+  memset(&t, 0, sizeof(t));
+  t.data = data;
+  t.device.device_type = kDLCPU;
+  t.ndim = ndim;
+  t.dtype.code = code;
+  t.dtype.bits = bits;
+  t.dtype.lanes = 1;
+  t.shape = shape;
+  return t;
+}
+
+/* Calls f(args...) with one argument list built by the caller. */
+static int call(TVMFunctionHandle f, TVMValue* v, int* codes, int n, TVMValue* ret, int* rc) {
+  return TVMFuncCall(f, v, codes, n, ret, rc);
+}
+
+int main(int argc, char** argv) {
+  CHECK(argc == 2);
+  TVMModuleHandle factory = NULL;
+  CHECK_OK(TVMModLoadFromFile(argv[1], "so", &factory));
+
+  /* exec = factory["default"](tvm.cpu(0)) */
+  TVMValue v[4], ret;
+  int codes[4], ret_code;
+  v[0].v_device.device_type = kDLCPU;
+  v[0].v_device.device_id = 0;
+  codes[0] = kDLDevice;
+  TVMFunctionHandle create = get(factory, "default");
+  CHECK_OK(call(create, v, codes, 1, &ret, &ret_code));
+  CHECK(ret_code == kTVMModuleHandle);
+  TVMModuleHandle exec = ret.v_handle;
+
+  TVMFunctionHandle set_input = get(exec, "set_input"), run = get(exec, "run");
+  TVMFunctionHandle get_output = get(exec, "get_output"), get_input = get(exec, "get_input");
+  TVMFunctionHandle num_outputs = get(exec, "get_num_outputs");
+  TVMFunctionHandle load_params = get(exec, "load_params");
+
+  /* The saved parameter `w`, as an NDArray handle. */
+  v[0].v_str = "w";
+  codes[0] = kTVMStr;
+  CHECK_OK(call(get_input, v, codes, 1, &ret, &ret_code));
+  CHECK(ret_code == kTVMNDArrayHandle);
+  DLTensor* wt = (DLTensor*)ret.v_handle;
+  CHECK(wt->ndim == 1 && wt->shape[0] == 5 && wt->dtype.code == kDLInt && wt->dtype.bits == 32);
+  int32_t w[5];
+  memcpy(w, wt->data, sizeof(w));
+  CHECK_OK(TVMArrayFree((TVMArrayHandle)ret.v_handle));
+
+  int32_t x[5] = {1, 2, 3, -4, 5};
+  int64_t s5[1] = {5};
+  DLTensor xt = tensor(x, s5, 1, kDLInt, 32);
+  v[0].v_str = "x";
+  codes[0] = kTVMStr;
+  v[1].v_handle = &xt;
+  codes[1] = kTVMDLTensorHandle;
+  CHECK_OK(call(set_input, v, codes, 2, &ret, &ret_code));
+  CHECK_OK(call(run, v, codes, 0, &ret, &ret_code));
+  CHECK_OK(call(num_outputs, v, codes, 0, &ret, &ret_code));
+  CHECK(ret_code == kDLInt && ret.v_int64 == 2);
+
+  /* Output 0 into our tensor: y = x * w + 3. */
+  int32_t y[5] = {0};
+  DLTensor yt = tensor(y, s5, 1, kDLInt, 32);
+  v[0].v_int64 = 0;
+  codes[0] = kDLInt;
+  v[1].v_handle = &yt;
+  codes[1] = kTVMDLTensorHandle;
+  CHECK_OK(call(get_output, v, codes, 2, &ret, &ret_code));
+  for (int i = 0; i < 5; ++i) CHECK(y[i] == x[i] * w[i] + 3);
+
+  /* Output 1 as an NDArray handle: y saturated to int8. */
+  v[0].v_int64 = 1;
+  CHECK_OK(call(get_output, v, codes, 1, &ret, &ret_code));
+  CHECK(ret_code == kTVMNDArrayHandle);
+  DLTensor* zt = (DLTensor*)ret.v_handle;
+  CHECK(zt->dtype.code == kDLInt && zt->dtype.bits == 8 && zt->shape[0] == 5);
+  for (int i = 0; i < 5; ++i) {
+    int32_t want = y[i] > 127 ? 127 : (y[i] < -128 ? -128 : y[i]);
+    CHECK(((int8_t*)zt->data)[i] == want);
+  }
+  CHECK_OK(TVMArrayFree((TVMArrayHandle)ret.v_handle));
+
+  /* Bad calls: each returns -1 with a message naming what was wrong. */
+  v[0].v_int64 = 7;
+  codes[0] = kDLInt;
+  expect_error(call(get_output, v, codes, 1, &ret, &ret_code), "output index 7 is out of range");
+  float xf[5] = {0};
+  DLTensor xft = tensor(xf, s5, 1, kDLFloat, 32);
+  v[0].v_str = "x";
+  codes[0] = kTVMStr;
+  v[1].v_handle = &xft;
+  codes[1] = kTVMDLTensorHandle;
+  expect_error(call(set_input, v, codes, 2, &ret, &ret_code),
+               "dtype float32 differs from the graph's int32");
+  TVMByteArray junk = {"\x01\x02\x03", 3};
+  v[0].v_handle = &junk;
+  codes[0] = kTVMBytes;
+  expect_error(call(load_params, v, codes, 1, &ret, &ret_code), "invalid parameters blob");
+
+  CHECK_OK(TVMModFree(exec));
+  CHECK_OK(TVMModFree(factory));
+  TVMFunctionHandle fs[] = {create, set_input, run, get_output, get_input, num_outputs, load_params};
+  for (size_t i = 0; i < sizeof(fs) / sizeof(fs[0]); ++i) CHECK_OK(TVMFuncFree(fs[i]));
+  printf("graph executor from C: ok\n");
+  return 0;
+}

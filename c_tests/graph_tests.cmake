@@ -1,0 +1,13 @@
+# The graph executor from C (included by CMakeLists.txt like every c_tests/*.cmake): a classic
+# model library of tests/fixtures/graph run through the classic C API, and under valgrind.
+tvmrt_add_program(graph_executor tvmrt::tvmrt c_tests/graph_executor.c)
+set(TVMRT_GRAPH_MODEL "${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures/graph/int_model.so")
+add_test(NAME graph_executor COMMAND graph_executor "${TVMRT_GRAPH_MODEL}")
+set_tests_properties(graph_executor PROPERTIES TIMEOUT 120)
+if(VALGRIND_EXECUTABLE)
+  add_test(NAME memcheck_graph_executor
+    COMMAND "${VALGRIND_EXECUTABLE}" --quiet --error-exitcode=1 --leak-check=full
+            --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect
+            $<TARGET_FILE:graph_executor> "${TVMRT_GRAPH_MODEL}")
+  set_tests_properties(memcheck_graph_executor PROPERTIES TIMEOUT 600)
+endif()
