@@ -20,7 +20,7 @@ use parking_lot::Mutex;
 
 use super::json::{Graph, NodeOp};
 use super::params::{load_params, Params};
-use crate::abi::{DLDevice, DLTensor, TVMFFIAny};
+use crate::abi::{type_code, DLDevice, DLTensor, TVMBackendPackedCFunc, TVMFFIAny, TVMValue};
 use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::module::{Module, ModuleKind};
@@ -37,7 +37,11 @@ const ZERO_COPY_ALIGNMENT: usize = 64;
 
 /// What a node's call does.
 enum OpKind {
+    /// A function called through tvm-ffi's convention.
     Call(Function),
+    /// A classic compiled function, called straight with classic argument arrays as TVM's
+    /// executor calls it (the function object keeps its library loaded).
+    Classic(TVMBackendPackedCFunc, #[allow(dead_code)] Function),
     /// `__nop`: the output shares the input's storage.
     Nop,
     /// `__copy`: copies the input into the output.
@@ -55,6 +59,9 @@ struct OpCall {
     args: Box<[DLTensor]>,
     /// `DLTensor*` values pointing into `args`, in the layout the callee reads.
     values: Box<[TVMFFIAny]>,
+    /// The same pointers as classic values, with their type codes (`kTVMDLTensorHandle`).
+    classic_values: Box<[TVMValue]>,
+    classic_codes: Box<[i32]>,
 }
 
 // SAFETY: the raw pointers in `args` and `values` point into this call's own boxes, into the
@@ -316,6 +323,10 @@ impl GraphExecutor {
                         unsafe { AnyView::slice_from_raw(op.values.as_ptr(), op.values.len()) };
                     f.call(args).map(drop)
                 }
+                OpKind::Classic(f, _) => {
+                    let f = *f;
+                    call_classic(f, op)
+                }
             };
             result.map_err(|e| {
                 let node = &self.graph.nodes[op.node];
@@ -525,13 +536,21 @@ fn build_ops(g: &Graph, lib: &Module, entries: &[Tensor]) -> Result<Vec<OpCall>>
         let kind = match p.func_name.as_str() {
             "__nop" => OpKind::Nop,
             "__copy" => OpKind::Copy,
-            name => OpKind::Call(lib.get_function(name, true)?.ok_or_else(|| {
-                Error::attribute(format!(
-                    "graph executor: node {nid} (`{}`) calls `{name}`, which the library does \
-                     not define",
-                    node.name
-                ))
-            })?),
+            name => {
+                let f = lib.get_function(name, true)?.ok_or_else(|| {
+                    Error::attribute(format!(
+                        "graph executor: node {nid} (`{}`) calls `{name}`, which the library \
+                         does not define",
+                        node.name
+                    ))
+                })?;
+                match crate::module::library::library_function_of(&f)
+                    .and_then(|lf| lf.classic_symbol())
+                {
+                    Some(sym) => OpKind::Classic(sym, f),
+                    None => OpKind::Call(f),
+                }
+            }
         };
         let mut eids: Vec<usize> = node.inputs.iter().map(|&e| g.entry_id(e)).collect();
         eids.extend((0..p.num_outputs).map(|i| g.node_row_ptr[nid] + i));
@@ -544,6 +563,13 @@ fn build_ops(g: &Graph, lib: &Module, entries: &[Tensor]) -> Result<Vec<OpCall>>
             .iter_mut()
             .map(|t| Any::dltensor_ptr(t as *mut DLTensor).into_raw())
             .collect();
+        let classic_values: Box<[TVMValue]> = args
+            .iter_mut()
+            .map(|t| TVMValue {
+                v_handle: (t as *mut DLTensor).cast(),
+            })
+            .collect();
+        let classic_codes = vec![type_code::DL_TENSOR_HANDLE; args.len()].into_boxed_slice();
         if let OpKind::Copy = kind {
             let (a, b) = (&entries[eids[0]], &entries[eids[1]]);
             if a.nbytes() != b.nbytes() {
@@ -561,9 +587,42 @@ fn build_ops(g: &Graph, lib: &Module, entries: &[Tensor]) -> Result<Vec<OpCall>>
             eids,
             args,
             values,
+            classic_values,
+            classic_codes,
         });
     }
     Ok(ops)
+}
+
+/// Calls a classic kernel with the op's classic arrays; a failure takes the error the kernel
+/// raised.
+fn call_classic(f: TVMBackendPackedCFunc, op: &mut OpCall) -> Result<()> {
+    let mut ret = TVMValue { v_int64: 0 };
+    let mut code = type_code::NULLPTR;
+    // SAFETY: the arrays hold one `DLTensor*` (into `op.args`, live) per argument; the return
+    // slots are ours; the library stays loaded while the op's function object lives.
+    let status = unsafe {
+        f(
+            op.classic_values.as_mut_ptr(),
+            op.classic_codes.as_mut_ptr(),
+            op.classic_values.len() as i32,
+            &mut ret,
+            &mut code,
+            std::ptr::null_mut(),
+        )
+    };
+    if status != 0 {
+        return Err(crate::raised::take_raised().unwrap_or_else(|| {
+            Error::runtime(format!(
+                "compiled function returned {status} without setting an error"
+            ))
+        }));
+    }
+    if code != type_code::NULLPTR {
+        // SAFETY: the callee wrote this value and code for us; dropping releases any object.
+        drop(unsafe { crate::module::library::take_classic_result(ret, code)? });
+    }
+    Ok(())
 }
 
 /// Points the call arguments of entries `eids` at those entries' current tensors (data,
