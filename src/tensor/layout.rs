@@ -167,20 +167,23 @@ pub fn shape_bytes(shape: &[i64], dtype: DLDataType) -> Result<usize> {
     data_size(check_shape(shape)?, dtype)
 }
 
-/// Row-major strides of `shape` (in elements). The caller checked the shape, so the products
-/// fit in `i64`; dims of 0 and 1 contribute as in tvm-ffi's `FillStridesFromShape`.
+/// Row-major strides of `shape` (in elements), exactly as tvm-ffi's `FillStridesFromShape`:
+/// the running product of the inner dims, so a zero dim makes every outer stride 0 ((20, 0, 5)
+/// gives (0, 5, 1)), which TVM's kernels compare against when they check for compact arrays.
+/// The caller checked the shape, so the products fit in `i64`.
 pub fn compact_strides(shape: &[i64]) -> Vec<i64> {
     let mut strides = vec![0i64; shape.len()];
-    let mut stride: i64 = 1;
-    for i in (0..shape.len()).rev() {
-        strides[i] = stride;
-        // A zero dim makes the rest irrelevant; keep the non-zero running product (checked by
-        // `check_shape`) so no multiplication overflows.
-        if shape[i] != 0 {
-            stride = stride.saturating_mul(shape[i]);
-        }
-    }
+    fill_compact_strides(shape, &mut strides);
     strides
+}
+
+/// [`compact_strides`] into `out` (as long as `shape`), without allocating.
+pub fn fill_compact_strides(shape: &[i64], out: &mut [i64]) {
+    let mut stride: i64 = 1;
+    for (s, &d) in out.iter_mut().zip(shape).rev() {
+        *s = stride;
+        stride = stride.saturating_mul(d);
+    }
 }
 
 /// Whether the layout is row-major compact (tvm-ffi `IsContiguous`): no strides, an empty
@@ -334,6 +337,12 @@ mod tests {
     fn strides_and_contiguity() {
         assert_eq!(compact_strides(&[2, 3, 4]), vec![12, 4, 1]);
         assert_eq!(compact_strides(&[]), Vec::<i64>::new());
+        // Zero-sized dims: tvm-ffi's running product, so outer strides are 0.
+        assert_eq!(compact_strides(&[20, 0, 5]), vec![0, 5, 1]);
+        assert_eq!(compact_strides(&[3, 0]), vec![0, 1]);
+        assert_eq!(compact_strides(&[0, 3]), vec![3, 1]);
+        assert_eq!(compact_strides(&[0]), vec![1]);
+        assert_eq!(compact_strides(&[2, 0, 0, 4]), vec![0, 0, 4, 1]);
         assert!(is_contiguous(&[2, 3], Some(&[3, 1])));
         assert!(!is_contiguous(&[2, 3], Some(&[1, 2])));
         assert!(is_contiguous(&[1, 3], Some(&[99, 1])));

@@ -550,6 +550,14 @@ mod tests {
     use crate::dtype::dtypes;
 
     #[test]
+    fn zero_sized_dims_get_tvm_ffis_strides() {
+        let t = Tensor::empty(&[20, 0, 5], dtypes::FLOAT32, layout::cpu()).unwrap();
+        assert_eq!(t.strides(), Some(&[0i64, 5, 1][..]));
+        assert_eq!(t.nbytes(), 0);
+        assert!(t.is_contiguous());
+    }
+
+    #[test]
     fn empty_is_aligned_and_zeroed() {
         let t = Tensor::empty(&[3, 5], dtypes::FLOAT32, layout::cpu()).unwrap();
         assert_eq!(t.data_ptr() as usize % 64, 0);

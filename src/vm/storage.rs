@@ -188,14 +188,7 @@ pub fn alloc_tensor_in(
     }
     let mut dims = vec![0i64; 2 * ndim].into_boxed_slice();
     dims[..ndim].copy_from_slice(shape);
-    let mut stride = 1i64;
-    for i in (0..ndim).rev() {
-        dims[ndim + i] = stride;
-        // `check_shape` bounded the product of the non-zero dims.
-        if shape[i] != 0 {
-            stride = stride.saturating_mul(shape[i]);
-        }
-    }
+    crate::tensor::layout::fill_compact_strides(shape, &mut dims[ndim..]);
     let (shape_ptr, strides_ptr) = if ndim == 0 {
         (std::ptr::null_mut(), std::ptr::null_mut())
     } else {
