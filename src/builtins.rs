@@ -31,6 +31,9 @@ pub fn all() -> Vec<(&'static str, Function)> {
     v.extend(crate::module::builtins());
     v.extend(crate::module::pinned::builtins());
     v.extend(crate::contrib::examplejson::module::builtins());
+    v.extend(crate::contrib::sort::builtins());
+    v.extend(crate::contrib::set_ops::builtins());
+    v.extend(crate::contrib::shape_ops::builtins());
     v.extend(crate::module::system_lib::builtins());
     v.extend(crate::vm::builtins());
     v.extend(crate::graph::builtins());

@@ -646,3 +646,69 @@ fn relax_tuple_results_are_saved_in_order() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Writes a 1-d int32 `.npy` file (format 1.0) and returns its path.
+fn int32_npy(name: &str, values: &[i32]) -> String {
+    let dir = std::env::temp_dir().join(format!("tvmrt_cli_graph_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut header = format!(
+        "{{'descr': '<i4', 'fortran_order': False, 'shape': ({},), }}",
+        values.len()
+    );
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend((header.len() as u16).to_le_bytes());
+    bytes.extend(header.as_bytes());
+    for v in values {
+        bytes.extend(v.to_le_bytes());
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn graph_executor_models_run_with_inputs_by_name() {
+    let model = fixtures()
+        .join("graph/int_model.so")
+        .to_string_lossy()
+        .into_owned();
+    let x = int32_npy("x.npy", &[1, 2, 3, -4, 5]);
+    // Outputs recorded on TVM 0.19's runtime (tests/fixtures/graph/int_model.expected.json).
+    for input in [format!("x={x}"), x.clone()] {
+        let out = ok(&["run", &model, "default", "-i", &input]);
+        assert!(
+            out.contains("(graph executor model): 1 input(s), 2 output(s)"),
+            "{out}"
+        );
+        assert!(out.contains("[6, -11, 303, 3, -247]"), "{out}");
+        assert!(out.contains("[6, -11, 127, 3, -128]"), "{out}");
+    }
+    let e = fails(&["run", &model, "default", "-i", &format!("y={x}")]);
+    assert!(
+        e.contains("the model has no input `y` (inputs: x, w)"),
+        "{e}"
+    );
+    let e = fails(&["run", &model, "default", "-i", &x, "-i", &x]);
+    assert!(
+        e.contains("every input of the model is already given"),
+        "{e}"
+    );
+    let e = fails(&["run", &model, "default", "-i", &x, "-o", "int32:5"]);
+    assert!(
+        e.contains("is a graph executor model: it returns its outputs"),
+        "{e}"
+    );
+    let short = int32_npy("short.npy", &[1, 2]);
+    let e = fails(&["run", &model, "default", "-i", &short]);
+    assert!(
+        e.contains("input `x`") && e.contains("holds 2 elements"),
+        "{e}"
+    );
+    let info = ok(&["inspect", &model]);
+    assert!(info.contains("inputs: x: int32[5]"), "{info}");
+    assert!(info.contains("parameters (saved): w: int32[5]"), "{info}");
+}

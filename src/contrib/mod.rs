@@ -1,3 +1,8 @@
-//! Built-in runtimes for "bring your own codegen" backends.
+//! Built-in runtimes for "bring your own codegen" backends, and the runtime library functions
+//! compiled models call (`tvm.contrib.sort.*`, `relax.run.*`); docs/runtime_globals.md lists them.
 
+pub mod elements;
 pub mod examplejson;
+pub mod set_ops;
+pub mod shape_ops;
+pub mod sort;

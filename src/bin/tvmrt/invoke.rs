@@ -337,9 +337,13 @@ impl Prepared {
         let outputs = match &callee {
             Callee::Vm(..) | Callee::Graph(_) => {
                 if !a.output_shapes.is_empty() {
+                    let what = match callee {
+                        Callee::Graph(_) => "a graph executor model",
+                        _ => "a Relax function",
+                    };
                     return Err(Error::value(format!(
-                        "`{}` returns its outputs (a Relax function or a graph model), so \
-                         --output-shape (for destination-passing kernels) does not apply",
+                        "`{}` is {what}: it returns its outputs, so --output-shape (for \
+                         destination-passing kernels) does not apply",
                         a.function
                     )));
                 }
