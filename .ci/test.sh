@@ -85,6 +85,9 @@ run "cargo test" cargo test --no-fail-fast
 # In the pinned venv (numpy), every test must run: a skip fails the step.
 python_tests() { cargo build --lib --quiet && python/run_tests.sh --no-skips; }
 run "python package tests" python_tests
+# The wheel (dev profile: the crate is already built), installed in a fresh venv and tested
+# from outside the checkout (about 30 s).
+run "python wheel: build, install, test" python/test_wheel.sh
 # The classic graph-executor fixtures through the classic C API (ctypes), the same program whose
 # outputs on TVM v0.19.0's runtime are recorded in tests/fixtures/graph (about 1 s).
 run "graph models: TVM 0.19's outputs" \

@@ -1,7 +1,9 @@
 """Runs the Python package's tests (standard library unittest) and prints one closing line,
 `python: N passed, N failed, N skipped`. Exits 1 when a test fails or when no test ran (the
 suite has tests, so none running means it was not found). With `--no-skips` (CI) a skipped test
-is a failure too: every test must run there, so a missing dependency is installed, not skipped."""
+is a failure too: every test must run there, so a missing dependency is installed, not skipped.
+With `--installed` the package is the one installed in this Python (a wheel), not the checkout's
+`python/tvmrt`: the run fails unless `tvmrt` and its library come from site-packages."""
 
 import os
 import sys
@@ -11,8 +13,28 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
+def check_installed() -> None:
+    """The package and its library come from an installation, not from this checkout."""
+    import sysconfig
+
+    import tvmrt
+
+    site = Path(sysconfig.get_paths()["purelib"]).resolve()
+    package = Path(tvmrt.__file__).resolve()
+    library = Path(tvmrt.library_path()).resolve()
+    for what, path in (("package", package), ("library", library)):
+        if site not in path.parents:
+            raise SystemExit(f"python: the {what} is {path}, not under {site}")
+    print(f"python: testing the installed package {package.parent} ({library.name} bundled)")
+
+
 def main() -> int:
-    sys.path.insert(0, str(HERE))
+    if "--installed" in sys.argv[1:]:
+        # Python put this script's directory (the checkout's package root) first on the path.
+        sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+        check_installed()
+    else:
+        sys.path.insert(0, str(HERE))
     suite = unittest.defaultTestLoader.discover(str(HERE / "tests"))
     verbosity = 2 if os.environ.get("VERBOSE") else 1
     result = unittest.TextTestRunner(verbosity=verbosity).run(suite)

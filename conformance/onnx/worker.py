@@ -93,10 +93,30 @@ def run_tvmrt(case_dir, work):
     sys.path.insert(0, os.path.join(repo, "python"))
     import tvmrt
 
+    view = tvmrt.get_global_func("runtime.TVMTensorCreateView")
+
+    def to_tvmrt(x):
+        # numpy cannot export ml_dtypes arrays (bfloat16, float8...) by DLPack: pass their
+        # bytes as unsigned integers and view them with the real dtype.
+        if x.dtype.kind != "V" and x.dtype.name in np.sctypeDict:
+            return x
+        raw = tvmrt.from_dlpack(np.ascontiguousarray(x).view(f"uint{8 * x.dtype.itemsize}"))
+        return view(raw, tuple(x.shape), x.dtype.name, 0)
+
+    def to_numpy(t):
+        try:
+            return np.from_dlpack(t)
+        except BufferError:
+            import ml_dtypes
+
+            dt = np.dtype(getattr(ml_dtypes, t.dtype))
+            raw = view(t, tuple(t.shape), f"uint{8 * dt.itemsize}", 0)
+            return np.from_dlpack(raw).copy().view(dt)
+
     inputs, outputs = data(case_dir)
     vm = tvmrt.VirtualMachine(tvmrt.load_module(os.path.join(work, "lib.so")))
-    got = vm["main"](*inputs)
-    return report(compare(flatten(got, np.from_dlpack), outputs))
+    got = vm["main"](*[to_tvmrt(x) for x in inputs])
+    return report(compare(flatten(got, to_numpy), outputs))
 
 
 def report(problem):

@@ -32,6 +32,23 @@ class NonzeroTests(unittest.TestCase):
             np.testing.assert_array_equal(got, want)
 
 
+class ShapeAndViewTests(unittest.TestCase):
+    def test_shape_to_tensor_takes_a_tuple_as_a_shape(self):
+        got = np.from_dlpack(fn("relax.run.shape_to_tensor")((2, 0, 7)))
+        self.assertEqual(got.dtype, np.int64)
+        np.testing.assert_array_equal(got, [2, 0, 7])
+        with self.assertRaises(TypeError):
+            fn("relax.run.shape_to_tensor")(3)
+
+    def test_create_view_reinterprets_bytes(self):
+        halves = np.array([1.0, -2.0, 0.5, 3.0], "float16")
+        raw = tvmrt.from_dlpack(halves.view("uint16"))
+        view = fn("runtime.TVMTensorCreateView")(raw, (2,), "float16", 4)
+        np.testing.assert_array_equal(np.from_dlpack(view), halves[2:])
+        with self.assertRaises(ValueError):
+            fn("runtime.TVMTensorCreateView")(raw, (4,), "float16", 2)
+
+
 class UniqueTests(unittest.TestCase):
     def reference(self, x, is_sorted, ri, rinv, rc, axis):
         res = np.unique(x, return_index=True, return_inverse=True, return_counts=True, axis=axis)

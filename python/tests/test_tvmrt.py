@@ -277,6 +277,26 @@ class RelaxTests(unittest.TestCase):
                 t.numpy(), npy(f"tuple_ret.main.out{i}.npy"), rtol=1e-5, atol=1e-6
             )
 
+    def test_stateful_calls_as_tvm_names_them(self):
+        vm = tvmrt.VirtualMachine(load("tuple_ret.so"), tvmrt.cpu())
+        a, b = npy("tuple_ret.main.in0.npy"), npy("tuple_ret.main.in1.npy")
+        vm.set_input("main", a, b)
+        vm.invoke_stateful("main")
+        outs = vm.get_outputs("main")
+        self.assertEqual(len(outs), 3)
+        for i, t in enumerate(outs):
+            np.testing.assert_allclose(
+                np.from_dlpack(t), npy(f"tuple_ret.main.out{i}.npy"), rtol=1e-5, atol=1e-6
+            )
+        np.testing.assert_allclose(
+            np.from_dlpack(vm.get_output("main", 2)), npy("tuple_ret.main.out2.npy"),
+            rtol=1e-5, atol=1e-6,
+        )
+        with self.assertRaises(ValueError):
+            tvmrt.VirtualMachine(load("mlp.so"), (2, 0))  # a GPU: CPU only
+        with self.assertRaises(ValueError):
+            vm.get_outputs("nope")
+
     def test_kernel_through_imports(self):
         exe = load("mlp.so")
         out = np.empty((1, 32), "float32")

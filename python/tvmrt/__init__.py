@@ -38,6 +38,7 @@ __all__ = [
     "Tensor",
     "TVMError",
     "VirtualMachine",
+    "cpu",
     "from_dlpack",
     "get_global_func",
     "library_path",
@@ -212,11 +213,17 @@ def load_module(path, fmt: str = "") -> Module:
     return get_global_func("ffi.ModuleLoadFromFile")(str(path), fmt)
 
 
+def cpu(dev_id: int = 0) -> tuple:
+    """The CPU device ``(kDLCPU, dev_id)``, as ``tvm.cpu()`` names it."""
+    return (VirtualMachine.CPU, dev_id)
+
+
 class VirtualMachine:
     """Runs a Relax model's functions, as ``tvm.relax.VirtualMachine`` does on CPU::
 
-    vm = tvmrt.VirtualMachine(tvmrt.load_module("model.so"))
-    y = vm["main"](x)
+    vm = tvmrt.VirtualMachine(tvmrt.load_module("model.so"), tvmrt.cpu())
+    y = vm["main"](x)                       # or, statefully:
+    vm.set_input("main", x); vm.invoke_stateful("main"); y = vm.get_outputs("main")
     """
 
     #: TVM's ``VirtualMachine.POOLED_ALLOCATOR``.
@@ -224,12 +231,35 @@ class VirtualMachine:
     #: DLPack's ``kDLCPU``.
     CPU = 1
 
-    def __init__(self, executable: Module):
+    def __init__(self, executable: Module, device=None):
+        device_type, device_id = device if device is not None else cpu()
+        if device_type != self.CPU:
+            raise ValueError(f"tvmrt runs Relax models on the CPU only, got device {device}")
         self.module = executable["vm_load_executable"]()
-        self.module["vm_initialization"](self.CPU, 0, self.POOLED_ALLOCATOR)
+        self.module["vm_initialization"](device_type, device_id, self.POOLED_ALLOCATOR)
 
     def __getitem__(self, name: str) -> Function:
         f = self.module.get_function(name, False)
         if f is None:
             raise AttributeError(f"the Relax VM has no function '{name}'")
         return f
+
+    def set_input(self, func_name: str, *args):
+        """Sets the inputs of ``func_name`` for :meth:`invoke_stateful`."""
+        self.module["set_input"](func_name, *args)
+
+    def invoke_stateful(self, func_name: str):
+        """Runs ``func_name`` on the inputs given to :meth:`set_input`."""
+        self.module["invoke_stateful"](func_name)
+
+    def get_outputs(self, func_name: str):
+        """The result of the last :meth:`invoke_stateful` of ``func_name`` (a tensor, or a
+        list for a tuple)."""
+        arity = self.module["get_output_arity"](func_name)
+        if arity == -1:
+            return self.module["get_output"](func_name)
+        return [self.get_output(func_name, i) for i in range(arity)]
+
+    def get_output(self, func_name: str, index: int):
+        """Output ``index`` of the last :meth:`invoke_stateful` of ``func_name``."""
+        return self.module["get_output"](func_name, index)

@@ -141,9 +141,18 @@ def _candidates() -> list[Path]:
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
+def bundled_library() -> Path:
+    """Where an installed wheel keeps its libtvmrt.so (``tvmrt/lib/``)."""
+    return Path(__file__).resolve().parent / "lib" / "libtvmrt.so"
+
+
 def find_library() -> str:
-    """Path of libtvmrt.so: ``$TVMRT_LIBRARY``, else the newest ``target/{release,debug}`` build
-    of this repository (or of ``$CARGO_TARGET_DIR``), else the system's library path."""
+    """Path of libtvmrt.so: the one bundled with an installed wheel, else ``$TVMRT_LIBRARY``,
+    else the newest ``target/{release,debug}`` build of this repository (or of
+    ``$CARGO_TARGET_DIR``), else the system's library path."""
+    bundled = bundled_library()
+    if bundled.is_file():
+        return str(bundled)
     env = os.environ.get("TVMRT_LIBRARY")
     if env:
         if not Path(env).is_file():
@@ -583,6 +592,23 @@ def _map_to_dict(m: Object) -> dict:
             return out
 
 
+def make_shape(dims) -> Object:
+    """An ``ffi.Shape`` object of ``dims`` (held as an object, not turned into a tuple)."""
+    fn = c_void_p()
+    name = TVMFFIByteArray.of(b"ffi.Shape")
+    check(lib().TVMFFIFunctionGetGlobal(byref(name), byref(fn)), "ffi.Shape")
+    args = (TVMFFIAny * max(len(dims), 1))()
+    for i, d in enumerate(dims):
+        args[i].type_index = INT
+        args[i].payload.v_int64 = int(d)
+    out = TVMFFIAny()
+    status = lib().TVMFFIFunctionCall(fn, args, len(dims), byref(out))
+    lib().TVMFFIObjectDecRef(fn)
+    if status != 0:
+        raise raised_error("ffi.Shape")
+    return Object(out.payload.v_ptr)
+
+
 def _array_to_list(arr: Object) -> list:
     """The items of an ``ffi.Array``: its cell (tvm-ffi ``SeqBaseObj``) is ``{TVMFFIAny* data;
     int64_t size; int64_t capacity; deleter}`` after the object header."""
@@ -641,6 +667,11 @@ def fill_any(slot: TVMFFIAny, v, keep: list) -> None:
         keep.append(arr)
         slot.type_index = BYTE_ARRAY_PTR
         p.v_ptr = ctypes.addressof(arr)
+    elif isinstance(v, tuple) and all(isinstance(d, numbers.Integral) for d in v):
+        shape = make_shape(v)  # a tuple of ints travels as an ffi.Shape, as in tvm_ffi
+        keep.append(shape)
+        slot.type_index = SHAPE
+        p.v_ptr = shape.handle
     elif isinstance(v, Object):
         slot.type_index = v.type_index
         p.v_ptr = v.handle

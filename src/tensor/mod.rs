@@ -21,6 +21,7 @@
 //! convention does not say which arguments a kernel writes.
 
 pub mod alloc;
+pub mod builtins;
 pub mod copy;
 pub mod dlpack;
 pub mod env;
