@@ -96,7 +96,7 @@ run "graph models: TVM 0.19's outputs" \
 # (about 45 s on 2 cores, plus about 20 s the first time to build its venv and fetch the sdist).
 run "tvm-ffi suite on tvmrt" conformance/tvm_ffi/run.sh --ci
 # ONNX backend cases compiled by TVM 0.27 and run on TVM's and tvmrt's runtimes: a
-# deterministic subset of 160 cases (about 4 min on 2 cores, plus 30 s the first time to build
+# deterministic subset of 160 cases (101 s measured on 2 cores, plus 30 s the first time to build
 # the venv); fails if a case that passes on TVM fails, crashes or hangs on tvmrt.
 run "onnx conformance subset" conformance/onnx/run.sh --subset 150
 
