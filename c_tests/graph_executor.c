@@ -4,43 +4,18 @@
  * NDArray handle and into a tensor of ours), get_input of a saved parameter, load_params, and
  * the errors of bad calls.
  * Usage: graph_executor <tests/fixtures/graph/int_model.so> */
-#include <dlpack/dlpack.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <tvm/runtime/c_runtime_api.h>
 
-#define CHECK(cond)                                                             \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      exit(1);                                                                  \
-    }                                                                           \
-  } while (0)
-
-#define CHECK_OK(call)                                                                   \
-  do {                                                                                   \
-    if ((call) != 0) {                                                                   \
-      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,               \
-              TVMGetLastError());                                                        \
-      exit(1);                                                                           \
-    }                                                                                    \
-  } while (0)
-
-static void expect_error(int rc, const char* want) {
-  const char* msg = TVMGetLastError();
-  if (rc == 0 || msg == NULL || strstr(msg, want) == NULL) {
-    fprintf(stderr, "expected an error containing \"%s\", got rc=%d: %s\n", want, rc,
-            msg ? msg : "(null)");
-    exit(1);
-  }
-}
+#include "check.h"
 
 static TVMFunctionHandle get(TVMModuleHandle m, const char* name) {
   TVMFunctionHandle f = NULL;
   CHECK_OK(TVMModGetFunction(m, name, 0, &f));
-  CHECK(f != NULL);
+  if (f == NULL) {
+    fprintf(stderr, "no function %s\n", name);
+    exit(1);
+  }
   return f;
 }
 
@@ -63,7 +38,10 @@ static int call(TVMFunctionHandle f, TVMValue* v, int* codes, int n, TVMValue* r
 }
 
 int main(int argc, char** argv) {
-  CHECK(argc == 2);
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s <int_model.so>\n", argv[0]);
+    return 2;
+  }
   TVMModuleHandle factory = NULL;
   CHECK_OK(TVMModLoadFromFile(argv[1], "so", &factory));
 
@@ -75,7 +53,7 @@ int main(int argc, char** argv) {
   codes[0] = kDLDevice;
   TVMFunctionHandle create = get(factory, "default");
   CHECK_OK(call(create, v, codes, 1, &ret, &ret_code));
-  CHECK(ret_code == kTVMModuleHandle);
+  if (!CHECK(ret_code == kTVMModuleHandle, "default() returned type code %d", ret_code)) return 1;
   TVMModuleHandle exec = ret.v_handle;
 
   TVMFunctionHandle set_input = get(exec, "set_input"), run = get(exec, "run");
@@ -87,9 +65,10 @@ int main(int argc, char** argv) {
   v[0].v_str = "w";
   codes[0] = kTVMStr;
   CHECK_OK(call(get_input, v, codes, 1, &ret, &ret_code));
-  CHECK(ret_code == kTVMNDArrayHandle);
+  if (!CHECK(ret_code == kTVMNDArrayHandle, "get_input returned type code %d", ret_code)) return 1;
   DLTensor* wt = (DLTensor*)ret.v_handle;
-  CHECK(wt->ndim == 1 && wt->shape[0] == 5 && wt->dtype.code == kDLInt && wt->dtype.bits == 32);
+  CHECK(wt->ndim == 1 && wt->shape[0] == 5 && wt->dtype.code == kDLInt && wt->dtype.bits == 32,
+        "w is not int32[5] (ndim %d)", wt->ndim);
   int32_t w[5];
   memcpy(w, wt->data, sizeof(w));
   CHECK_OK(TVMArrayFree((TVMArrayHandle)ret.v_handle));
@@ -104,7 +83,7 @@ int main(int argc, char** argv) {
   CHECK_OK(call(set_input, v, codes, 2, &ret, &ret_code));
   CHECK_OK(call(run, v, codes, 0, &ret, &ret_code));
   CHECK_OK(call(num_outputs, v, codes, 0, &ret, &ret_code));
-  CHECK(ret_code == kDLInt && ret.v_int64 == 2);
+  CHECK(ret_code == kDLInt && ret.v_int64 == 2, "get_num_outputs: code %d", ret_code);
 
   /* Output 0 into our tensor: y = x * w + 3. */
   int32_t y[5] = {0};
@@ -114,41 +93,41 @@ int main(int argc, char** argv) {
   v[1].v_handle = &yt;
   codes[1] = kTVMDLTensorHandle;
   CHECK_OK(call(get_output, v, codes, 2, &ret, &ret_code));
-  for (int i = 0; i < 5; ++i) CHECK(y[i] == x[i] * w[i] + 3);
+  for (int i = 0; i < 5; ++i) CHECK(y[i] == x[i] * w[i] + 3, "y[%d] = %d", i, (int)y[i]);
 
   /* Output 1 as an NDArray handle: y saturated to int8. */
   v[0].v_int64 = 1;
   CHECK_OK(call(get_output, v, codes, 1, &ret, &ret_code));
-  CHECK(ret_code == kTVMNDArrayHandle);
+  if (!CHECK(ret_code == kTVMNDArrayHandle, "get_output returned type code %d", ret_code)) return 1;
   DLTensor* zt = (DLTensor*)ret.v_handle;
-  CHECK(zt->dtype.code == kDLInt && zt->dtype.bits == 8 && zt->shape[0] == 5);
+  CHECK(zt->dtype.code == kDLInt && zt->dtype.bits == 8 && zt->shape[0] == 5,
+        "output 1 is not int8[5]");
   for (int i = 0; i < 5; ++i) {
     int32_t want = y[i] > 127 ? 127 : (y[i] < -128 ? -128 : y[i]);
-    CHECK(((int8_t*)zt->data)[i] == want);
+    CHECK(((int8_t*)zt->data)[i] == want, "z[%d] = %d, want %d", i, ((int8_t*)zt->data)[i], (int)want);
   }
   CHECK_OK(TVMArrayFree((TVMArrayHandle)ret.v_handle));
 
   /* Bad calls: each returns -1 with a message naming what was wrong. */
   v[0].v_int64 = 7;
   codes[0] = kDLInt;
-  expect_error(call(get_output, v, codes, 1, &ret, &ret_code), "output index 7 is out of range");
+  CHECK_FAILS_WITH(call(get_output, v, codes, 1, &ret, &ret_code), "output index 7 is out of range");
   float xf[5] = {0};
   DLTensor xft = tensor(xf, s5, 1, kDLFloat, 32);
   v[0].v_str = "x";
   codes[0] = kTVMStr;
   v[1].v_handle = &xft;
   codes[1] = kTVMDLTensorHandle;
-  expect_error(call(set_input, v, codes, 2, &ret, &ret_code),
-               "dtype float32 differs from the graph's int32");
+  CHECK_FAILS_WITH(call(set_input, v, codes, 2, &ret, &ret_code),
+                   "dtype float32 differs from the graph's int32");
   TVMByteArray junk = {"\x01\x02\x03", 3};
   v[0].v_handle = &junk;
   codes[0] = kTVMBytes;
-  expect_error(call(load_params, v, codes, 1, &ret, &ret_code), "invalid parameters blob");
+  CHECK_FAILS_WITH(call(load_params, v, codes, 1, &ret, &ret_code), "invalid parameters blob");
 
   CHECK_OK(TVMModFree(exec));
   CHECK_OK(TVMModFree(factory));
   TVMFunctionHandle fs[] = {create, set_input, run, get_output, get_input, num_outputs, load_params};
   for (size_t i = 0; i < sizeof(fs) / sizeof(fs[0]); ++i) CHECK_OK(TVMFuncFree(fs[i]));
-  printf("graph executor from C: ok\n");
-  return 0;
+  return test_result("graph_executor");
 }

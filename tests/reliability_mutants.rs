@@ -408,15 +408,7 @@ fn mutated_blobs_load_or_are_refused() {
                 let key: String = key.chars().take(75).collect();
                 *messages.entry(key).or_default() += 1;
             }
-            _ => failures.push(format!(
-                "{}: timed_out={} exit={:?} signal={:?} result={:?}\n  stderr: {}",
-                m.name,
-                r.timed_out,
-                r.code,
-                r.signal,
-                line,
-                stderr_tail(&r)
-            )),
+            _ => failures.push(failure(&m.name, &r)),
         }
     }
     println!(
@@ -472,14 +464,22 @@ fn result_line(r: &ChildOutcome) -> Option<&str> {
         .map(str::trim)
 }
 
-/// The last lines of a child's stderr, on one line.
-fn stderr_tail(r: &ChildOutcome) -> String {
-    r.stderr
+/// How a child that did not load or refuse its library ended, for the failure list.
+fn failure(name: &str, r: &ChildOutcome) -> String {
+    let tail = r
+        .stderr
         .lines()
         .rev()
         .take(6)
         .collect::<Vec<_>>()
-        .join(" | ")
+        .join(" | ");
+    format!(
+        "{name}: timed_out={} exit={:?} signal={:?} result={:?}\n  stderr: {tail}",
+        r.timed_out,
+        r.code,
+        r.signal,
+        result_line(r)
+    )
 }
 
 /// Every fixture library (the TVM-built ones and the classic one built here).
@@ -574,15 +574,7 @@ fn truncated_and_cut_libraries_are_refused() {
                 refused += 1
             }
             (false, Some(0), Some(l)) if l.starts_with("loaded") && !m.must_refuse => loaded += 1,
-            _ => failures.push(format!(
-                "{}: timed_out={} exit={:?} signal={:?} result={:?}\n  stderr: {}",
-                m.name,
-                r.timed_out,
-                r.code,
-                r.signal,
-                line,
-                stderr_tail(r)
-            )),
+            _ => failures.push(failure(&m.name, r)),
         }
     }
     println!(
