@@ -24,13 +24,28 @@ python=$(.ci/venv.sh wheel)
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
+# The whole package tree (every module and subpackage under python/tvmrt/, caches left out),
+# so a module added there ships without touching this script.
+mkdir -p "$stage/tvmrt"
+tar -C python/tvmrt --exclude=__pycache__ --exclude='*.pyc' --exclude=lib --exclude=bin \
+  -cf - . | tar -C "$stage/tvmrt" -xf -
 mkdir -p "$stage/tvmrt/lib" "$stage/tvmrt/bin"
-cp python/tvmrt/*.py "$stage/tvmrt/"
 cp python/README.md "$stage/"
 cp "$target/$dir/libtvmrt.so" "$stage/tvmrt/lib/"
 cp "$target/$dir/tvmrt" "$stage/tvmrt/bin/"
-# Debug info is most of a dev build's size and not needed to run.
-strip --strip-debug "$stage/tvmrt/lib/libtvmrt.so" "$stage/tvmrt/bin/tvmrt"
+# Debug info and the static symbol table are most of the binaries' size and not needed to run
+# (the library's exported, dynamic symbols stay): 8.7 -> 7.0 MB unpacked for release.
+strip --strip-unneeded "$stage/tvmrt/lib/libtvmrt.so" "$stage/tvmrt/bin/tvmrt"
+# manylinux allows only a few system libraries (PEP 599/600); the binaries link no others.
+needed=$(readelf -d "$stage/tvmrt/lib/libtvmrt.so" "$stage/tvmrt/bin/tvmrt" |
+  sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u)
+for so in $needed; do
+  case $so in
+    libc.so.6 | libm.so.6 | libdl.so.2 | libpthread.so.0 | librt.so.1 | libgcc_s.so.1) ;;
+    ld-linux-*.so.*) ;;
+    *) echo "build_wheel: $so is not a library manylinux allows" >&2; exit 1 ;;
+  esac
+done
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 cat >"$stage/pyproject.toml" <<TOML
 [build-system]
@@ -52,8 +67,8 @@ numpy = ["numpy"]
 [project.scripts]
 tvmrt = "tvmrt._cli:main"
 
-[tool.setuptools]
-packages = ["tvmrt"]
+[tool.setuptools.packages.find]
+include = ["tvmrt", "tvmrt.*"]
 
 [tool.setuptools.package-data]
 tvmrt = ["lib/libtvmrt.so", "bin/tvmrt"]
@@ -64,11 +79,16 @@ built=$(mktemp -d)
 glibc=$(objdump -T "$stage/tvmrt/lib/libtvmrt.so" "$stage/tvmrt/bin/tvmrt" |
   grep -o 'GLIBC_2\.[0-9]*' | sed 's/GLIBC_2\.//' | sort -n | tail -1)
 plat="manylinux_2_${glibc}_$(uname -m)"
-"$python" -m wheel tags --remove --python-tag py3 --abi-tag none --platform-tag "$plat" \
-  "$built"/tvmrt-*.whl >&2
+# Retag py3-none-PLAT, and mark the wheel as holding binaries (Root-Is-Purelib: false: it
+# installs into platlib, as platform wheels do); `wheel pack` rewrites RECORD's hashes.
+"$python" -m wheel unpack --dest "$built/unpacked" "$built"/tvmrt-*.whl >&2
+info=$(ls -d "$built"/unpacked/tvmrt-*/tvmrt-*.dist-info)
+sed -i -e 's/^Root-Is-Purelib: .*/Root-Is-Purelib: false/' -e '/^Tag: /d' -e '/^$/d' "$info/WHEEL"
+echo "Tag: py3-none-$plat" >>"$info/WHEEL"
 mkdir -p "$out"
-mv "$built"/tvmrt-*-"$plat".whl "$out/"
+"$python" -m wheel pack --dest-dir "$out" "$built"/unpacked/tvmrt-* >&2
 rm -rf "$built"
 wheel=$(ls "$out"/tvmrt-"$version"-py3-none-"$plat".whl)
-echo "built $(du -h "$wheel" | cut -f1) $wheel" >&2
+unpacked=$("$python" -c 'import sys, zipfile; print(sum(i.file_size for i in zipfile.ZipFile(sys.argv[1]).infolist()))' "$wheel")
+echo "built $wheel: $(stat -c %s "$wheel") bytes, $unpacked bytes unpacked" >&2
 echo "$wheel"

@@ -14,18 +14,22 @@ HERE = Path(__file__).resolve().parent
 
 
 def check_installed() -> None:
-    """The package and its library come from an installation, not from this checkout."""
+    """The package comes from the environment's site-packages (a wheel's install, not this
+    checkout) and the library loaded is the one bundled with it."""
     import sysconfig
 
     import tvmrt
 
-    site = Path(sysconfig.get_paths()["purelib"]).resolve()
+    paths = sysconfig.get_paths()
+    sites = {Path(paths[key]).resolve() for key in ("purelib", "platlib")}
     package = Path(tvmrt.__file__).resolve()
+    if not any(site in package.parents for site in sites):
+        raise SystemExit(f"python: the package is {package}, not under {sorted(map(str, sites))}")
     library = Path(tvmrt.library_path()).resolve()
-    for what, path in (("package", package), ("library", library)):
-        if site not in path.parents:
-            raise SystemExit(f"python: the {what} is {path}, not under {site}")
-    print(f"python: testing the installed package {package.parent} ({library.name} bundled)")
+    bundled = package.parent / "lib" / "libtvmrt.so"
+    if library != bundled:
+        raise SystemExit(f"python: the library loaded is {library}, not the bundled {bundled}")
+    print(f"python: testing the installed package {package.parent} (its bundled {library.name})")
 
 
 def main() -> int:

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the wheel (dev profile unless --profile is given), installs it into a fresh venv with
 # the pinned test requirements, and runs the Python tests against the installed package from
-# outside the checkout (no PYTHONPATH, no TVMRT_LIBRARY), skips failing; then the bundled
-# `tvmrt` command. About 40 s on 2 cores when the crate is already built.
+# outside the checkout (cwd a temporary directory, no PYTHONPATH, no TVMRT_LIBRARY), skips
+# failing: run_tests.py --installed fails unless the package is the venv's and the library the
+# bundled one; the tests run the console script and the bundled tool too. About 25 s on 2
+# cores when the crate is already built (most of it the venv and its numpy).
 #
 #   python/test_wheel.sh [--profile release|dev]
 set -euo pipefail

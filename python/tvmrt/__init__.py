@@ -26,11 +26,20 @@ import threading
 from ctypes import byref, c_void_p
 
 from . import _ffi
-from ._ffi import DLTensorView, Object, Tensor, TVMError, TVMFFIAny, TVMFFIByteArray
+from ._ffi import (
+    Device,
+    DLTensorView,
+    Object,
+    Tensor,
+    TVMError,
+    TVMFFIAny,
+    TVMFFIByteArray,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Device",
     "DLTensorView",
     "Function",
     "Module",
@@ -39,6 +48,7 @@ __all__ = [
     "TVMError",
     "VirtualMachine",
     "cpu",
+    "device",
     "from_dlpack",
     "get_global_func",
     "library_path",
@@ -213,9 +223,28 @@ def load_module(path, fmt: str = "") -> Module:
     return get_global_func("ffi.ModuleLoadFromFile")(str(path), fmt)
 
 
-def cpu(dev_id: int = 0) -> tuple:
+def cpu(dev_id: int = 0) -> Device:
     """The CPU device ``(kDLCPU, dev_id)``, as ``tvm.cpu()`` names it."""
-    return (VirtualMachine.CPU, dev_id)
+    return Device(_ffi.DEVICE_TYPES["cpu"], dev_id)
+
+
+def device(dev_type, index: int = 0) -> Device:
+    """A device by TVM's name or DLPack code: ``device("cpu")``, ``device("cpu:0")``,
+    ``device(1, 0)``."""
+    if isinstance(dev_type, str):
+        name, _, idx = dev_type.partition(":")
+        if idx:
+            if not idx.isdigit():
+                raise ValueError(f"bad device {dev_type!r}: expected NAME or NAME:INDEX")
+            index = int(idx)
+        if name not in _ffi.DEVICE_TYPES:
+            raise ValueError(
+                f"unknown device type {name!r}; known: {', '.join(_ffi.DEVICE_TYPES)}"
+            )
+        dev_type = _ffi.DEVICE_TYPES[name]
+    if isinstance(dev_type, bool) or not isinstance(dev_type, int):
+        raise TypeError(f"a device type is a name or an int, got {type(dev_type).__name__}")
+    return Device(dev_type, int(index))
 
 
 class VirtualMachine:

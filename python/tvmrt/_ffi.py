@@ -32,6 +32,7 @@ from ctypes import (
     c_void_p,
 )
 from pathlib import Path
+from typing import NamedTuple
 
 # ---------------------------------------------------------------------------------------------
 # Type indexes (tvm-ffi c_api.h, TVMFFITypeIndex)
@@ -346,6 +347,44 @@ def _dtype_to_str(t: DLDataType) -> str:
     return base if t.lanes == 1 else f"{base}x{t.lanes}"
 
 
+#: DLPack's device type codes (``DLDeviceType``) by the names TVM gives them.
+DEVICE_TYPES = {
+    "cpu": 1,
+    "cuda": 2,
+    "cuda_host": 3,
+    "opencl": 4,
+    "vulkan": 7,
+    "metal": 8,
+    "vpi": 9,
+    "rocm": 10,
+    "rocm_host": 11,
+    "ext_dev": 12,
+    "cuda_managed": 13,
+    "oneapi": 14,
+    "webgpu": 15,
+    "hexagon": 16,
+}
+_DEVICE_NAMES = {code: name for name, code in DEVICE_TYPES.items()}
+
+
+class Device(NamedTuple):
+    """A device, as ``tvm.cpu()`` makes one: DLPack's ``(device_type, device_id)``. It is a
+    tuple (``Device(1, 0) == (1, 0)``) that runtime functions receive as a ``DLDevice``, e.g.
+    ``lib["default"](tvmrt.cpu())`` for a graph executor."""
+
+    device_type: int
+    device_id: int
+
+    @property
+    def index(self) -> int:
+        """The device's id (tvm-ffi's name)."""
+        return self.device_id
+
+    def __repr__(self):
+        name = _DEVICE_NAMES.get(self.device_type, str(self.device_type))
+        return f"device(type='{name}', index={self.device_id})"
+
+
 class Tensor(Object):
     """A tensor of the runtime. Convert with ``numpy.from_dlpack(t)`` (no copy) or
     ``t.numpy()``."""
@@ -366,12 +405,12 @@ class Tensor(Object):
         return _dtype_to_str(self._dl.dtype)
 
     @property
-    def device(self) -> tuple:
+    def device(self) -> Device:
         d = self._dl.device
-        return (d.device_type, d.device_id)
+        return Device(d.device_type, d.device_id)
 
     def __dlpack_device__(self):
-        return self.device
+        return tuple(self.device)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         if copy:
@@ -544,7 +583,7 @@ def from_owned_any(v: TVMFFIAny):
     if t == DTYPE:
         return _dtype_to_str(p.v_dtype)
     if t == DEVICE:
-        return (p.v_device.device_type, p.v_device.device_id)
+        return Device(p.v_device.device_type, p.v_device.device_id)
     if t == DLTENSOR_PTR:
         return DLTensorView(p.v_ptr)
     if t in (SMALL_STR, SMALL_BYTES):
@@ -667,6 +706,9 @@ def fill_any(slot: TVMFFIAny, v, keep: list) -> None:
         keep.append(arr)
         slot.type_index = BYTE_ARRAY_PTR
         p.v_ptr = ctypes.addressof(arr)
+    elif isinstance(v, Device):
+        slot.type_index = DEVICE
+        p.v_device = DLDevice(int(v.device_type), int(v.device_id))
     elif isinstance(v, tuple) and all(isinstance(d, numbers.Integral) for d in v):
         shape = make_shape(v)  # a tuple of ints travels as an ffi.Shape, as in tvm_ffi
         keep.append(shape)
@@ -703,7 +745,7 @@ def set_owned_result(slot: TVMFFIAny, v) -> None:
         data = bytes(v)
         check(lib().TVMFFIBytesFromByteArray(byref(TVMFFIByteArray.of(data)), byref(slot)), "bytes")
         return
-    if isinstance(v, (tuple, list)):
+    if isinstance(v, (tuple, list)) and not isinstance(v, Device):
         raise TypeError("returning sequences from a callback is not supported")
     view = TVMFFIAny()
     fill_any(view, v, keep)
