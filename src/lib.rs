@@ -19,6 +19,7 @@ pub mod function;
 pub mod graph;
 pub mod introspect;
 pub mod logging;
+pub mod mapped;
 pub mod module;
 pub mod object;
 pub mod pack;

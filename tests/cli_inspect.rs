@@ -302,4 +302,23 @@ fn relax_models_list_their_vm_functions_and_what_they_call() {
     kernels.sort();
     assert_eq!(kernels, vec!["add", "add1", "matmul", "matmul1", "relu"]);
     assert!(strings(&main["builtins"]).contains(&"vm.builtin.check_tensor_info".to_string()));
+    // x[1,16] -> 32 -> 8, float32: weights [16,32], [32], [32,8], [8]; TVM plans two [1,32]
+    // blocks and the [1,8] output.
+    assert_eq!(main["planned_storage_bytes"], (2 * 32 + 8) * 4);
+    assert_eq!(main["dynamic_storage_calls"], 0);
+    let constants = &root["constants"];
+    assert_eq!(constants["tensors"], 4);
+    assert_eq!(constants["bytes"], (16 * 32 + 32 + 32 * 8 + 8) * 4);
+    let text = ok(&["inspect", &fixture("mlp.so")]);
+    assert!(
+        text.contains(
+            "constants: 4 tensors, 3232 bytes (0 tensors, 0 bytes, used in place in the library; \
+             the rest copied)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("allocates storage: 288 bytes planned"),
+        "{text}"
+    );
 }

@@ -78,7 +78,7 @@ fn call_i64(m: &Module, name: &str, args: &[Any]) -> Result<i64> {
     Ok(f.call_values(args)?.view().as_i64().unwrap())
 }
 
-fn scaler(text: &str) -> BlobModule {
+fn scaler(text: &str) -> BlobModule<'static> {
     BlobModule::serialized("scaler", scaler_payload(text))
 }
 

@@ -768,3 +768,46 @@ fn set_input_with_param_module_takes_the_last_input_from_get_params() {
     let t = Tensor::from_any_view(&out.view(), "out").unwrap();
     check_close("dyn_batch.params", &t, &case["outputs"][0], 1e-5, 1e-6);
 }
+
+/// Loaded from a library, an executable keeps its bytes where the library maps them (no
+/// copy), copies its constants once (TVM 0.27 places constant data 2 bytes past a 4-byte
+/// boundary, never aligned enough to be used in place) and reports the storage its functions
+/// plan; its bytes survive the pages dropped after the copy, so saving gives them back whole.
+#[test]
+fn executables_from_libraries_keep_their_bytes_in_place_and_report_memory() {
+    let path = fixtures().join("cnn.so");
+    let root = load_from_file(path.to_str().unwrap(), "").unwrap();
+    let exec = root
+        .downcast::<tvmrt::vm::ExecutableModule>()
+        .unwrap()
+        .executable();
+    assert!(exec.bytes_in_place());
+    let lib = std::fs::read(&path).unwrap();
+    let at = lib
+        .windows(exec.bytes().len())
+        .position(|w| w == exec.bytes())
+        .expect("the executable's bytes are in the library file");
+    assert!(at > 0);
+
+    // conv2d weight [4,3,3,3] and bias [1,4,1,1], dense weight [64,10] and bias [10]: float32.
+    let totals = exec.constant_totals();
+    assert_eq!(totals.tensors, 4);
+    assert_eq!(totals.bytes, (4 * 3 * 3 * 3 + 4 + 64 * 10 + 10) * 4);
+    assert_eq!((totals.in_place, totals.in_place_bytes), (0, 0));
+
+    // TVM's static plan: two [1,4,8,8] float32 blocks shared by conv2d, add, relu and
+    // max_pool2d, and two [1,10] blocks for matmul and the output; no size known only at run
+    // time.
+    let (_, main) = exec.func("main").unwrap();
+    assert_eq!(
+        exec.planned_storage(main),
+        (2 * 4 * 8 * 8 * 4 + 2 * 10 * 4, 0)
+    );
+
+    // Saved after the constant pages were dropped, then loaded again: the same model.
+    let saved = root.save_to_bytes().unwrap();
+    let again = Executable::from_bytes(&saved).unwrap();
+    assert_eq!(again.bytes(), exec.bytes());
+    assert!(!again.bytes_in_place());
+    assert_eq!(again.constant_totals().bytes, totals.bytes);
+}

@@ -108,6 +108,7 @@ class Function(Object):
     DLPack), functions, modules or Python callables."""
 
     __slots__ = ()
+    _static_type_index = _ffi.FUNCTION
 
     def __call__(self, *args):
         pack = _ffi.ArgPack(args)
@@ -185,6 +186,7 @@ class Module(Object):
     """A loaded module: a compiled library, a Relax VM executable, or any registered kind."""
 
     __slots__ = ()
+    _static_type_index = _ffi.MODULE
 
     @property
     def kind(self) -> str:

@@ -310,6 +310,8 @@ class Object:
     """An object of the runtime (owns one reference)."""
 
     __slots__ = ("_handle", "__weakref__")
+    # The type index every instance of the class has (None: read it from the object header).
+    _static_type_index = None
 
     def __init__(self, handle: int):
         self._handle = handle
@@ -390,6 +392,7 @@ class Tensor(Object):
     ``t.numpy()``."""
 
     __slots__ = ()
+    _static_type_index = TENSOR
 
     @property
     def _dl(self) -> DLTensor:
@@ -513,19 +516,32 @@ def _capsule(ptr: int, versioned: bool):
     return _PyCapsule_New(ptr, name, None)
 
 
+def _numpy_ndarray():
+    """numpy's ndarray class, or a class nothing is an instance of when numpy is missing."""
+    global _NDARRAY
+    if _NDARRAY is None:
+        try:
+            import numpy as np
+
+            _NDARRAY = np.ndarray
+        except ImportError:  # numpy is optional
+            _NDARRAY = type("_NoNumpy", (), {})
+    return _NDARRAY
+
+
+_NDARRAY = None
+
+
 def tensor_from_dlpack(obj) -> Tensor:
     """A runtime tensor sharing the memory of ``obj`` (a numpy array or any object with
     ``__dlpack__``)."""
     if isinstance(obj, Tensor):
         return obj
-    try:
+    if isinstance(obj, _numpy_ndarray()) and not obj.flags.c_contiguous:
+        # Compiled kernels expect compact row-major tensors.
         import numpy as np
 
-        if isinstance(obj, np.ndarray) and not obj.flags["C_CONTIGUOUS"]:
-            # Compiled kernels expect compact row-major tensors.
-            obj = np.ascontiguousarray(obj)
-    except ImportError:  # numpy is optional
-        pass
+        obj = np.ascontiguousarray(obj)
     if not hasattr(obj, "__dlpack__"):
         raise TypeError(f"expected a tensor or an object with __dlpack__, got {type(obj).__name__}")
     try:
@@ -566,10 +582,10 @@ def _shape_tuple(handle: int) -> tuple:
 
 def from_owned_any(v: TVMFFIAny):
     """A Python value from an owned TVMFFIAny (takes over its reference)."""
-    from . import Function, Module  # the wrapper classes live in the package
-
     t = v.type_index
     p = v.payload
+    if t == TENSOR:  # the common result, checked first
+        return Tensor(p.v_ptr)
     if t == NONE:
         return None
     if t == INT:
@@ -603,12 +619,10 @@ def from_owned_any(v: TVMFFIAny):
         return dims
     if t == ERROR:
         return error_from_handle(h)
-    if t == FUNCTION:
-        return Function(h)
-    if t == MODULE:
-        return Module(h)
-    if t == TENSOR:
-        return Tensor(h)
+    if t == FUNCTION or t == MODULE:
+        from . import Function, Module  # the wrapper classes live in the package
+
+        return Function(h) if t == FUNCTION else Module(h)
     if t == ARRAY:
         return _array_to_list(Object(h))
     if t == MAP:
@@ -677,10 +691,13 @@ class ArgPack:
 
 def fill_any(slot: TVMFFIAny, v, keep: list) -> None:
     """Writes ``v`` into ``slot`` as a borrowed view (temporaries go into ``keep``)."""
-    from . import Function
-
-    p = slot.payload
     slot.small_str_len = 0
+    if isinstance(v, Object):  # tensors, functions, modules: the common case, checked first
+        ti = v._static_type_index
+        slot.type_index = v.type_index if ti is None else ti
+        slot.payload.v_ptr = v._handle
+        return
+    p = slot.payload
     if v is None:
         slot.type_index = NONE
         p.v_int64 = 0
@@ -714,9 +731,6 @@ def fill_any(slot: TVMFFIAny, v, keep: list) -> None:
         keep.append(shape)
         slot.type_index = SHAPE
         p.v_ptr = shape.handle
-    elif isinstance(v, Object):
-        slot.type_index = v.type_index
-        p.v_ptr = v.handle
     elif isinstance(v, DLTensorView):
         slot.type_index = DLTENSOR_PTR
         p.v_ptr = v._ptr
@@ -726,6 +740,8 @@ def fill_any(slot: TVMFFIAny, v, keep: list) -> None:
         slot.type_index = TENSOR
         p.v_ptr = t.handle
     elif callable(v):
+        from . import Function
+
         f = Function.from_callable(v)
         keep.append(f)
         slot.type_index = FUNCTION

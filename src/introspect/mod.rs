@@ -320,7 +320,7 @@ fn blob_info(lib: &ElfLibrary<'_>, sym: &elf::DefinedSymbol) -> BlobInfo {
                 .zip(d.imports.iter())
                 .map(|(m, imports)| BlobEntry {
                     kind: m.kind.clone(),
-                    payload_bytes: m.payload.as_ref().map(Vec::len),
+                    payload_bytes: m.payload.as_ref().map(|p| p.len()),
                     imports: imports.clone(),
                 })
                 .collect();
@@ -367,6 +367,8 @@ pub struct ModuleNode {
     pub imports: Vec<ModuleNode>,
     /// For a Relax executable: its VM functions (empty for other kinds).
     pub vm_functions: Vec<VmFunctionNode>,
+    /// For a Relax executable: its weights (the constant pool's tensors).
+    pub constants: Option<crate::vm::exec::ConstantTotals>,
     /// For a graph executor factory (TVM <= 0.19 model): its graph.
     pub graph: Option<GraphSummary>,
 }
@@ -452,6 +454,9 @@ pub struct VmFunctionNode {
     pub builtins: Vec<String>,
     /// Other VM functions it calls.
     pub vm_calls: Vec<String>,
+    /// Bytes its `vm.builtin.alloc_storage` calls of constant size allocate (the activation
+    /// storage TVM's compiler planned), and the number of calls sized at run time.
+    pub planned_storage: (u64, usize),
 }
 
 /// The VM functions of a Relax executable module, with what each calls.
@@ -476,6 +481,7 @@ pub fn vm_functions(m: &Module) -> Vec<VmFunctionNode> {
                 kernels: Vec::new(),
                 builtins: Vec::new(),
                 vm_calls: Vec::new(),
+                planned_storage: exec.planned_storage(f),
             };
             let end = f.end_instr.min(exec.instrs.len());
             for instr in &exec.instrs[f.start_instr.min(end)..end] {
@@ -580,6 +586,9 @@ pub fn module_tree(root: &Module, lib: Option<&LibraryInfo>) -> ModuleNode {
             functions_complete,
             imports,
             vm_functions: vm_functions(m),
+            constants: m
+                .downcast::<crate::vm::exec::ExecutableModule>()
+                .map(|em| em.executable().constant_totals()),
             graph: graph_summary(m),
         }
     }

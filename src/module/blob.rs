@@ -29,6 +29,7 @@
 //!
 //! In every layout module 0 is the root.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use crate::error::{Error, Result};
@@ -76,14 +77,15 @@ impl BlobLayout {
 
 /// One module entry in a blob: its type key and (for non-`_lib`) its payload bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BlobModule {
+pub struct BlobModule<'a> {
     /// The module's type key (`relax.VMExecutable`, `examplejson`, ...) or [`LIB_KEY`].
     pub kind: String,
-    /// What the module saved of itself; `None` exactly for `_lib`.
-    pub payload: Option<Vec<u8>>,
+    /// What the module saved of itself; `None` exactly for `_lib`. Decoding borrows it from
+    /// the blob (a model's weights are not copied to be handed to its loader).
+    pub payload: Option<Cow<'a, [u8]>>,
 }
 
-impl BlobModule {
+impl BlobModule<'_> {
     /// The `_lib` placeholder: the library module the blob is embedded in.
     pub fn library() -> Self {
         BlobModule {
@@ -96,7 +98,7 @@ impl BlobModule {
     pub fn serialized(kind: impl Into<String>, payload: impl Into<Vec<u8>>) -> Self {
         BlobModule {
             kind: kind.into(),
-            payload: Some(payload.into()),
+            payload: Some(Cow::Owned(payload.into())),
         }
     }
 
@@ -108,18 +110,18 @@ impl BlobModule {
 
 /// A decoded blob: modules in index order (0 = root) and for each module the indices it imports.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DecodedBlob {
+pub struct DecodedBlob<'a> {
     /// The layout it was read from, and the one [`encode`] writes.
     pub layout: BlobLayout,
     /// The modules; index 0 is the root.
-    pub modules: Vec<BlobModule>,
+    pub modules: Vec<BlobModule<'a>>,
     /// `imports[i]` lists, in order, the modules that module `i` imports.
     pub imports: Vec<Vec<usize>>,
 }
 
-impl DecodedBlob {
+impl<'a> DecodedBlob<'a> {
     /// The legacy shape: the library module as root, importing each of `modules` in order.
-    pub fn legacy(modules: Vec<BlobModule>) -> Self {
+    pub fn legacy(modules: Vec<BlobModule<'a>>) -> Self {
         let n = modules.len();
         let mut all = Vec::with_capacity(n + 1);
         all.push(BlobModule::library());
@@ -134,7 +136,7 @@ impl DecodedBlob {
     }
 
     /// The root module (index 0).
-    pub fn root(&self) -> Option<&BlobModule> {
+    pub fn root(&self) -> Option<&BlobModule<'a>> {
         self.modules.first()
     }
 
@@ -454,7 +456,7 @@ pub fn split_size_prefix(blob: &[u8]) -> Result<&[u8]> {
 
 /// Decodes a tvm-ffi blob; `bytes` is what follows the 8-byte size prefix. Byte offsets in
 /// errors count from the start of `bytes`.
-pub fn decode_ffi(bytes: &[u8]) -> Result<DecodedBlob> {
+pub fn decode_ffi(bytes: &[u8]) -> Result<DecodedBlob<'_>> {
     let layout = BlobLayout::TvmFfi;
     let label = layout.label();
     let mut r = Reader::new(bytes);
@@ -503,7 +505,7 @@ pub fn decode_ffi(bytes: &[u8]) -> Result<DecodedBlob> {
             let p = r
                 .read_bytes()
                 .map_err(|e| context(e, format_args!("{label}: module {i} (`{kind}`) payload")))?;
-            Some(p.to_vec())
+            Some(Cow::Borrowed(p))
         };
         modules.push(BlobModule {
             kind: kind.to_string(),
@@ -527,10 +529,10 @@ pub fn decode_ffi(bytes: &[u8]) -> Result<DecodedBlob> {
 /// prefix. A classic payload has no length of its own, so `payload_len(key, rest)` must say how
 /// many bytes of `rest` (everything after the key) the loader of `key` consumes; its errors are
 /// returned with their kind, prefixed with where in the blob they happened.
-pub fn decode_classic(
-    bytes: &[u8],
+pub fn decode_classic<'a>(
+    bytes: &'a [u8],
     payload_len: &dyn Fn(&str, &[u8]) -> Result<usize>,
-) -> Result<DecodedBlob> {
+) -> Result<DecodedBlob<'a>> {
     let label = BlobLayout::ClassicImportTree.label();
     let mut r = Reader::new(bytes);
     let count = r
@@ -586,7 +588,10 @@ pub fn decode_classic(
                 );
             }
             let payload = r.read_raw(n)?;
-            modules.push(BlobModule::serialized(key, payload));
+            modules.push(BlobModule {
+                kind: key.to_string(),
+                payload: Some(Cow::Borrowed(payload)),
+            });
         }
     }
     r.expect_end()
@@ -624,7 +629,7 @@ pub fn encode_ffi(blob: &DecodedBlob) -> Result<Vec<u8>> {
         .modules
         .iter()
         .enumerate()
-        .find(|(_, m)| m.payload.as_ref().is_some_and(Vec::is_empty))
+        .find(|(_, m)| m.payload.as_ref().is_some_and(|p| p.is_empty()))
     {
         crate::bail_value!(
             "{label}: module {i} (`{}`) has an empty payload, which TVM's tvm-ffi reader \
@@ -841,7 +846,7 @@ mod tests {
 
     /// Three levels and a shared module: 0 vm imports {1 _lib, 2 examplejson}; 1 _lib imports
     /// {3 cuda}; 2 examplejson imports {3 cuda, 4 metadata}.
-    fn three_level_tree(layout: BlobLayout) -> DecodedBlob {
+    fn three_level_tree(layout: BlobLayout) -> DecodedBlob<'static> {
         DecodedBlob {
             layout,
             modules: vec![
@@ -1005,7 +1010,8 @@ mod tests {
     #[test]
     fn cross_layout_conversion() {
         let classic = three_level_tree(BlobLayout::ClassicImportTree);
-        let back = decode_ffi(body(&encode_ffi(&classic).unwrap())).unwrap();
+        let encoded = encode_ffi(&classic).unwrap();
+        let back = decode_ffi(body(&encoded)).unwrap();
         assert_eq!(back.layout, BlobLayout::TvmFfi);
         assert_eq!(back.modules, classic.modules);
         assert_eq!(back.imports, classic.imports);
@@ -1034,7 +1040,8 @@ mod tests {
         assert_eq!(encode(&decoded).unwrap(), bytes);
 
         // TVM's classic writer emits a bare count of 0 for a lone library root.
-        let lone = decode_classic(&0u64.to_le_bytes(), &string_payload_len).unwrap();
+        let zero = 0u64.to_le_bytes();
+        let lone = decode_classic(&zero, &string_payload_len).unwrap();
         assert_eq!(lone, DecodedBlob::legacy(vec![]));
         assert_eq!(lone.imports, vec![Vec::<usize>::new()]);
         assert_eq!(body(&encode(&lone).unwrap()), 0u64.to_le_bytes());
@@ -1109,7 +1116,7 @@ mod tests {
         // An empty payload decodes (TVM 0.27's reader fails on it) but is not written.
         let empty = ffi_bytes(&[0, 0], &[], &[("examplejson", Some(b""))]);
         let blob = decode_ffi(&empty).unwrap();
-        assert_eq!(blob.modules[0].payload, Some(vec![]));
+        assert_eq!(blob.modules[0].payload, Some(Cow::Borrowed(&[][..])));
         assert_eq!(
             msg(encode_ffi(&blob)),
             "library blob (tvm-ffi layout): module 0 (`examplejson`) has an empty payload, \
@@ -1379,7 +1386,7 @@ mod tests {
         b.imports.pop();
         assert_eq!(invalid(&b), "it has 4 import lists for 5 modules");
         let mut b = tree();
-        b.modules[1].payload = Some(vec![1]);
+        b.modules[1].payload = Some(Cow::Owned(vec![1]));
         assert_eq!(invalid(&b), "module 1 is `_lib` but has a payload");
         let mut b = tree();
         b.modules[2].payload = None;

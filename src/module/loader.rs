@@ -68,14 +68,26 @@ pub fn load_dso(path: &str) -> Result<Module> {
 /// Builds the module tree of a library: one library module, or the tree its blob describes.
 pub(crate) fn build_library_tree(state: Arc<LibraryState>) -> Result<Module> {
     let lib_module = || Module::new(LibraryModule::new(state.clone()));
-    let (decoded, mut loaded) = match state.blob()? {
-        None => {
-            log::debug!("no blob symbol: the library module is the root");
-            let root = lib_module();
-            state.register_roots(&root, std::slice::from_ref(&root));
-            return Ok(root);
-        }
-        Some((body, true)) => {
+    let Some((body, is_ffi)) = state.blob()? else {
+        log::debug!("no blob symbol: the library module is the root");
+        let root = lib_module();
+        state.register_roots(&root, std::slice::from_ref(&root));
+        return Ok(root);
+    };
+    // The modules' loaders may keep the blob's bytes (a model's weights) where they lie: the
+    // state keeps them mapped.
+    let owner: crate::mapped::Owner = state.clone();
+    let releasable = crate::mapped::in_read_only_segment(body);
+    crate::mapped::lend(body, owner, releasable, || {
+        let (decoded, mut loaded) = restore_blob(body, is_ffi)?;
+        assemble(&state, &decoded, &mut loaded, lib_module)
+    })
+}
+
+/// Decodes a blob and restores its serialized modules (not yet the `_lib` ones).
+fn restore_blob(body: &[u8], is_ffi: bool) -> Result<(DecodedBlob<'_>, Vec<Module>)> {
+    Ok(match (body, is_ffi) {
+        (body, true) => {
             log::debug!(
                 "blob `__tvm_ffi__library_bin`: {} bytes, tvm-ffi layout",
                 body.len()
@@ -87,7 +99,7 @@ pub(crate) fn build_library_tree(state: Arc<LibraryState>) -> Result<Module> {
             }
             (decoded, loaded)
         }
-        Some((body, false)) => {
+        (body, false) => {
             log::debug!(
                 "blob `__tvm_dev_mblob`: {} bytes, classic layout",
                 body.len()
@@ -100,8 +112,7 @@ pub(crate) fn build_library_tree(state: Arc<LibraryState>) -> Result<Module> {
             })?;
             (decoded, loaded.into_inner())
         }
-    };
-    assemble(&state, &decoded, &mut loaded, lib_module)
+    })
 }
 
 /// Puts the loaded modules (and a library module per `_lib` entry) in blob order and restores

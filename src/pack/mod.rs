@@ -87,7 +87,7 @@ pub struct PackReport {
     /// The library written.
     pub output: PathBuf,
     /// The module tree in the blob (`None` when no module was given: no blob is written).
-    pub tree: Option<DecodedBlob>,
+    pub tree: Option<DecodedBlob<'static>>,
     /// Size of the blob symbol in bytes, size prefix included (0 without a blob).
     pub blob_bytes: usize,
     /// The compiler commands run, for messages and `--verbose`.
@@ -172,7 +172,7 @@ pub fn pack(opts: &PackOptions) -> Result<PackReport> {
 }
 
 /// The blob's module tree: `_lib` at 0 importing each module, each module's imports after it.
-pub fn module_tree(modules: &[PackModule]) -> Result<DecodedBlob> {
+pub fn module_tree(modules: &[PackModule]) -> Result<DecodedBlob<'static>> {
     let mut out = DecodedBlob {
         layout: BlobLayout::TvmFfi,
         modules: vec![BlobModule::library()],

@@ -52,6 +52,8 @@ pub(crate) enum DataOwner {
     Versioned(#[allow(dead_code)] VersionedManaged),
     /// The tensor this one views.
     Parent(#[allow(dead_code)] ObjectRef),
+    /// Read-only bytes of a mapped library, kept mapped by their owner.
+    Mapped(#[allow(dead_code)] crate::mapped::Owner),
 }
 
 /// Payload of a tvmrt tensor object: the public `DLTensor`, then what it points to.
@@ -223,6 +225,43 @@ impl Tensor {
             shape,
             None,
             DataOwner::Block(block),
+        )))
+    }
+
+    /// A read-only compact tensor over `bytes` (exactly its size, 64-byte aligned), which
+    /// `owner` keeps mapped and nothing writes: a constant used where it lies in a library.
+    pub(crate) fn over_mapped(
+        bytes: &[u8],
+        shape: &[i64],
+        dtype: DLDataType,
+        device: DLDevice,
+        owner: crate::mapped::Owner,
+    ) -> Result<Tensor> {
+        check_cpu(device, "tensor over mapped bytes")?;
+        check_dtype(dtype)?;
+        check_ndim(shape.len() as i64)?;
+        let nbytes = data_size(check_shape(shape)?, dtype)?;
+        if nbytes != bytes.len() || bytes.as_ptr() as usize % alloc::ALLOC_ALIGNMENT != 0 {
+            return Err(Error::value(format!(
+                "internal: {} mapped bytes at {:p} cannot hold a tensor of {nbytes} bytes \
+                 aligned to {}",
+                bytes.len(),
+                bytes.as_ptr(),
+                alloc::ALLOC_ALIGNMENT
+            )));
+        }
+        let meta = Meta {
+            data: bytes.as_ptr().cast_mut().cast(),
+            byte_offset: 0,
+            device,
+            dtype,
+            flags: FLAG_READ_ONLY,
+        };
+        Ok(Tensor::from_payload(TensorObj::new(
+            meta,
+            shape,
+            None,
+            DataOwner::Mapped(owner),
         )))
     }
 

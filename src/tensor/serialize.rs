@@ -2,12 +2,15 @@
 //! the magic `0xDD5E40F096B4A13F`, a reserved `u64`, the device (`i32` type, `i32` id; always
 //! CPU), `i32` ndim, the dtype (code, bits, `u16` lanes), ndim `i64` dimensions, an `i64` byte
 //! count (`(bits + 7) / 8` per element, lanes not counted, as TVM's reader checks it) and the
-//! bytes. Used by Relax executables' constants and by graph-executor parameters.
+//! bytes. Used by Relax executables' constants and by graph-executor parameters. Read from a
+//! mapped library, a tensor whose data lies 64-byte aligned views it read-only (no copy).
 
+use super::alloc::ALLOC_ALIGNMENT;
 use super::{layout, Tensor};
 use crate::abi::{DLDataType, DLDevice};
 use crate::dtype::dtype;
 use crate::error::{Error, Result};
+use crate::mapped;
 use crate::module::blob::{Reader, Writer};
 
 /// Magic of a serialized tensor (`kTVMNDArrayMagic`, `kTVMTensorMagic` in TVM 0.21+).
@@ -75,8 +78,16 @@ pub fn read_tensor(r: &mut Reader<'_>) -> Result<Tensor> {
         device_id,
         ..layout::cpu()
     };
+    // In a mapped library, aligned data is used where it lies; other data is copied once and
+    // its pages dropped (see crate::mapped).
+    if !data.is_empty() && data.as_ptr() as usize % ALLOC_ALIGNMENT == 0 {
+        if let Some(owner) = mapped::owner_of(data) {
+            return Tensor::over_mapped(data, &shape, dt, device, owner);
+        }
+    }
     let t = Tensor::empty(&shape, dt, device)?;
     t.copy_from_bytes(data)?;
+    mapped::release(data);
     Ok(t)
 }
 
@@ -120,6 +131,73 @@ mod tests {
         assert_eq!(back.shape(), &[2, 3]);
         assert_eq!(back.dtype(), dtypes::FLOAT32);
         assert_eq!(back.to_vec().unwrap(), values);
+    }
+
+    fn floats(t: &Tensor) -> Vec<f32> {
+        t.to_vec()
+            .unwrap()
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+
+    /// `values` (float32, shape [n]) serialized into a buffer at an offset that puts the data
+    /// at `misalign` bytes past a 64-byte boundary; returns the buffer and the record's range.
+    fn placed_record(values: &[f32], misalign: usize) -> (Vec<u8>, std::ops::Range<usize>) {
+        let t = Tensor::empty(&[values.len() as i64], dtypes::FLOAT32, layout::cpu()).unwrap();
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        t.copy_from_bytes(&bytes).unwrap();
+        let mut w = Writer::new();
+        write_tensor(&mut w, &t).unwrap();
+        let record = w.into_inner();
+        let header = record.len() - bytes.len();
+        let mut buf = vec![0u8; record.len() + 2 * ALLOC_ALIGNMENT];
+        let base = buf.as_ptr() as usize;
+        let data_at = (base + header).next_multiple_of(ALLOC_ALIGNMENT) + misalign;
+        let start = data_at - base - header;
+        buf[start..start + record.len()].copy_from_slice(&record);
+        (buf, start..start + record.len())
+    }
+
+    #[test]
+    fn aligned_data_in_lent_bytes_is_viewed_in_place_and_keeps_its_owner() {
+        let values = [1.5f32, -2.0, 3.25, 4.0, 0.5];
+        let (buf, range) = placed_record(&values, 0);
+        let owner: mapped::Owner = std::sync::Arc::new(String::from("library"));
+        let t = mapped::lend(&buf, owner.clone(), false, || {
+            read_tensor(&mut Reader::new(&buf[range.clone()])).unwrap()
+        });
+        let data_at = buf[range.end - 20..].as_ptr();
+        assert_eq!(t.data_ptr() as *const u8, data_at, "no copy");
+        assert!(t.is_read_only());
+        assert_eq!(
+            std::sync::Arc::strong_count(&owner),
+            2,
+            "the tensor holds the owner"
+        );
+        assert_eq!(floats(&t), values);
+        drop(t);
+        assert_eq!(std::sync::Arc::strong_count(&owner), 1);
+    }
+
+    #[test]
+    fn misaligned_or_unlent_data_is_copied() {
+        let values = [7.0f32, 8.0, 9.0];
+        // TVM 0.27 places constant data 2 bytes past a 4-byte boundary.
+        let (buf, range) = placed_record(&values, 2);
+        let owner: mapped::Owner = std::sync::Arc::new(());
+        let t = mapped::lend(&buf, owner.clone(), false, || {
+            read_tensor(&mut Reader::new(&buf[range.clone()])).unwrap()
+        });
+        assert!(!buf.as_ptr_range().contains(&(t.data_ptr() as *const u8)));
+        assert!(!t.is_read_only());
+        assert_eq!(std::sync::Arc::strong_count(&owner), 1);
+        assert_eq!(floats(&t), values);
+        // Aligned but not lent: copied too.
+        let (buf, range) = placed_record(&values, 0);
+        let t = read_tensor(&mut Reader::new(&buf[range])).unwrap();
+        assert!(!buf.as_ptr_range().contains(&(t.data_ptr() as *const u8)));
+        assert_eq!(floats(&t), values);
     }
 
     #[test]

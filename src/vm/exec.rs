@@ -134,6 +134,19 @@ pub enum Instr {
     },
 }
 
+/// The tensors of a constant pool (see [`Executable::constant_totals`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConstantTotals {
+    /// Tensors in the pool.
+    pub tensors: usize,
+    /// Their data bytes.
+    pub bytes: u64,
+    /// Tensors used where they lie in the loaded library (not copied).
+    pub in_place: usize,
+    /// Their data bytes.
+    pub in_place_bytes: u64,
+}
+
 /// A decoded, checked `relax.VMExecutable`.
 pub struct Executable {
     /// The function table.
@@ -153,8 +166,9 @@ pub struct Executable {
     /// The raw instruction offsets and words (for printing and saving).
     instr_offset: Vec<i64>,
     instr_data: Vec<i64>,
-    /// The exact bytes this executable was loaded from (saving writes them back).
-    bytes: Vec<u8>,
+    /// The exact bytes this executable was loaded from (saving writes them back); not a copy
+    /// when they lie in a mapped library.
+    bytes: crate::mapped::KeptBytes,
 }
 
 // SAFETY (Send/Sync): the constants are immutable after loading: shapes, strings, ints, floats,
@@ -257,7 +271,7 @@ impl Executable {
             has_memory_scopes,
             instr_offset,
             instr_data,
-            bytes: bytes.to_vec(),
+            bytes: crate::mapped::KeptBytes::keep(bytes),
         };
         exec.decode_code().map_err(|e| section_err("code", e))?;
         exec.check_functions().map_err(|e| section_err("code", e))?;
@@ -553,7 +567,75 @@ impl Executable {
 
     /// The bytes this executable was loaded from.
     pub fn bytes(&self) -> &[u8] {
-        &self.bytes
+        self.bytes.as_slice()
+    }
+
+    /// Whether [`Executable::bytes`] are read where the loaded library maps them (not copied).
+    pub fn bytes_in_place(&self) -> bool {
+        self.bytes.is_lent()
+    }
+
+    /// The model's weights: the tensors of the constant pool, and how many of them are used
+    /// where they lie in the loaded library rather than copied.
+    pub fn constant_totals(&self) -> ConstantTotals {
+        let loaded_from = self.bytes().as_ptr_range();
+        let mut totals = ConstantTotals::default();
+        for c in &self.constants {
+            let Some(t) = c
+                .view()
+                .as_object()
+                .and_then(|o| crate::tensor::Tensor::from_object(o).ok())
+            else {
+                continue;
+            };
+            let n = t.nbytes() as u64;
+            totals.tensors += 1;
+            totals.bytes += n;
+            if loaded_from.contains(&t.data_ptr().cast_const().cast::<u8>()) {
+                totals.in_place += 1;
+                totals.in_place_bytes += n;
+            }
+        }
+        totals
+    }
+
+    /// What `func`'s `vm.builtin.alloc_storage` calls allocate: the bytes of those whose size
+    /// is a constant (the activation storage TVM's compiler planned), and how many calls have
+    /// a size known only at run time.
+    pub fn planned_storage(&self, func: &FuncInfo) -> (u64, usize) {
+        let (mut bytes, mut dynamic) = (0u64, 0usize);
+        let end = func.end_instr.min(self.instrs.len());
+        for instr in &self.instrs[func.start_instr.min(end)..end] {
+            let Instr::Call {
+                func: callee,
+                args_start,
+                args_len,
+                ..
+            } = *instr
+            else {
+                continue;
+            };
+            if self.funcs.get(callee).map(|f| f.name.as_str()) != Some("vm.builtin.alloc_storage") {
+                continue;
+            }
+            let args = &self.call_args[args_start..args_start + args_len];
+            let constant = |i: usize| match args.get(i) {
+                Some(Arg::Const(k)) => self.constants.get(*k),
+                _ => None,
+            };
+            let dims = constant(1)
+                .and_then(|c| c.view().as_object())
+                .and_then(|o| crate::object::shape::shape_dims(&o).map(<[i64]>::to_vec));
+            let dtype = constant(3).and_then(|c| c.view().as_dtype());
+            match (dims, dtype) {
+                (Some(dims), Some(dt)) => {
+                    let numel: u64 = dims.iter().map(|&d| d.max(0) as u64).product();
+                    bytes += numel * (u64::from(dt.bits) * u64::from(dt.lanes)).div_ceil(8);
+                }
+                _ => dynamic += 1,
+            }
+        }
+        (bytes, dynamic)
     }
 
     /// TVM's statistics text (`VMExecutable::Stats`).
@@ -752,7 +834,7 @@ impl ModuleKind for ExecutableModule {
 
     fn save_to_bytes(&self) -> Result<Vec<u8>> {
         // Loading keeps the exact bytes, so saving is the inverse of loading.
-        Ok(self.exec.bytes.clone())
+        Ok(self.exec.bytes().to_vec())
     }
 }
 

@@ -74,7 +74,15 @@ fn tree_json(n: &ModuleNode) -> Value {
             "kernels": f.kernels,
             "builtins": f.builtins,
             "vm_calls": f.vm_calls,
+            "planned_storage_bytes": f.planned_storage.0,
+            "dynamic_storage_calls": f.planned_storage.1,
         })).collect::<Vec<_>>(),
+        "constants": n.constants.map(|c| json!({
+            "tensors": c.tensors,
+            "bytes": c.bytes,
+            "in_place": c.in_place,
+            "in_place_bytes": c.in_place_bytes,
+        })),
         "graph": n.graph.as_ref().map(|g| {
             let tensors = |list: &[tvmrt::introspect::GraphTensor]| {
                 list.iter()
@@ -156,8 +164,26 @@ fn print_tree(n: &ModuleNode, prefix: &str, last: bool, root: bool) {
     } else {
         format!("{child_prefix}|  ")
     };
+    if let Some(c) = &n.constants {
+        println!(
+            "{detail}constants: {} tensors, {} bytes ({} tensors, {} bytes, used in place in the \
+             library; the rest copied)",
+            c.tensors, c.bytes, c.in_place, c.in_place_bytes
+        );
+    }
     for f in &n.vm_functions {
         println!("{detail}VM function {}({})", f.name, f.params.join(", "));
+        let (bytes, dynamic) = f.planned_storage;
+        if bytes > 0 || dynamic > 0 {
+            println!(
+                "{detail}  allocates storage: {bytes} bytes planned{}",
+                if dynamic > 0 {
+                    format!(", {dynamic} allocations sized at run time")
+                } else {
+                    String::new()
+                }
+            );
+        }
         for (label, names) in [
             ("kernels", &f.kernels),
             ("VM functions", &f.vm_calls),
