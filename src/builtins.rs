@@ -32,6 +32,7 @@ pub fn all() -> Vec<(&'static str, Function)> {
     v.extend(crate::module::pinned::builtins());
     v.extend(crate::contrib::examplejson::module::builtins());
     v.extend(crate::contrib::sort::builtins());
+    v.extend(crate::contrib::random::builtins());
     v.extend(crate::contrib::set_ops::builtins());
     v.extend(crate::contrib::shape_ops::builtins());
     v.extend(crate::tensor::builtins::builtins());
