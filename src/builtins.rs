@@ -41,6 +41,7 @@ pub fn all() -> Vec<(&'static str, Function)> {
     v.extend(crate::graph::builtins());
     v.extend(crate::reflection::builtins());
     v.extend(crate::reflection::recursive::builtins());
+    v.extend(crate::reflection::structural::builtins());
     v.extend(crate::reflection::deep_copy::builtins());
     v.extend(crate::reflection::repr::builtins());
     v.extend(crate::reflection::json_graph::builtins());

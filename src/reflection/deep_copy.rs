@@ -17,7 +17,7 @@ use crate::object::type_registry::{self, static_index};
 use crate::object::ObjectRef;
 use crate::value::{Any, AnyView};
 
-use super::fields;
+use super::fields::{self, set_field};
 
 /// Whether two values are the same (same kind and payload: identical objects).
 fn same(a: &AnyView<'_>, b: &AnyView<'_>) -> bool {
@@ -203,15 +203,6 @@ impl Copier {
             }
         }
         Ok(())
-    }
-}
-
-/// Sets a field of `obj` through its setter.
-fn set_field(obj: &ObjectRef, f: &type_registry::TVMFFIFieldInfo, v: AnyView<'_>) -> Result<()> {
-    // SAFETY: the field's own offset inside an object of its type.
-    unsafe {
-        let addr = obj.as_ptr().cast::<u8>().add(f.offset as usize).cast();
-        fields::call_setter(f, addr, v)
     }
 }
 

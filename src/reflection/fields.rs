@@ -139,6 +139,15 @@ pub unsafe fn set_default(f: &TVMFFIFieldInfo, addr: *mut c_void) -> Result<()> 
     unsafe { call_setter(f, addr, default) }
 }
 
+/// Sets field `f` of `obj` (an object of the field's type) through its setter.
+pub fn set_field(obj: &ObjectRef, f: &TVMFFIFieldInfo, v: AnyView<'_>) -> Result<()> {
+    // SAFETY: the field's own offset inside an object of its type.
+    unsafe {
+        let addr = obj.as_ptr().cast::<u8>().add(f.offset as usize).cast();
+        call_setter(f, addr, v)
+    }
+}
+
 /// The value of type attribute `name` for `type_index`, if set.
 pub fn type_attr(name: &str, type_index: i32) -> Option<Any> {
     let col = type_registry::attr_column(name)?;

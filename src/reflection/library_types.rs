@@ -43,8 +43,13 @@ const fn field(
     static_index: i32,
     flags: i64,
 ) -> FieldSpec {
-    // `String` fields are 16-byte `Any`-like cells declared with the `Any` type index.
-    let size = if static_index == ti::STR { 16 } else { 8 };
+    // `String` fields are 16-byte `Any`-like cells declared with the `Any` type index; `Any`
+    // fields are 16 bytes too.
+    let size = if static_index == ti::STR || static_index == ANY {
+        16
+    } else {
+        8
+    };
     let static_index = if static_index == ti::STR {
         ANY
     } else {
@@ -118,6 +123,32 @@ const INT_ENUM_FIELDS: &[FieldSpec] = &[field(
     HEADER,
     ti::INT,
     INIT_OFF | SEQ_HASH_IGNORE,
+)];
+const STRUCTURAL_KEY_FIELDS: &[FieldSpec] = &[
+    field(
+        "key",
+        r#"{"type_schema":"{\"type\":\"Any\"}"}"#,
+        "The key value.",
+        HEADER,
+        ANY,
+        INIT_OFF,
+    ),
+    field(
+        "hash_i64",
+        INT_SCHEMA,
+        "Cached structural hash of the key.",
+        HEADER + 16,
+        ti::INT,
+        INIT_OFF,
+    ),
+];
+const VISIT_INTERRUPT_FIELDS: &[FieldSpec] = &[field(
+    "value",
+    r#"{"type_schema":"{\"type\":\"Any\"}"}"#,
+    "The payload carried out of the visit.",
+    HEADER,
+    ANY,
+    0,
 )];
 const STR_ENUM_FIELDS: &[FieldSpec] = &[field(
     "value",
@@ -323,6 +354,71 @@ enum_creator!(create_enum, "ffi.Enum", 48);
 enum_creator!(create_int_enum, "ffi.IntEnum", 48);
 enum_creator!(create_str_enum, "ffi.StrEnum", 48);
 
+/// Size of an `ffi.StructuralKey`: the header, `Any key`, `int64_t hash_i64`.
+const STRUCTURAL_KEY_SIZE: usize = 48;
+
+enum_creator!(
+    create_structural_key,
+    "ffi.StructuralKey",
+    STRUCTURAL_KEY_SIZE
+);
+
+/// Size of an `ffi.VisitInterrupt`: the header and `Any value`.
+const VISIT_INTERRUPT_SIZE: usize = 40;
+
+enum_creator!(
+    create_visit_interrupt,
+    "ffi.VisitInterrupt",
+    VISIT_INTERRUPT_SIZE
+);
+
+/// A new `ffi.VisitInterrupt` carrying `value`.
+pub fn new_visit_interrupt(value: Any) -> Result<ObjectRef> {
+    let obj = alloc(index_of("ffi.VisitInterrupt")?, VISIT_INTERRUPT_SIZE)?;
+    let base = obj.as_ptr().cast::<u8>();
+    // SAFETY: the one field of a fresh, zeroed interrupt.
+    unsafe { store(Storage::Any, base.add(HEADER as usize).cast(), value)? };
+    Ok(obj)
+}
+
+/// Whether `obj` is an `ffi.StructuralKey`.
+pub fn is_structural_key(obj: &ObjectRef) -> bool {
+    index_of("ffi.StructuralKey").is_ok_and(|t| obj.type_index() == t)
+}
+
+/// A new `ffi.StructuralKey` holding `key` and its structural hash.
+pub fn new_structural_key(key: Any, hash: i64) -> Result<ObjectRef> {
+    let obj = alloc(index_of("ffi.StructuralKey")?, STRUCTURAL_KEY_SIZE)?;
+    let base = obj.as_ptr().cast::<u8>();
+    // SAFETY: the two fields of a fresh, zeroed key.
+    unsafe {
+        store(Storage::Any, base.add(HEADER as usize).cast(), key)?;
+        store(
+            Storage::Pod(ti::INT),
+            base.add(HEADER as usize + 16).cast(),
+            Any::from(hash),
+        )?;
+    }
+    Ok(obj)
+}
+
+/// The key value and cached hash of an `ffi.StructuralKey`.
+pub fn structural_key_parts(obj: &ObjectRef) -> Result<(Any, i64)> {
+    if !is_structural_key(obj) {
+        return Err(Error::type_error(format!(
+            "expected an ffi.StructuralKey, got an object of type index {}",
+            obj.type_index()
+        )));
+    }
+    let base = obj.as_ptr().cast::<u8>();
+    // SAFETY: `obj` is a structural key: an `Any` then an `int64_t` after the header.
+    unsafe {
+        let key = fields::read_stored(Storage::Any, base.add(HEADER as usize).cast());
+        let hash = *base.add(HEADER as usize + 16).cast::<i64>();
+        Ok((key, hash))
+    }
+}
+
 /// Registers fields, creators and constructors of the library types (once, at start-up).
 pub fn register_all() -> Result<()> {
     let state = index_of("ffi.EnumState")?;
@@ -346,10 +442,18 @@ pub fn register_all() -> Result<()> {
         ),
         ("ffi.IntEnum", INT_ENUM_FIELDS, create_int_enum),
         ("ffi.StrEnum", STR_ENUM_FIELDS, create_str_enum),
+        (
+            "ffi.StructuralKey",
+            STRUCTURAL_KEY_FIELDS,
+            create_structural_key,
+        ),
     ] {
         let t = index_of(key)?;
         register_fields(t, specs)?;
         register_metadata(t, 48, creator)?;
     }
+    let t = index_of("ffi.VisitInterrupt")?;
+    register_fields(t, VISIT_INTERRUPT_FIELDS)?;
+    register_metadata(t, VISIT_INTERRUPT_SIZE as i32, create_visit_interrupt)?;
     Ok(())
 }

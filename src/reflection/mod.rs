@@ -7,7 +7,7 @@
 //! - [`library_types`], [`access_path`]: the reflected types tvm-ffi's library defines;
 //!   [`convert`]: `__ffi_convert__` of the built-in types;
 //! - [`recursive`], [`repr`], [`deep_copy`], [`json_graph`]: comparison and hash, repr, deep
-//!   copy, JSON values and object graphs;
+//!   copy, JSON values and object graphs; [`structural`]: structural equality, hash and keys;
 //! - [`not_yet`]: the tvm-ffi globals tvmrt does not provide yet, each raising a clear error.
 //!
 //! The containers these work on are in [`crate::object::containers`].
@@ -24,6 +24,7 @@ pub mod py_class;
 pub mod recursive;
 pub mod repr;
 pub mod sentinels;
+pub mod structural;
 
 use crate::error::{Error, Result};
 use crate::function::{registry, Function};
@@ -40,7 +41,8 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
     TYPES.call_once(|| {
         if let Err(e) = library_types::register_all()
             .and_then(|()| convert::register_all())
-            .and_then(|()| access_path::register_all()) {
+            .and_then(|()| access_path::register_all())
+            .and_then(|()| structural::register_all()) {
             log::error!(target: "tvmrt::reflection", "registering tvm-ffi's library types failed: {e}");
         }
     });

@@ -11,16 +11,10 @@ use crate::function::Function;
 
 /// tvm-ffi 0.1.15's `ffi.*` global names that tvmrt does not implement yet.
 pub const NOT_YET: &[&str] = &[
-    "ffi.GetFirstStructuralMismatch",
     "ffi.ModuleGetPropertyMask",
     "ffi.ModuleGetWriteFormats",
     "ffi.ModuleInspectSource",
     "ffi.ModuleWriteToFile",
-    "ffi.StructuralEqual",
-    "ffi.StructuralHash",
-    "ffi.StructuralKey",
-    "ffi.StructuralKeyEqual",
-    "ffi.StructuralMap",
     "ffi.StructuralMutate",
     "ffi.StructuralMutatorDefRegionKind",
     "ffi.StructuralMutatorDefaultMutate",
@@ -33,7 +27,6 @@ pub const NOT_YET: &[&str] = &[
     "ffi.StructuralVisitorDefaultVisit",
     "ffi.StructuralVisitorVisit",
     "ffi.StructuralVisitorWithDefRegionKind",
-    "ffi.StructuralWalk",
     "ffi.VisitErrorContext.FindAccessPaths",
 ];
 

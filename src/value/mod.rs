@@ -186,6 +186,25 @@ impl<'a> AnyView<'a> {
         }
     }
 
+    /// For an object rvalue reference (`ObjectRValueRef`, what a caller passes to give up its
+    /// reference), takes the object out of the caller's slot: the caller's handle becomes
+    /// null and the returned reference is the one it held. `None` for other values.
+    pub fn take_rvalue_object(&self) -> Option<ObjectRef> {
+        if self.raw.type_index != ti::OBJECT_RVALUE_REF {
+            return None;
+        }
+        // SAFETY: an rvalue ref's payload points at the caller's slot holding the object handle,
+        // writable for the call: passing it hands the reference it holds to the callee.
+        unsafe {
+            let slot = self.raw.payload.v_ptr.cast::<*mut c_void>();
+            if slot.is_null() {
+                return None;
+            }
+            let obj = std::mem::replace(&mut *slot, std::ptr::null_mut());
+            ObjectRef::from_raw_owned(obj)
+        }
+    }
+
     /// The object this value holds (a new strong reference), for object type indexes and
     /// object rvalue references.
     pub fn as_object(&self) -> Option<ObjectRef> {

@@ -36,7 +36,8 @@ pub struct ArrayObj {
 }
 
 // SAFETY: the cell is the prefix tvm-ffi's `ArrayObj` has after the header (index 71); items
-// are never changed after construction.
+// are never changed after construction, except by their only holder
+// ([`replace_items_if_unique`]).
 unsafe impl ObjectPayload for ArrayObj {
     const TYPE_INDEX: i32 = type_index::ARRAY;
 }
@@ -51,6 +52,29 @@ pub fn new_array(items: Vec<Any>) -> ObjectRef {
         data_deleter: None,
     };
     new_object(ArrayObj { cell, items })
+}
+
+/// Puts `items` in place of the items of `obj` when it is a tvmrt array of that length held by
+/// exactly `holders` strong references, all of them the caller's (so nothing else can see the
+/// change); `Ok(None)` then. Otherwise gives `items` back untouched.
+pub fn replace_items_if_unique(
+    obj: &ObjectRef,
+    items: Vec<Any>,
+    holders: u32,
+) -> Result<Option<Vec<Any>>> {
+    let Some(arr) = obj.downcast_ref::<ArrayObj>() else {
+        return Ok(Some(items));
+    };
+    if obj.strong_count() != holders || arr.items.len() != items.len() {
+        return Ok(Some(items));
+    }
+    let slots = arr.items.as_ptr().cast_mut();
+    for (i, item) in items.into_iter().enumerate() {
+        // SAFETY: the caller holds every strong reference to this array, so no other code
+        // reads its items; `i` is inside the boxed slice, and the old item is dropped in place.
+        unsafe { *slots.add(i) = item };
+    }
+    Ok(None)
 }
 
 /// The items of any array object (tvmrt's or tvm-ffi's: both have the sequence cell), as

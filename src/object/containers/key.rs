@@ -1,7 +1,10 @@
 //! Equality of container keys as tvm-ffi's `AnyEqual` defines it (`any.h`): strings and bytes by
 //! content (inline small strings equal string objects), big integers by value (their
-//! `__any_equal__`), other objects by identity, POD values by kind and bits (so `1`, `True` and
-//! `1.0` are different keys).
+//! `__any_equal__`), objects of a type that registered a key equality (tvm-ffi's
+//! `__any_equal__`, e.g. `ffi.StructuralKey`) by it, other objects by identity, POD values by
+//! kind and bits (so `1`, `True` and `1.0` are different keys).
+
+use parking_lot::RwLock;
 
 use crate::abi::type_index as ti;
 use crate::object::type_registry::static_index;
@@ -17,6 +20,27 @@ pub fn big_int_words(o: &ObjectRef) -> &[u64] {
         let n = *cell.cast::<usize>();
         std::slice::from_raw_parts(cell.add(std::mem::size_of::<usize>()).cast::<u64>(), n)
     }
+}
+
+/// A key equality for the objects of one type (both arguments are of that type).
+pub type KeyEquality = fn(&ObjectRef, &ObjectRef) -> bool;
+
+static KEY_EQUALITIES: RwLock<Vec<(i32, KeyEquality)>> = RwLock::new(Vec::new());
+
+/// Makes keys of `type_index` compare with `eq` instead of by identity (a type's
+/// `__any_equal__`; set by the module that defines the type).
+pub fn register_key_equality(type_index: i32, eq: KeyEquality) {
+    let mut all = KEY_EQUALITIES.write();
+    all.retain(|(t, _)| *t != type_index);
+    all.push((type_index, eq));
+}
+
+fn key_equality(type_index: i32) -> Option<KeyEquality> {
+    KEY_EQUALITIES
+        .read()
+        .iter()
+        .find(|(t, _)| *t == type_index)
+        .map(|&(_, eq)| eq)
 }
 
 /// The kind a value compares as: small strings and bytes count as their object kinds.
@@ -41,7 +65,9 @@ pub fn any_equal(a: &AnyView<'_>, b: &AnyView<'_>) -> bool {
             _ => false,
         },
         k if k >= ti::STATIC_OBJECT_BEGIN => match (a.as_object(), b.as_object()) {
-            (Some(x), Some(y)) => x.as_ptr() == y.as_ptr(),
+            (Some(x), Some(y)) => {
+                x.as_ptr() == y.as_ptr() || key_equality(k).is_some_and(|eq| eq(&x, &y))
+            }
             _ => false,
         },
         // SAFETY: every POD payload is 8 readable bytes.
