@@ -336,7 +336,11 @@ fn start_up_columns_types_and_reflection_globals() {
         repr.view().as_str(),
         Some("ffi.EnumState(entries=[], indexes={}, attrs={})")
     );
-    let not_yet = call("ffi.ModuleInspectSource", &[1i64.into(), 1i64.into()]).unwrap_err();
+    let not_yet = call(
+        "ffi.VisitErrorContext.FindAccessPaths",
+        &[1i64.into(), 1i64.into()],
+    )
+    .unwrap_err();
     assert!(
         not_yet.message.contains("does not implement yet"),
         "{}",

@@ -2,13 +2,15 @@
 
 Every Relax VM case of tests/fixtures/manifest.json (outputs computed by real TVM) is run through
 `tvm_ffi.load_module`, the VM's `vm_load_executable` / `vm_initialization`, and the entry
-function, on numpy arrays passed and returned through DLPack. Exits non-zero on a mismatch.
+function, on numpy arrays passed and returned through DLPack; the module facts `tvm_ffi` reads
+(imports, property masks, writing to a file) are checked too. Exits non-zero on a mismatch.
 
     python conformance/tvm_ffi/relax_vm.py     (with the venv whose tvm_ffi has tvmrt swapped in)
 """
 
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +26,31 @@ def flatten(value):
     return [t for item in value for t in flatten(item)]
 
 
+def check_module(exe, tmp):
+    """The module facts tvm_ffi reads, as TVM 0.27's runtime gives them for the same library:
+    the executable imports the library module; property masks 1 (binary-serializable) and 3
+    (+ runnable); the executable writes its bytes to a file, the library cannot."""
+    get = tvm_ffi.get_global_func
+    assert exe.kind == "relax.VMExecutable", exe.kind
+    (lib,) = exe.imports
+    assert lib.kind == "library" and tuple(lib.imports) == (), lib
+    assert get("ffi.ModuleGetPropertyMask")(exe) == 1
+    assert get("ffi.ModuleGetPropertyMask")(lib) == 3
+    assert exe.is_binary_serializable() and not exe.is_runnable()
+    assert list(get("ffi.ModuleGetWriteFormats")(exe)) == []
+    assert get("ffi.ModuleInspectSource")(exe, "") == ""
+    path = Path(tmp) / "exe.bin"
+    get("ffi.ModuleWriteToFile")(exe, str(path), "")
+    again = get("ffi.Module.load_from_bytes.relax.VMExecutable")(path.read_bytes())
+    assert again.kind == "relax.VMExecutable"
+    try:
+        get("ffi.ModuleWriteToFile")(lib, str(path), "")
+    except RuntimeError as e:
+        assert "does not support WriteToFile" in str(e), e
+    else:
+        raise AssertionError("the library module wrote itself to a file")
+
+
 def main():
     manifest = json.loads((FIXTURES / "manifest.json").read_text())
     cases = [
@@ -34,6 +61,8 @@ def main():
     failed = 0
     for case in cases:
         exe = tvm_ffi.load_module(str(FIXTURES / case["library"]))
+        with tempfile.TemporaryDirectory() as tmp:
+            check_module(exe, tmp)
         vm = exe[case["vm"]["load"]]()
         vm[case["vm"]["init"]](*case["vm"]["init_args"])
         args = [tvm_ffi.from_dlpack(np.load(FIXTURES / i["file"])) for i in case["inputs"]]

@@ -665,6 +665,11 @@ impl ModuleKind for GraphExecutor {
         "GraphExecutor"
     }
 
+    /// Runnable, as TVM 0.19's `GraphExecutor`.
+    fn property_mask(&self) -> i32 {
+        2
+    }
+
     fn get_function(&self, this: &Module, name: &str) -> Result<Option<Function>> {
         let me = this.clone();
         let with = move |f: fn(&GraphExecutor, &[AnyView<'_>]) -> Result<Any>| {

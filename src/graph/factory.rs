@@ -206,6 +206,11 @@ impl ModuleKind for GraphExecutorFactory {
     fn save_to_bytes(&self) -> Result<Vec<u8>> {
         self.to_bytes()
     }
+
+    /// Binary-serializable and runnable, as TVM's `GraphExecutorFactory`.
+    fn property_mask(&self) -> i32 {
+        3
+    }
 }
 
 impl GraphExecutorFactory {

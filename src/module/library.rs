@@ -640,6 +640,11 @@ impl ModuleKind for LibraryModule {
         self.state.find(name).is_some()
     }
 
+    /// Binary-serializable and runnable, as tvm-ffi's `LibraryModuleObj`.
+    fn property_mask(&self) -> i32 {
+        3
+    }
+
     fn function_info(&self, name: &str, what: super::FunctionInfo) -> Result<Option<String>> {
         let prefix = match what {
             super::FunctionInfo::Metadata => "__tvm_ffi__metadata_",

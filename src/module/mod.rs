@@ -49,6 +49,7 @@ pub mod elf_check;
 pub mod library;
 pub mod loader;
 pub mod pinned;
+pub mod reflect;
 pub mod system_lib;
 
 use std::any::Any as StdAny;
@@ -117,6 +118,30 @@ pub trait ModuleKind: AsAny + Send + Sync + 'static {
             "module of kind `{}` cannot be saved to bytes",
             self.kind()
         )))
+    }
+
+    /// tvm-ffi's `ModulePropertyMask` bits: 1 binary-serializable, 2 runnable, 4
+    /// compilation-exportable (none by default, as `ModuleObj::GetPropertyMask`).
+    fn property_mask(&self) -> i32 {
+        0
+    }
+
+    /// Writes the module to `path` in `format` (`ModuleObj::WriteToFile`).
+    fn write_to_file(&self, _path: &str, _format: &str) -> Result<()> {
+        Err(Error::runtime(format!(
+            "Module[{}] does not support WriteToFile",
+            self.kind()
+        )))
+    }
+
+    /// The formats [`ModuleKind::write_to_file`] accepts, when it lists them.
+    fn write_formats(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The module's source in `format`, when it has one (empty otherwise).
+    fn inspect_source(&self, _format: &str) -> String {
+        String::new()
     }
 }
 
@@ -356,6 +381,11 @@ impl Module {
         self.obj().imp.save_to_bytes()
     }
 
+    /// The module kind's implementation (its property mask, source, file writer).
+    pub fn implementation(&self) -> &dyn ModuleKind {
+        &*self.obj().imp
+    }
+
     /// The shared import list (for library contexts).
     pub(crate) fn import_list(&self) -> &Arc<ImportList> {
         &self.obj().imports
@@ -487,6 +517,34 @@ pub(crate) fn builtins() -> Vec<(&'static str, Function)> {
         let m = Module::from_view(arg(args, 0, "mod")?, "mod")?;
         Ok(Any::bytes(&m.save_to_bytes()?))
     }
+    fn property_mask(args: &[AnyView<'_>]) -> Result<Any> {
+        let m = Module::from_view(arg(args, 0, "mod")?, "mod")?;
+        Ok(Any::from(i64::from(m.implementation().property_mask())))
+    }
+    fn write_formats(args: &[AnyView<'_>]) -> Result<Any> {
+        let m = Module::from_view(arg(args, 0, "mod")?, "mod")?;
+        let formats = m.implementation().write_formats();
+        Ok(Any::from_object(
+            crate::object::containers::array::new_array(
+                formats.into_iter().map(Any::from).collect(),
+            ),
+        ))
+    }
+    fn inspect_source(args: &[AnyView<'_>]) -> Result<Any> {
+        let m = Module::from_view(arg(args, 0, "mod")?, "mod")?;
+        let format = match args.get(1) {
+            Some(f) => f.expect_str("format")?,
+            None => "",
+        };
+        Ok(Any::from(m.implementation().inspect_source(format)))
+    }
+    fn write_to_file(args: &[AnyView<'_>]) -> Result<Any> {
+        let m = Module::from_view(arg(args, 0, "mod")?, "mod")?;
+        let path = arg(args, 1, "file_name")?.expect_str("file_name")?;
+        let format = arg(args, 2, "format")?.expect_str("format")?;
+        m.implementation().write_to_file(path, format)?;
+        Ok(Any::none())
+    }
     fn load_so(args: &[AnyView<'_>]) -> Result<Any> {
         let path = arg(args, 0, "library_path")?.expect_str("library_path")?;
         Ok(load_dso(path)?.into())
@@ -517,6 +575,16 @@ pub(crate) fn builtins() -> Vec<(&'static str, Function)> {
         ("runtime.ModuleImportsSize", Function::from_fn(imports_size)),
         ("runtime.ModuleGetImport", Function::from_fn(get_import)),
         ("ffi.ModuleSaveToBytes", Function::from_fn(save_to_bytes)),
+        (
+            "ffi.ModuleGetPropertyMask",
+            Function::from_fn(property_mask),
+        ),
+        (
+            "ffi.ModuleGetWriteFormats",
+            Function::from_fn(write_formats),
+        ),
+        ("ffi.ModuleInspectSource", Function::from_fn(inspect_source)),
+        ("ffi.ModuleWriteToFile", Function::from_fn(write_to_file)),
         ("ffi.Module.load_from_file.so", Function::from_fn(load_so)),
         ("runtime.module.loadfile_so", Function::from_fn(load_so)),
         (

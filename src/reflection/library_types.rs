@@ -381,6 +381,27 @@ pub fn new_visit_interrupt(value: Any) -> Result<ObjectRef> {
     Ok(obj)
 }
 
+/// A handle object of type `key` (`ffi.StructuralVisitor`, `ffi.StructuralMutator`): the header
+/// and an `int64_t` id naming the traversal it belongs to.
+pub fn new_handle(key: &str, id: u64) -> Result<ObjectRef> {
+    let obj = alloc(index_of(key)?, HANDLE_SIZE)?;
+    // SAFETY: a fresh block of `HANDLE_SIZE` bytes; the id follows the header.
+    unsafe { *obj.as_ptr().cast::<u8>().add(HEADER as usize).cast::<u64>() = id };
+    Ok(obj)
+}
+
+/// The id of a handle object of type `key`, or `None` for any other object.
+pub fn handle_id(obj: &ObjectRef, key: &str) -> Option<u64> {
+    if index_of(key).ok()? != obj.type_index() {
+        return None;
+    }
+    // SAFETY: handle objects of `key` hold their id after the header.
+    Some(unsafe { *obj.as_ptr().cast::<u8>().add(HEADER as usize).cast::<u64>() })
+}
+
+/// Size of a handle object.
+const HANDLE_SIZE: usize = 32;
+
 /// Whether `obj` is an `ffi.StructuralKey`.
 pub fn is_structural_key(obj: &ObjectRef) -> bool {
     index_of("ffi.StructuralKey").is_ok_and(|t| obj.type_index() == t)

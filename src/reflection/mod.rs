@@ -42,7 +42,8 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
         if let Err(e) = library_types::register_all()
             .and_then(|()| convert::register_all())
             .and_then(|()| access_path::register_all())
-            .and_then(|()| structural::register_all()) {
+            .and_then(|()| structural::register_all())
+            .and_then(|()| crate::module::reflect::register_fields()) {
             log::error!(target: "tvmrt::reflection", "registering tvm-ffi's library types failed: {e}");
         }
     });

@@ -10,25 +10,7 @@ use crate::error::Error;
 use crate::function::Function;
 
 /// tvm-ffi 0.1.15's `ffi.*` global names that tvmrt does not implement yet.
-pub const NOT_YET: &[&str] = &[
-    "ffi.ModuleGetPropertyMask",
-    "ffi.ModuleGetWriteFormats",
-    "ffi.ModuleInspectSource",
-    "ffi.ModuleWriteToFile",
-    "ffi.StructuralMutate",
-    "ffi.StructuralMutatorDefRegionKind",
-    "ffi.StructuralMutatorDefaultMutate",
-    "ffi.StructuralMutatorMutate",
-    "ffi.StructuralMutatorVarRemapGet",
-    "ffi.StructuralMutatorVarRemapSet",
-    "ffi.StructuralMutatorWithDefRegionKind",
-    "ffi.StructuralVisit",
-    "ffi.StructuralVisitorDefRegionKind",
-    "ffi.StructuralVisitorDefaultVisit",
-    "ffi.StructuralVisitorVisit",
-    "ffi.StructuralVisitorWithDefRegionKind",
-    "ffi.VisitErrorContext.FindAccessPaths",
-];
+pub const NOT_YET: &[&str] = &["ffi.VisitErrorContext.FindAccessPaths"];
 
 /// A placeholder for each name of [`NOT_YET`].
 pub fn builtins() -> Vec<(&'static str, Function)> {

@@ -836,6 +836,17 @@ impl ModuleKind for ExecutableModule {
         // Loading keeps the exact bytes, so saving is the inverse of loading.
         Ok(self.exec.bytes().to_vec())
     }
+
+    /// Binary-serializable, as TVM's `VMExecutable`.
+    fn property_mask(&self) -> i32 {
+        1
+    }
+
+    /// The saved bytes, as a file (TVM's `VMExecutable::WriteToFile`, any format).
+    fn write_to_file(&self, path: &str, _format: &str) -> Result<()> {
+        std::fs::write(path, self.exec.bytes())
+            .map_err(|e| Error::runtime(format!("cannot write `{path}`: {e}")))
+    }
 }
 
 fn first_str<'a>(args: &'a [AnyView<'_>], what: &str) -> Result<&'a str> {

@@ -126,6 +126,16 @@ impl ModuleKind for ExampleJsonModule {
         out.extend_from_slice(text);
         Ok(out)
     }
+
+    /// Binary-serializable and runnable, as TVM's JSON runtimes.
+    fn property_mask(&self) -> i32 {
+        3
+    }
+
+    /// The subgraph text (the JSON runtimes' `InspectSource` returns their graph).
+    fn inspect_source(&self, _format: &str) -> String {
+        self.graph.text().to_string()
+    }
 }
 
 /// Runs `subgraph` on packed arguments: every argument a tensor (`DLTensor*` or tensor object),

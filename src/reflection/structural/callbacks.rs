@@ -22,11 +22,14 @@ pub(super) const POSTORDER: i64 = 1;
 pub(super) struct Entry {
     pub type_index: i64,
     pub f: Function,
+    /// Also gets the def-region kind (walk and map entries given as such).
     pub with_kind: bool,
+    /// A third entry item: the callback takes the in-place mode (`ffi.StructuralMutate`).
+    pub takes_mode: bool,
 }
 
-/// Reads the `[(type_index, callback), ...]` list an entry argument holds.
-fn entries(v: &AnyView<'_>, with_kind: bool, what: &str) -> Result<Vec<Entry>> {
+/// Reads the `[(type_index, callback[, takes_mode]), ...]` list an entry argument holds.
+pub(super) fn entries(v: &AnyView<'_>, with_kind: bool, what: &str) -> Result<Vec<Entry>> {
     let list = v
         .as_object()
         .and_then(|o| seq_items(&o))
@@ -37,16 +40,25 @@ fn entries(v: &AnyView<'_>, with_kind: bool, what: &str) -> Result<Vec<Entry>> {
                 .view()
                 .as_object()
                 .and_then(|o| seq_items(&o))
-                .filter(|p| p.len() == 2)
+                .filter(|p| p.len() == 2 || p.len() == 3)
                 .ok_or_else(|| {
                     Error::type_error(format!(
                         "{what}: each entry is a (type_index, callback) pair"
                     ))
                 })?;
+            // A third item (`ffi.StructuralMutate`): whether the callback takes the mode.
+            let takes_mode = match items.get(2) {
+                None => false,
+                Some(m) => m
+                    .view()
+                    .as_bool()
+                    .ok_or_else(|| m.view().type_mismatch("accepts_inplace_mode", "bool"))?,
+            };
             Ok(Entry {
                 type_index: items[0].view().expect_i64("type_index")?,
                 f: items[1].view().expect_function("callback")?,
                 with_kind,
+                takes_mode,
             })
         })
         .collect()
@@ -88,11 +100,15 @@ pub(super) fn parse(args: &[AnyView<'_>], what: &str) -> Result<(Vec<Entry>, boo
     Ok((all, order == PREORDER))
 }
 
+/// The first entry whose type matches a value of type `t`.
+pub(super) fn first_match(entries: &[Entry], t: i32) -> Option<&Entry> {
+    entries.iter().find(|e| matches(e.type_index, t))
+}
+
 /// Calls the first callback matching `v` (with the def-region kind `region` for those that
 /// take it); `None` when none matches.
 pub(super) fn call_first(entries: &[Entry], v: &AnyView<'_>, region: i32) -> Result<Option<Any>> {
-    let t = v.type_index();
-    let Some(e) = entries.iter().find(|e| matches(e.type_index, t)) else {
+    let Some(e) = first_match(entries, v.type_index()) else {
         return Ok(None);
     };
     let r = if e.with_kind {

@@ -1,6 +1,7 @@
 //! Structural equality and hash (`ffi.StructuralEqual`, `ffi.GetFirstStructuralMismatch`,
 //! `ffi.StructuralHash`), the structural key (`ffi.StructuralKey`, `ffi.StructuralKeyEqual`) and
-//! the walk and map ([`walk`]: `ffi.StructuralWalk`, [`map`]: `ffi.StructuralMap`),
+//! the traversals ([`walk`]: `ffi.StructuralWalk`, [`map`]: `ffi.StructuralMap`, [`owned`]:
+//! `ffi.StructuralVisit` and `ffi.StructuralMutate` with their visitor and mutator handles),
 //! with tvm-ffi's rules (`src/ffi/extra/structural_equal.cc`, `structural_hash.cc`, and the
 //! def-region semantics its `c_api.h` documents):
 //!
@@ -22,9 +23,11 @@
 //! values hash alike.
 
 mod callbacks;
+mod children;
 mod equal;
 mod hash;
 mod map;
+mod owned;
 mod walk;
 
 use crate::error::{Error, Result};
@@ -201,6 +204,7 @@ pub fn register_all() -> Result<()> {
 pub fn builtins() -> Vec<(&'static str, Function)> {
     let mut v = walk::builtins();
     v.extend(map::builtins());
+    v.extend(owned::builtins());
     v.extend([
         (
             "ffi.StructuralEqual",
@@ -289,6 +293,7 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::abi::type_index as ti;
     use crate::object::containers::list::{self, new_list};
     use crate::object::containers::map::{new_dict, new_map, Entry};
     use crate::reflection::access_path;
@@ -460,6 +465,96 @@ mod tests {
         // Not a key: a clear error.
         let e = equal.call(&[k1.view(), 5.into()]).unwrap_err();
         assert_eq!(e.kind, "TypeError");
+    }
+
+    fn global(name: &str) -> Function {
+        crate::function::registry::get(name).unwrap()
+    }
+
+    /// `[(type_index, callback)]` as the Python package passes it.
+    fn entries(pairs: Vec<(i64, Function)>) -> Any {
+        arr(pairs
+            .into_iter()
+            .map(|(t, f)| arr(vec![t.into(), Any::from(f)]))
+            .collect())
+    }
+
+    #[test]
+    fn walk_and_map_follow_the_callbacks() {
+        use std::sync::{Arc, Mutex};
+        let root = arr(vec![arr(vec![1.into()]), 2.into(), Any::from("s")]);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = {
+            let seen = seen.clone();
+            Function::from_fn(move |a| {
+                seen.lock().unwrap().push(a[0].as_i64().unwrap());
+                Ok(Any::none())
+            })
+        };
+        let ints = entries(vec![(i64::from(ti::INT), record)]);
+        let walked = global("ffi.StructuralWalk")
+            .call(&[root.view(), ints.view(), arr(vec![]).view(), 1i64.into()])
+            .unwrap();
+        assert!(walked.view().is_none());
+        assert_eq!(*seen.lock().unwrap(), [1, 2]);
+
+        let add = |n: i64| {
+            entries(vec![(
+                i64::from(ti::INT),
+                Function::from_fn(move |a| Ok(Any::from(a[0].as_i64().unwrap() + n))),
+            )])
+        };
+        let map = |e: &Any| {
+            global("ffi.StructuralMap")
+                .call(&[root.view(), e.view(), arr(vec![]).view(), 1i64.into()])
+                .unwrap()
+        };
+        // Nothing changes: the same object back.
+        let same = map(&add(0));
+        assert_eq!(
+            same.view().as_object().unwrap().as_ptr(),
+            root.view().as_object().unwrap().as_ptr()
+        );
+        // Every int changes: a new value, the root untouched.
+        let changed = map(&add(10));
+        assert!(eq(
+            &changed,
+            &arr(vec![arr(vec![11.into()]), 12.into(), Any::from("s")])
+        ));
+        assert!(eq(
+            &root,
+            &arr(vec![arr(vec![1.into()]), 2.into(), Any::from("s")])
+        ));
+    }
+
+    #[test]
+    fn visitor_handles_expire_with_their_visit() {
+        use std::sync::{Arc, Mutex};
+        let kept: Arc<Mutex<Option<ObjectRef>>> = Arc::default();
+        let keep = {
+            let kept = kept.clone();
+            Function::from_fn(move |a| {
+                *kept.lock().unwrap() = a[1].as_object();
+                // Inside the visit the handle works: descend into the array's items.
+                global("ffi.StructuralVisitorDefaultVisit").call(&[a[1], a[0]])
+            })
+        };
+        let root = arr(vec![1.into(), 2.into()]);
+        let e = entries(vec![(i64::from(ti::ARRAY), keep)]);
+        global("ffi.StructuralVisit")
+            .call(&[root.view(), e.view()])
+            .unwrap();
+        let handle = Any::from_object(kept.lock().unwrap().take().unwrap());
+        let err = global("ffi.StructuralVisitorVisit")
+            .call(&[handle.view(), 1i64.into()])
+            .unwrap_err();
+        assert_eq!(err.kind, "ValueError");
+        assert!(err.message.contains("has ended"), "{}", err.message);
+        // Not a handle at all.
+        let err = global("ffi.StructuralVisitorVisit")
+            .call(&[1i64.into(), 1i64.into()])
+            .unwrap_err();
+        assert_eq!(err.kind, "TypeError");
     }
 
     #[test]
