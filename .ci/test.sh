@@ -81,6 +81,8 @@ run "layers point one way" layers_one_way
 run "cargo fmt --check" cargo fmt --all -- --check
 run "cargo clippy --all-targets -D warnings" cargo clippy --all-targets -- -D warnings
 run "cargo test" cargo test --no-fail-fast
+# The unit tests of the raw-memory code once more, under valgrind memcheck (about 10 s).
+run "unit tests under valgrind" .ci/valgrind_unit.sh
 # `cargo test` builds the library as an rlib only: the Python package needs libtvmrt.so.
 # In the pinned venv (numpy), every test must run: a skip fails the step.
 python_tests() { cargo build --lib --quiet && python/run_tests.sh --no-skips; }

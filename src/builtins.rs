@@ -6,8 +6,7 @@ use crate::value::Any;
 
 /// All built-in global functions, by name.
 pub fn all() -> Vec<(&'static str, Function)> {
-    // Placeholders first: a real implementation listed later replaces its placeholder.
-    let mut v: Vec<(&'static str, Function)> = crate::reflection::not_yet::builtins();
+    let mut v: Vec<(&'static str, Function)> = Vec::new();
     v.extend([
         (
             "ffi.FunctionRemoveGlobal",
@@ -42,6 +41,7 @@ pub fn all() -> Vec<(&'static str, Function)> {
     v.extend(crate::reflection::builtins());
     v.extend(crate::reflection::recursive::builtins());
     v.extend(crate::reflection::structural::builtins());
+    v.extend(crate::reflection::visit_error::builtins());
     v.extend(crate::reflection::deep_copy::builtins());
     v.extend(crate::reflection::repr::builtins());
     v.extend(crate::reflection::json_graph::builtins());

@@ -336,16 +336,85 @@ fn start_up_columns_types_and_reflection_globals() {
         repr.view().as_str(),
         Some("ffi.EnumState(entries=[], indexes={}, attrs={})")
     );
-    let not_yet = call(
+}
+
+/// An enum state holding `entries` (any objects), made by reflection.
+fn enum_state(entries: Vec<Any>) -> Any {
+    let mut args: Vec<Any> = vec!["ffi.EnumState".into()];
+    args.extend(["entries".into(), call("ffi.List", &entries).unwrap()]);
+    args.extend(["indexes".into(), call("ffi.Dict", &[]).unwrap()]);
+    args.extend(["attrs".into(), call("ffi.Dict", &[]).unwrap()]);
+    call("ffi.MakeObjectFromPackedArgs", &args).unwrap()
+}
+
+/// `FindAccessPaths` turns a visit error's breadcrumbs (innermost first) into the access paths
+/// of `root` that lead through them; every expected list below is what tvm-ffi 0.1.15's own
+/// library returns for the same objects.
+#[test]
+fn visit_error_contexts_resolve_to_access_paths() {
+    let leaf = enum_state(vec![]);
+    let other = enum_state(vec![]);
+    let stray = enum_state(vec![]);
+    let mid = enum_state(vec![other.clone(), leaf.clone()]);
+    let root = enum_state(vec![other.clone(), mid.clone(), leaf.clone()]);
+    let context = |pattern: &[&Any]| {
+        let items: Vec<Any> = pattern.iter().map(|&a| a.clone()).collect();
+        call(
+            "ffi.MakeObjectFromPackedArgs",
+            &[
+                "ffi.VisitErrorContext".into(),
+                "reverse_visit_pattern".into(),
+                call("ffi.List", &items).unwrap(),
+                "prev_error_context".into(),
+                Any::none(),
+            ],
+        )
+        .unwrap()
+    };
+    let find = |on: &Any, pattern: &[&Any], prefix: bool| -> Vec<String> {
+        let paths = call(
+            "ffi.VisitErrorContext.FindAccessPaths",
+            &[on.clone(), context(pattern), prefix.into()],
+        )
+        .unwrap();
+        let n = call("ffi.ArraySize", std::slice::from_ref(&paths)).unwrap();
+        (0..n.view().as_i64().unwrap())
+            .map(|i| {
+                let p = call("ffi.ArrayGetItem", &[paths.clone(), i.into()]).unwrap();
+                let r = call("ffi.ReprPrint", &[p]).unwrap();
+                r.view().as_str().unwrap().to_string()
+            })
+            .collect()
+    };
+    let (m1, m11, m10) = (
+        "<root>.entries[1]",
+        "<root>.entries[1].entries[1]",
+        "<root>.entries[1].entries[0]",
+    );
+    // Thrown at `leaf` (recorded twice) inside `mid`.
+    assert_eq!(find(&root, &[&leaf, &leaf, &mid], false), [m11]);
+    assert_eq!(find(&root, &[&leaf, &leaf, &mid], true), [m10, m11]);
+    // `leaf` alone: both places it lies.
+    assert_eq!(find(&root, &[&leaf], false), [m11, "<root>.entries[2]"]);
+    // An inner object that is nowhere below `mid`: no full match; prefixes end below `mid`.
+    assert!(find(&root, &[&stray, &mid], false).is_empty());
+    assert_eq!(find(&root, &[&stray, &mid], true), [m10, m11]);
+    assert_eq!(find(&root, &[&mid, &root], false), [m1]);
+    assert_eq!(
+        find(&root, &[&mid, &root], true),
+        ["<root>.entries[0]", m1, "<root>.entries[2]"]
+    );
+    assert_eq!(find(&root, &[&root], false), ["<root>"]);
+    // A root without type metadata (a bare array) leads nowhere.
+    let bare = array(vec![other.clone(), mid.clone(), leaf.clone()]);
+    assert!(find(&bare, &[&leaf], true).is_empty());
+    // Bad input: not a context.
+    let e = call(
         "ffi.VisitErrorContext.FindAccessPaths",
-        &[1i64.into(), 1i64.into()],
+        &[root.clone(), 1i64.into()],
     )
     .unwrap_err();
-    assert!(
-        not_yet.message.contains("does not implement yet"),
-        "{}",
-        not_yet.message
-    );
+    assert_eq!(e.kind, "TypeError");
 }
 
 #[test]

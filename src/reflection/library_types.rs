@@ -150,6 +150,24 @@ const VISIT_INTERRUPT_FIELDS: &[FieldSpec] = &[field(
     ANY,
     0,
 )];
+const VISIT_ERROR_CONTEXT_FIELDS: &[FieldSpec] = &[
+    field(
+        "reverse_visit_pattern",
+        r#"{"type_schema":"{\"type\":\"ffi.List\",\"args\":[{\"type\":\"ffi.Object\"}]}"}"#,
+        "The objects visited when the error was raised, innermost first.",
+        HEADER,
+        static_index::LIST,
+        0,
+    ),
+    field(
+        "prev_error_context",
+        r#"{"type_schema":"{\"type\":\"Optional\",\"args\":[{\"type\":\"ffi.Object\"}]}"}"#,
+        "The error's extra context before this one was attached.",
+        HEADER + 8,
+        ti::OBJECT,
+        0,
+    ),
+];
 const STR_ENUM_FIELDS: &[FieldSpec] = &[field(
     "value",
     STR_SCHEMA,
@@ -372,6 +390,27 @@ enum_creator!(
     VISIT_INTERRUPT_SIZE
 );
 
+/// Size of an `ffi.VisitErrorContext`: the header, a list and an optional object.
+const VISIT_ERROR_CONTEXT_SIZE: usize = 40;
+
+/// A new, empty `ffi.VisitErrorContext` (an empty pattern, as C++'s constructor leaves it).
+fn new_visit_error_context() -> Result<ObjectRef> {
+    let obj = alloc(index_of("ffi.VisitErrorContext")?, VISIT_ERROR_CONTEXT_SIZE)?;
+    // SAFETY: the pattern field of a fresh, zeroed context.
+    unsafe {
+        store(
+            Storage::Object,
+            obj.as_ptr().cast::<u8>().add(HEADER as usize).cast(),
+            Any::from_object(new_list(Vec::new())),
+        )?;
+    }
+    Ok(obj)
+}
+
+unsafe extern "C" fn create_visit_error_context(out: *mut *mut c_void) -> i32 {
+    creator_result(new_visit_error_context(), out)
+}
+
 /// A new `ffi.VisitInterrupt` carrying `value`.
 pub fn new_visit_interrupt(value: Any) -> Result<ObjectRef> {
     let obj = alloc(index_of("ffi.VisitInterrupt")?, VISIT_INTERRUPT_SIZE)?;
@@ -473,6 +512,13 @@ pub fn register_all() -> Result<()> {
         register_fields(t, specs)?;
         register_metadata(t, 48, creator)?;
     }
+    let t = index_of("ffi.VisitErrorContext")?;
+    register_fields(t, VISIT_ERROR_CONTEXT_FIELDS)?;
+    register_metadata(
+        t,
+        VISIT_ERROR_CONTEXT_SIZE as i32,
+        create_visit_error_context,
+    )?;
     let t = index_of("ffi.VisitInterrupt")?;
     register_fields(t, VISIT_INTERRUPT_FIELDS)?;
     register_metadata(t, VISIT_INTERRUPT_SIZE as i32, create_visit_interrupt)?;

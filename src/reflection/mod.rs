@@ -8,7 +8,7 @@
 //!   [`convert`]: `__ffi_convert__` of the built-in types;
 //! - [`recursive`], [`repr`], [`deep_copy`], [`json_graph`]: comparison and hash, repr, deep
 //!   copy, JSON values and object graphs; [`structural`]: structural equality, hash and keys;
-//! - [`not_yet`]: the tvm-ffi globals tvmrt does not provide yet, each raising a clear error.
+//! - [`visit_error`]: access paths from a visit error's breadcrumbs.
 //!
 //! The containers these work on are in [`crate::object::containers`].
 
@@ -19,12 +19,12 @@ pub mod fields;
 pub mod init;
 pub mod json_graph;
 pub mod library_types;
-pub mod not_yet;
 pub mod py_class;
 pub mod recursive;
 pub mod repr;
 pub mod sentinels;
 pub mod structural;
+pub mod visit_error;
 
 use crate::error::{Error, Result};
 use crate::function::{registry, Function};

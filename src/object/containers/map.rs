@@ -5,7 +5,8 @@
 //! tvm-ffi's *small* layout, which C++ code reads inline: the top bit of `slots` set, `data`
 //! pointing at `size` `{Any key; Any value}` pairs searched linearly, in insertion order. (tvm-ffi
 //! switches to its dense hash layout above 4 entries; a small-tagged map of any size still reads
-//! correctly through its headers.) Keys compare with [`super::key::any_equal`].
+//! correctly through its headers, and tvmrt reads dense maps that C++ code made.) Keys compare
+//! with [`super::key::any_equal`].
 
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
@@ -145,7 +146,7 @@ fn is_map_kind(t: i32) -> bool {
 }
 
 /// The entries of any map or dict, in order, as new references; `None` for other objects.
-/// Maps made by tvm-ffi itself are read when they use the small layout.
+/// Maps made by tvm-ffi's C++ headers are read in either of their layouts.
 pub fn map_entries(obj: &ObjectRef) -> Option<Result<Vec<Entry>>> {
     if !is_map_kind(obj.type_index()) {
         return None;
@@ -159,9 +160,8 @@ pub fn map_entries(obj: &ObjectRef) -> Option<Result<Vec<Entry>>> {
     // SAFETY: maps and dicts (any producer) have the `MapBaseObj` cell after the header.
     let cell = unsafe { *obj.cell_ptr().cast::<MapCell>() };
     if cell.slots & SMALL_TAG == 0 {
-        return Some(Err(Error::type_error(
-            "reading tvm-ffi's dense map layout is not supported by tvmrt yet",
-        )));
+        // SAFETY: a map without the small tag is tvm-ffi's `DenseMapBaseObj`.
+        return Some(unsafe { dense_entries(obj, &cell) });
     }
     let n = cell.size as usize;
     // SAFETY: a small map's data holds `size` live key/value pairs.
@@ -173,6 +173,61 @@ pub fn map_entries(obj: &ObjectRef) -> Option<Result<Vec<Entry>>> {
             value: kv[1].to_owned_any(),
         })
         .collect()))
+}
+
+/// tvm-ffi's dense layout (`DenseMapBaseObj`, `container/map_base.h`): after the cell,
+/// `uint32_t fib_shift_` and the insertion-ordered list's head and tail indexes; `data` holds
+/// blocks of 16 slots, each block 16 metadata bytes then 16 items of `{Any key; Any value;
+/// uint64_t prev; uint64_t next}`.
+mod dense {
+    /// Slots per block.
+    pub const BLOCK_CAP: usize = 16;
+    /// Bytes of one item.
+    pub const ITEM: usize = 48;
+    /// Bytes of one block.
+    pub const BLOCK: usize = BLOCK_CAP * (ITEM + 1);
+    /// Offset of `iter_list_head_` from the cell's start.
+    pub const HEAD_OFFSET: usize = 40;
+    /// Offset of `next` in an item.
+    pub const NEXT_OFFSET: usize = 40;
+    /// `kInvalidIndex`: the end of the list.
+    pub const INVALID: u64 = u64::MAX;
+}
+
+/// The entries of a dense map, in insertion order (its list from head to tail).
+///
+/// # Safety
+/// `obj` is a live tvm-ffi dense map and `cell` its cell.
+unsafe fn dense_entries(obj: &ObjectRef, cell: &MapCell) -> Result<Vec<Entry>> {
+    let slots = cell.slots;
+    // SAFETY: the head index follows the cell and `fib_shift_` in a dense map.
+    let mut index = unsafe { *obj.cell_ptr().add(dense::HEAD_OFFSET).cast::<u64>() };
+    let mut out = Vec::with_capacity(cell.size as usize);
+    while index != dense::INVALID {
+        if index >= slots || out.len() as u64 >= cell.size {
+            return Err(Error::value(format!(
+                "corrupt dense map: list index {index} with {slots} slots and {} entries",
+                cell.size
+            )));
+        }
+        let i = index as usize;
+        // SAFETY: `index < slots`: slot `i` is inside block `i / 16` of `data`, and a slot on
+        // the list holds a live key/value pair.
+        unsafe {
+            let block = cell
+                .data
+                .cast::<u8>()
+                .add(i / dense::BLOCK_CAP * dense::BLOCK);
+            let item = block.add(dense::BLOCK_CAP + i % dense::BLOCK_CAP * dense::ITEM);
+            let kv = AnyView::slice_from_raw(item.cast(), 2);
+            out.push(Entry {
+                key: kv[0].to_owned_any(),
+                value: kv[1].to_owned_any(),
+            });
+            index = *item.add(dense::NEXT_OFFSET).cast::<u64>();
+        }
+    }
+    Ok(out)
 }
 
 /// Runs `change` on the entries of a tvmrt dict, then republishes its cell.
@@ -202,4 +257,81 @@ pub fn lookup(entries: &[Entry], key: &AnyView<'_>) -> Option<Any> {
         .iter()
         .find(|e| any_equal(&e.key.view(), key))
         .map(|e| e.value.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::TVMFFIAny;
+    use crate::object::ObjectHeader;
+
+    unsafe extern "C" fn keep(_: *mut c_void, _: i32) {}
+
+    /// A dense map laid out as tvm-ffi's C++ builds one: 2 blocks (32 slots), entries in slots
+    /// 20, 2 and 5, inserted in that order.
+    #[test]
+    fn dense_maps_made_by_cpp_read_in_insertion_order() {
+        let mut blocks = vec![0u64; 2 * dense::BLOCK / 8];
+        let base = blocks.as_mut_ptr().cast::<u8>();
+        let order: [(usize, i64, i64); 3] = [(20, 7, 70), (2, -1, 10), (5, 3, 30)];
+        for (n, &(slot, k, v)) in order.iter().enumerate() {
+            let next = order.get(n + 1).map_or(dense::INVALID, |o| o.0 as u64);
+            // SAFETY: `slot < 32`: inside the two blocks.
+            unsafe {
+                let block = base.add(slot / dense::BLOCK_CAP * dense::BLOCK);
+                *block.add(slot % dense::BLOCK_CAP) = 0;
+                let item = block.add(dense::BLOCK_CAP + slot % dense::BLOCK_CAP * dense::ITEM);
+                *item.cast::<TVMFFIAny>() = Any::from(k).into_raw();
+                *item.add(16).cast::<TVMFFIAny>() = Any::from(v).into_raw();
+                *item.add(dense::NEXT_OFFSET).cast::<u64>() = next;
+            }
+        }
+        // Header, cell, fib_shift, list head and tail.
+        let mut obj = vec![0u64; 10];
+        let p = obj.as_mut_ptr().cast::<u8>();
+        // SAFETY: 80 zeroed bytes, 8-aligned: the header and a dense map's fields.
+        let handle = unsafe {
+            *p.cast::<ObjectHeader>() = ObjectHeader {
+                combined_ref_count: 1.into(),
+                type_index: type_index::MAP,
+                padding: 0,
+                deleter: Some(keep),
+            };
+            *p.add(24).cast::<MapCell>() = MapCell {
+                data: base.cast(),
+                size: 3,
+                slots: 32,
+                data_deleter: None,
+            };
+            *p.add(24 + dense::HEAD_OFFSET).cast::<u64>() = 20;
+            ObjectRef::from_raw_owned(p.cast()).unwrap()
+        };
+        let entries = map_entries(&handle).unwrap().unwrap();
+        let pairs: Vec<(i64, i64)> = entries
+            .iter()
+            .map(|e| {
+                (
+                    e.key.view().as_i64().unwrap(),
+                    e.value.view().as_i64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(pairs, [(7, 70), (-1, 10), (3, 30)]);
+        assert_eq!(
+            lookup(&entries, &Any::from(3i64).view())
+                .unwrap()
+                .view()
+                .as_i64(),
+            Some(30)
+        );
+        // A list that points outside the slots is refused, not followed.
+        // SAFETY: the head field of the object above.
+        unsafe { *p.add(24 + dense::HEAD_OFFSET).cast::<u64>() = 99 };
+        let Err(e) = map_entries(&handle).unwrap() else {
+            panic!("a corrupt list was followed");
+        };
+        assert!(e.message.contains("corrupt dense map"), "{}", e.message);
+        drop(handle);
+        drop(obj);
+    }
 }

@@ -105,12 +105,12 @@ fn enter(current: i32, entered: i32) -> i32 {
     }
 }
 
-/// The region a field with `flags` is compared in.
+/// The region a field with `flags` is compared in (a field flagged both ways is simple).
 fn field_region(current: i32, flags: i64) -> i32 {
-    if flags & DEF_PATTERN != 0 {
-        enter(current, region::PATTERN)
-    } else if flags & DEF_SIMPLE != 0 {
+    if flags & DEF_SIMPLE != 0 {
         enter(current, region::SIMPLE)
+    } else if flags & DEF_PATTERN != 0 {
+        enter(current, region::PATTERN)
     } else {
         current
     }
