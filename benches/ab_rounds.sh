@@ -1,9 +1,31 @@
-# Shared by run_kernel_bench.sh and vm_bench.sh (sourced): run a benchmark program built
-# against Apache TVM and against tvmrt alternately, then print one side-by-side table.
+# Shared by run_kernel_bench.sh, vm_bench.sh and model_memory/run.sh (sourced): build one C
+# benchmark against tvmrt and against Apache TVM, run the two alternately, then print one
+# side-by-side table.
 #
 # Each program supports `--bench FIXTURES` (prints "RESULT <metric> <median> <min> <unit>"
 # lines) and `--spawn SAMPLES KEY FIXTURES TVM_BIN RT_BIN` (load-to-first-result in fresh
 # processes, alternating the two binaries; prints "RESULT <bin>: <metric> ...").
+
+# ab_build SRC MACRO RT_OUT TVM_OUT TVMRT_LIB_DIR PYTHON: SRC built twice with -DMACRO naming
+# the runtime: RT_OUT against libtvmrt.so in TVMRT_LIB_DIR (tvmrt's drop-in headers), TVM_OUT
+# against the libtvm_ffi.so and libtvm_runtime.so of PYTHON's apache-tvm (its own headers).
+# libtvm_runtime.so is linked --no-as-needed: the programs name none of its symbols, but its
+# static initializers register the Relax VM and the context symbols kernels call
+# (TVMBackendAllocWorkspace, TVMBackendParallelLaunch; TVM src/runtime/module.cc).
+ab_build() {
+  local src=$1 macro=$2 rt_out=$3 tvm_out=$4 libdir=$5 python=$6
+  local root sp
+  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+  sp="$("$python" -c 'import os, tvm_ffi; print(os.path.dirname(os.path.dirname(tvm_ffi.__file__)))')"
+  local cflags=(-O2 -std=c11 -Wall -Wextra -Werror)
+  "${CC:-cc}" "${cflags[@]}" -D"$macro"='"tvmrt"' -I"$root/include" "$src" -o "$rt_out" \
+    -L"$libdir" -Wl,--no-as-needed -ltvmrt -Wl,--as-needed -Wl,-rpath,"$libdir"
+  "${CC:-cc}" "${cflags[@]}" -D"$macro"='"apache-tvm"' \
+    -I"$sp/tvm/include" -I"$sp/tvm_ffi/include" -I"$sp/tvm_ffi/3rdparty/dlpack/include" \
+    "$src" -o "$tvm_out" \
+    -Wl,--no-as-needed "$sp/tvm_ffi/lib/libtvm_ffi.so" "$sp/tvm/lib/libtvm_runtime.so" \
+    -Wl,--as-needed -Wl,-rpath,"$sp/tvm_ffi/lib:$sp/tvm/lib"
+}
 
 # ab_header ROOT PYTHON: the run's conditions, as comment lines.
 ab_header() {

@@ -39,37 +39,19 @@ CC="${CC:-cc}"
 OUT="${OUT:-$ROOT/target/kernel_bench}"
 FIX="$ROOT/tests/fixtures"
 SRC="$ROOT/benches/kernel_bench.c"
-CFLAGS=(-O2 -std=c11 -Wall -Wextra -Werror)
-
-SP="$("$PYTHON" -c 'import os, tvm_ffi; print(os.path.dirname(os.path.dirname(tvm_ffi.__file__)))')"
-TVM_FFI_LIB="$SP/tvm_ffi/lib"
-TVM_LIB="$SP/tvm/lib"
 mkdir -p "$OUT"
 
+# shellcheck source=benches/ab_rounds.sh
+source "$ROOT/benches/ab_rounds.sh"
 if [[ $BUILD == 1 ]]; then
   (cd "$ROOT" && cargo build --release)
-  # Against tvmrt, with tvmrt's drop-in headers.
-  "$CC" "${CFLAGS[@]}" -DKB_RUNTIME='"tvmrt"' -I"$ROOT/include" "$SRC" -o "$OUT/kernel_bench_tvmrt" \
-    -L"$ROOT/target/release" -Wl,--no-as-needed -ltvmrt -Wl,--as-needed \
-    -Wl,-rpath,"$ROOT/target/release"
-  # Against Apache TVM, with its own headers. libtvm_runtime.so must be loaded
-  # even when a program calls none of its functions directly: its static
-  # initializers register TVMBackendAllocWorkspace/ParallelLaunch as context
-  # symbols for libtvm_ffi's library loader (TVM src/runtime/module.cc), and
-  # without them parallel.so's kernels call a NULL pointer. Hence
-  # --no-as-needed.
-  "$CC" "${CFLAGS[@]}" -DKB_RUNTIME='"apache-tvm"' \
-    -I"$SP/tvm/include" -I"$SP/tvm_ffi/include" -I"$SP/tvm_ffi/3rdparty/dlpack/include" \
-    "$SRC" -o "$OUT/kernel_bench_tvm" \
-    -Wl,--no-as-needed "$TVM_FFI_LIB/libtvm_ffi.so" "$TVM_LIB/libtvm_runtime.so" -Wl,--as-needed \
-    -Wl,-rpath,"$TVM_FFI_LIB:$TVM_LIB"
+  ab_build "$SRC" KB_RUNTIME "$OUT/kernel_bench_tvmrt" "$OUT/kernel_bench_tvm" \
+    "$ROOT/target/release" "$PYTHON"
 fi
 
 TVM_BIN="$OUT/kernel_bench_tvm"
 RT_BIN="$OUT/kernel_bench_tvmrt"
 RES="$OUT/results.txt"
-# shellcheck source=benches/ab_rounds.sh
-source "$ROOT/benches/ab_rounds.sh"
 ab_header "$ROOT" "$PYTHON"
 echo "# libtvmrt.so built $(date -u -r "$ROOT/target/release/libtvmrt.so" '+%H:%M:%S UTC')"
 ab_run "$TVM_BIN" "$RT_BIN" "$FIX" "$RES" add matmul

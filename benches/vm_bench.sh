@@ -25,29 +25,18 @@ OUT="${OUT:-$ROOT/target/vm_bench}"
 LIBDIR="${TVMRT_LIB_DIR:-$ROOT/target/release}"
 FIX="$ROOT/tests/fixtures"
 SRC="$ROOT/benches/vm_bench.c"
-CFLAGS=(-O2 -std=c11 -Wall -Wextra -Werror)
-
-SP="$("$PYTHON" -c 'import os, tvm_ffi; print(os.path.dirname(os.path.dirname(tvm_ffi.__file__)))')"
 mkdir -p "$OUT"
 
+# shellcheck source=benches/ab_rounds.sh
+source "$ROOT/benches/ab_rounds.sh"
 if [[ $BUILD == 1 ]]; then
   if [[ -z "${TVMRT_LIB_DIR:-}" ]]; then (cd "$ROOT" && cargo build --release --lib); fi
-  "$CC" "${CFLAGS[@]}" -DVB_RUNTIME='"tvmrt"' -I"$ROOT/include" "$SRC" -o "$OUT/vm_bench_tvmrt" \
-    -L"$LIBDIR" -Wl,--no-as-needed -ltvmrt -Wl,--as-needed -Wl,-rpath,"$LIBDIR"
-  # libtvm_runtime.so is linked --no-as-needed: the program names none of its symbols, but its
-  # static initializers register the Relax VM and its builtins.
-  "$CC" "${CFLAGS[@]}" -DVB_RUNTIME='"apache-tvm"' \
-    -I"$SP/tvm/include" -I"$SP/tvm_ffi/include" -I"$SP/tvm_ffi/3rdparty/dlpack/include" \
-    "$SRC" -o "$OUT/vm_bench_tvm" \
-    -Wl,--no-as-needed "$SP/tvm_ffi/lib/libtvm_ffi.so" "$SP/tvm/lib/libtvm_runtime.so" \
-    -Wl,--as-needed -Wl,-rpath,"$SP/tvm_ffi/lib:$SP/tvm/lib"
+  ab_build "$SRC" VB_RUNTIME "$OUT/vm_bench_tvmrt" "$OUT/vm_bench_tvm" "$LIBDIR" "$PYTHON"
 fi
 
 TVM_BIN="$OUT/vm_bench_tvm"
 RT_BIN="$OUT/vm_bench_tvmrt"
 RES="$OUT/results.txt"
-# shellcheck source=benches/ab_rounds.sh
-source "$ROOT/benches/ab_rounds.sh"
 ab_header "$ROOT" "$PYTHON"
 ab_run "$TVM_BIN" "$RT_BIN" "$FIX" "$RES" mlp cnn
 ab_table "$RES"

@@ -31,9 +31,7 @@ CC="${CC:-cc}"
 OUT="${OUT:-$ROOT/target/model_memory}"
 FIX="$ROOT/tests/fixtures"
 SRC="$ROOT/benches/model_memory/model_memory.c"
-CFLAGS=(-O2 -std=c11 -Wall -Wextra -Werror)
 PYTHON="$("$ROOT/.ci/venv.sh" onnx)"
-SP="$("$PYTHON" -c 'import os, tvm_ffi; print(os.path.dirname(os.path.dirname(tvm_ffi.__file__)))')"
 mkdir -p "$OUT"
 
 if [[ ! -f "$OUT/resnet50.so" ]]; then
@@ -41,15 +39,9 @@ if [[ ! -f "$OUT/resnet50.so" ]]; then
 fi
 if [[ $BUILD == 1 ]]; then
   (cd "$ROOT" && cargo build --release --lib --bin tvmrt)
-  "$CC" "${CFLAGS[@]}" -DMM_RUNTIME='"tvmrt"' -I"$ROOT/include" "$SRC" -o "$OUT/mm_tvmrt" \
-    -L"$ROOT/target/release" -Wl,--no-as-needed -ltvmrt -Wl,--as-needed \
-    -Wl,-rpath,"$ROOT/target/release"
-  # libtvm_runtime.so is linked --no-as-needed: its static initializers register the Relax VM.
-  "$CC" "${CFLAGS[@]}" -DMM_RUNTIME='"apache-tvm"' \
-    -I"$SP/tvm/include" -I"$SP/tvm_ffi/include" -I"$SP/tvm_ffi/3rdparty/dlpack/include" \
-    "$SRC" -o "$OUT/mm_tvm" \
-    -Wl,--no-as-needed "$SP/tvm_ffi/lib/libtvm_ffi.so" "$SP/tvm/lib/libtvm_runtime.so" \
-    -Wl,--as-needed -Wl,-rpath,"$SP/tvm_ffi/lib:$SP/tvm/lib"
+  # shellcheck source=benches/ab_rounds.sh
+  source "$ROOT/benches/ab_rounds.sh"
+  ab_build "$SRC" MM_RUNTIME "$OUT/mm_tvmrt" "$OUT/mm_tvm" "$ROOT/target/release" "$PYTHON"
 fi
 
 echo "# $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
