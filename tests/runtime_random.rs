@@ -5,10 +5,9 @@
 
 mod module_support;
 
-use module_support::{dl_dtype, fixtures, read_npy, HostTensor};
+use module_support::{dl_dtype, fixtures, load_vm, read_npy, HostTensor};
 use tvmrt::abi::DLDataType;
 use tvmrt::function::{registry, Function};
-use tvmrt::module::{load_from_file, Module};
 use tvmrt::value::Any;
 
 const F32: (u8, u8) = (2, 32);
@@ -70,20 +69,7 @@ fn seeded_calls_give_tvms_tensors_bit_for_bit() {
 #[test]
 fn a_tvm_model_calling_uniform_gives_tvms_output() {
     let dir = fixtures().join("random");
-    let exec = load_from_file(dir.join("model.so").to_str().unwrap(), "").unwrap();
-    let vm = exec
-        .get_function("vm_load_executable", false)
-        .unwrap()
-        .unwrap()
-        .call(&[])
-        .unwrap();
-    let vm = Module::from_view(&vm.view(), "vm").unwrap();
-    let init = vm
-        .get_function("vm_initialization", false)
-        .unwrap()
-        .unwrap();
-    init.call_values(&[Any::from(1i64), Any::from(0i64), Any::from(2i64)])
-        .unwrap();
+    let (_exec, vm) = load_vm("random/model.so", 2);
     let x = read_npy(&dir.join("model.in.npy"));
     let want = read_npy(&dir.join("model.out.npy"));
     let input = HostTensor::new(dt(F32), &x.shape, &x.data);

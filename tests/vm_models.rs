@@ -4,7 +4,7 @@
 
 mod module_support;
 
-use module_support::{fixtures, read_npy};
+use module_support::{fixtures, load_vm, new_vm, read_npy};
 use serde_json::Value;
 use tvmrt::abi::DLDataType;
 use tvmrt::dtype::dtype;
@@ -39,37 +39,6 @@ fn input_tensor(j: &Value) -> Tensor {
     let t = Tensor::empty(&shape, dl_dtype(j), tvmrt::tensor::layout::cpu()).unwrap();
     t.copy_from_bytes(&npy.data).unwrap();
     t
-}
-
-/// A new, uninitialized VM of an executable module (`vm_load_executable`).
-fn new_vm(exec: &Module) -> Module {
-    let vm = exec
-        .get_function("vm_load_executable", false)
-        .unwrap()
-        .unwrap()
-        .call(&[])
-        .unwrap();
-    Module::from_view(&vm.view(), "vm").unwrap()
-}
-
-/// Loads `lib`, makes a VM and initializes it with `allocator` (1 naive, 2 pooled).
-fn load_vm(lib: &str, allocator: i64) -> (Module, Module) {
-    let path = fixtures().join(lib);
-    let root = load_from_file(path.to_str().unwrap(), "").unwrap();
-    assert_eq!(root.kind(), "relax.VMExecutable");
-    let vm = new_vm(&root);
-    assert_eq!(vm.kind(), "relax.VirtualMachine");
-    let init = vm
-        .get_function("vm_initialization", false)
-        .unwrap()
-        .unwrap();
-    init.call(&[
-        AnyView::from(1i64),
-        AnyView::from(0i64),
-        AnyView::from(allocator),
-    ])
-    .unwrap();
-    (root, vm)
 }
 
 /// The tensors of a result: a tensor, or a (nested) tuple of tensors, depth-first.

@@ -8,9 +8,9 @@ use std::process::Command;
 use tvmrt::abi::{type_index, DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, DLTensor};
 use tvmrt::function::Function;
 use tvmrt::module::blob::{self, Writer};
-use tvmrt::module::{Module, ModuleKind};
+use tvmrt::module::{load_from_file, Module, ModuleKind};
 use tvmrt::object::{new_object, ObjectPayload, ObjectRef};
-use tvmrt::value::Any;
+use tvmrt::value::{Any, AnyView};
 
 /// `tests/fixtures`.
 pub fn fixtures() -> PathBuf {
@@ -322,4 +322,35 @@ pub fn parse_scaler(kind: &'static str, bytes: &[u8]) -> tvmrt::Result<(Scaler, 
         },
         r.position(),
     ))
+}
+
+/// A new, uninitialized VM of an executable module (`vm_load_executable`).
+pub fn new_vm(exec: &Module) -> Module {
+    let vm = exec
+        .get_function("vm_load_executable", false)
+        .unwrap()
+        .unwrap()
+        .call(&[])
+        .unwrap();
+    Module::from_view(&vm.view(), "vm").unwrap()
+}
+
+/// Loads `lib` (a path under `tests/fixtures`), makes a VM and initializes it with `allocator` (1 naive, 2 pooled).
+pub fn load_vm(lib: &str, allocator: i64) -> (Module, Module) {
+    let path = fixtures().join(lib);
+    let root = load_from_file(path.to_str().unwrap(), "").unwrap();
+    assert_eq!(root.kind(), "relax.VMExecutable");
+    let vm = new_vm(&root);
+    assert_eq!(vm.kind(), "relax.VirtualMachine");
+    let init = vm
+        .get_function("vm_initialization", false)
+        .unwrap()
+        .unwrap();
+    init.call(&[
+        AnyView::from(1i64),
+        AnyView::from(0i64),
+        AnyView::from(allocator),
+    ])
+    .unwrap();
+    (root, vm)
 }

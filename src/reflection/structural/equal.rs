@@ -1,8 +1,6 @@
 //! Structural equality, and the first mismatch as a pair of access paths.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::Arc;
 
 use crate::abi::type_index as ti;
 use crate::error::{Error, Result};
@@ -18,7 +16,10 @@ use crate::reflection::fields;
 use crate::tensor::Tensor;
 use crate::value::{Any, AnyView};
 
-use super::{callback_region, field_region, kind, object_kind, region, StackBase, SEQ_HASH_IGNORE};
+use super::{
+    callback_region, field_region, hook, kind, object_kind, region, Reentry, StackBase,
+    SEQ_HASH_IGNORE,
+};
 
 /// The kind a value's content compares as: inline and borrowed strings and bytes count as
 /// their object kinds.
@@ -308,13 +309,7 @@ impl Equal {
         ro: &ObjectRef,
         info: &'static TVMFFITypeInfo,
     ) -> Result<bool> {
-        if let Some(hook) = fields::type_attr("__s_equal__", info.type_index) {
-            let hook = hook.view().as_function().ok_or_else(|| {
-                Error::type_error(format!(
-                    "the __s_equal__ attribute of `{}` is not a function",
-                    fields::type_key(info)
-                ))
-            })?;
+        if let Some(hook) = hook("__s_equal__", info)? {
             return self.call_hook(&hook, lo, ro);
         }
         for f in fields::all_fields(info) {
@@ -337,8 +332,7 @@ impl Equal {
     /// Calls a type's `__s_equal__(lhs, rhs, eq_cb)`; `eq_cb(l, r, def_region_kind,
     /// field_name)` compares sub-values within this comparison.
     fn call_hook(&mut self, hook: &Function, lo: &ObjectRef, ro: &ObjectRef) -> Result<bool> {
-        let this = Arc::new(AtomicPtr::new(self as *mut Equal));
-        let owner = std::thread::current().id();
+        let this = Reentry::new(self);
         let cb = {
             let this = this.clone();
             Function::from_fn(move |args| {
@@ -349,27 +343,18 @@ impl Equal {
                         args.len()
                     )));
                 }
-                let p = this.load(Ordering::Acquire);
-                if p.is_null() || std::thread::current().id() != owner {
-                    return Err(Error::value(
-                        "structural equal callback called outside its hook (after the \
-                         comparison ended, or from another thread)",
-                    ));
-                }
-                // SAFETY: `p` is the comparison running `call_hook` lower on this thread's
-                // stack: it is non-null only while the hook runs, and that frame does not
-                // touch the comparison until the hook returns.
-                let eq = unsafe { &mut *p };
-                let saved = eq.region;
-                eq.region = callback_region(saved, &args[2])?;
-                let equal = eq.compare(&args[0], &args[1]);
-                eq.region = saved;
-                let equal = equal?;
-                if !equal && eq.paths.is_some() {
-                    let name = args[3].as_str().unwrap_or_default().to_string();
-                    eq.attr_step(&name)?;
-                }
-                Ok(Any::from(equal))
+                this.with("structural equal", |eq| {
+                    let saved = eq.region;
+                    eq.region = callback_region(saved, &args[2])?;
+                    let equal = eq.compare(&args[0], &args[1]);
+                    eq.region = saved;
+                    let equal = equal?;
+                    if !equal && eq.paths.is_some() {
+                        let name = args[3].as_str().unwrap_or_default().to_string();
+                        eq.attr_step(&name)?;
+                    }
+                    Ok(Any::from(equal))
+                })
             })
         };
         let r = hook.call(&[
@@ -377,7 +362,7 @@ impl Equal {
             Any::from_object(ro.clone()).view(),
             Any::from(cb).view(),
         ]);
-        this.store(std::ptr::null_mut(), Ordering::Release);
+        this.end();
         let r = r?;
         r.view()
             .as_bool()

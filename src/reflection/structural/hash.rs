@@ -1,8 +1,6 @@
 //! Structural hash: equal values (by [`super::structural_equal`]) hash alike.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::Arc;
 
 use crate::abi::type_index as ti;
 use crate::error::{Error, Result};
@@ -19,7 +17,10 @@ use crate::tensor::Tensor;
 use crate::value::{Any, AnyView};
 
 use super::equal::content_kind;
-use super::{callback_region, field_region, kind, object_kind, region, StackBase, SEQ_HASH_IGNORE};
+use super::{
+    callback_region, field_region, hook, kind, object_kind, region, Reentry, StackBase,
+    SEQ_HASH_IGNORE,
+};
 
 /// The structural hash of `v`.
 pub fn structural_hash(
@@ -219,13 +220,7 @@ impl Hash {
 
     fn hash_fields(&mut self, obj: &ObjectRef, info: &'static TVMFFITypeInfo) -> Result<u64> {
         let seed = info.type_key_hash;
-        if let Some(hook) = fields::type_attr("__s_hash__", info.type_index) {
-            let hook = hook.view().as_function().ok_or_else(|| {
-                Error::type_error(format!(
-                    "the __s_hash__ attribute of `{}` is not a function",
-                    fields::type_key(info)
-                ))
-            })?;
+        if let Some(hook) = hook("__s_hash__", info)? {
             return self.call_hook(&hook, obj, seed);
         }
         let mut h = seed;
@@ -246,8 +241,7 @@ impl Hash {
     /// Calls a type's `__s_hash__(obj, init_hash, hash_cb)`; `hash_cb(value, init_hash,
     /// def_region_kind)` folds a sub-value's hash into `init_hash` within this computation.
     fn call_hook(&mut self, hook: &Function, obj: &ObjectRef, seed: u64) -> Result<u64> {
-        let this = Arc::new(AtomicPtr::new(self as *mut Hash));
-        let owner = std::thread::current().id();
+        let this = Reentry::new(self);
         let cb = {
             let this = this.clone();
             Function::from_fn(move |args| {
@@ -258,23 +252,14 @@ impl Hash {
                         args.len()
                     )));
                 }
-                let p = this.load(Ordering::Acquire);
-                if p.is_null() || std::thread::current().id() != owner {
-                    return Err(Error::value(
-                        "structural hash callback called outside its hook (after the hash \
-                         ended, or from another thread)",
-                    ));
-                }
-                let init = args[1].expect_i64("init_hash")? as u64;
-                // SAFETY: `p` is the computation running `call_hook` lower on this thread's
-                // stack: it is non-null only while the hook runs, and that frame does not
-                // touch the computation until the hook returns.
-                let hs = unsafe { &mut *p };
-                let saved = hs.region;
-                hs.region = callback_region(saved, &args[2])?;
-                let vh = hs.hash(&args[0]);
-                hs.region = saved;
-                Ok(Any::from(combine(init, vh?) as i64))
+                this.with("structural hash", |hs| {
+                    let init = args[1].expect_i64("init_hash")? as u64;
+                    let saved = hs.region;
+                    hs.region = callback_region(saved, &args[2])?;
+                    let vh = hs.hash(&args[0]);
+                    hs.region = saved;
+                    Ok(Any::from(combine(init, vh?) as i64))
+                })
             })
         };
         let r = hook.call(&[
@@ -282,7 +267,7 @@ impl Hash {
             Any::from(seed as i64).view(),
             Any::from(cb).view(),
         ]);
-        this.store(std::ptr::null_mut(), Ordering::Release);
+        this.end();
         let r = r?;
         Ok(r.view().expect_i64("the __s_hash__ result")? as u64)
     }

@@ -153,6 +153,70 @@ fn object_kind(
     Ok((k, info))
 }
 
+/// A type's structural hook (`__s_equal__`, `__s_hash__`), when it sets one.
+fn hook(
+    name: &str,
+    info: &crate::object::type_registry::TVMFFITypeInfo,
+) -> Result<Option<Function>> {
+    let Some(attr) = fields::type_attr(name, info.type_index) else {
+        return Ok(None);
+    };
+    attr.view().as_function().map(Some).ok_or_else(|| {
+        Error::type_error(format!(
+            "the {name} attribute of `{}` is not a function",
+            fields::type_key(info)
+        ))
+    })
+}
+
+/// A running computation that a hook's callback re-enters: reachable only on the thread that
+/// runs the hook, and only until [`Reentry::end`] (the hook has returned).
+struct Reentry<T> {
+    ptr: std::sync::Arc<std::sync::atomic::AtomicPtr<T>>,
+    owner: std::thread::ThreadId,
+}
+
+impl<T> Clone for Reentry<T> {
+    fn clone(&self) -> Self {
+        Reentry {
+            ptr: self.ptr.clone(),
+            owner: self.owner,
+        }
+    }
+}
+
+impl<T> Reentry<T> {
+    /// Makes `running` reachable; the caller must not touch it until [`Reentry::end`].
+    fn new(running: &mut T) -> Reentry<T> {
+        Reentry {
+            ptr: std::sync::Arc::new(std::sync::atomic::AtomicPtr::new(running)),
+            owner: std::thread::current().id(),
+        }
+    }
+
+    /// Runs `f` on the computation, or gives a `ValueError` outside its hook (after it
+    /// returned, or on another thread).
+    fn with<R>(&self, what: &str, f: impl FnOnce(&mut T) -> Result<R>) -> Result<R> {
+        let p = self.ptr.load(std::sync::atomic::Ordering::Acquire);
+        if p.is_null() || std::thread::current().id() != self.owner {
+            return Err(Error::value(format!(
+                "{what} callback called outside its hook (after it returned, or from another \
+                 thread)"
+            )));
+        }
+        // SAFETY: non-null only while the hook runs, used on the thread whose frame below
+        // holds the computation and does not touch it until the hook returns; re-entries nest
+        // on that one stack, each borrow ending before the callback returns.
+        f(unsafe { &mut *p })
+    }
+
+    /// The hook has returned: the computation is its frame's again.
+    fn end(&self) {
+        self.ptr
+            .store(std::ptr::null_mut(), std::sync::atomic::Ordering::Release);
+    }
+}
+
 /// The optional bool arguments `map_free_vars` and `skip_tensor_content` at `i`, `i + 1`.
 fn options(args: &[AnyView<'_>], i: usize, what: &str) -> Result<(bool, bool)> {
     let flag = |j: usize, name: &str| -> Result<bool> {
@@ -406,6 +470,8 @@ mod tests {
         let (l, r) = first_mismatch(&x.view(), &y.view(), false, false)
             .unwrap()
             .unwrap();
+        // The step type's reflected fields are registered with the global functions.
+        global("ffi.StructuralEqual");
         let kind_of = |p: &ObjectRef| {
             let step = access_path::to_steps(p)[0].view().as_object().unwrap();
             let info = fields::type_info(step.type_index()).unwrap();
@@ -555,6 +621,69 @@ mod tests {
             .call(&[1i64.into(), 1i64.into()])
             .unwrap_err();
         assert_eq!(err.kind, "TypeError");
+    }
+
+    /// A tree-node type whose `__s_equal__` / `__s_hash__` hooks compare and hash through their
+    /// callbacks: equal when `cb(l, r, kind, "x")` says so, for the `l` and `r` of `pair`.
+    #[test]
+    fn structural_hooks_recurse_through_their_callbacks() {
+        use crate::object::type_registry::{self, TVMFFITypeMetadata};
+        use std::sync::{Arc, Mutex};
+        let t = type_registry::get_or_alloc_index("tvmrt.test.Hooked", -1, 1, 0, true, ti::OBJECT)
+            .unwrap();
+        let md = TVMFFITypeMetadata {
+            doc: crate::abi::TVMFFIByteArray {
+                data: std::ptr::null(),
+                size: 0,
+            },
+            creator: None,
+            total_size: 24,
+            structural_eq_hash_kind: 1,
+        };
+        // SAFETY: no doc string.
+        unsafe { type_registry::register_metadata(t, &md) }.unwrap();
+        let pair: Arc<Mutex<(i64, i64)>> = Arc::new(Mutex::new((1, 1)));
+        let kept: Arc<Mutex<Option<Function>>> = Arc::default();
+        let s_equal = {
+            let (pair, kept) = (pair.clone(), kept.clone());
+            Function::from_fn(move |a| {
+                let cb = a[2].as_function().unwrap();
+                *kept.lock().unwrap() = Some(cb.clone());
+                let (l, r) = *pair.lock().unwrap();
+                cb.call(&[l.into(), r.into(), 0i64.into(), Any::from("x").view()])
+            })
+        };
+        let s_hash = {
+            let pair = pair.clone();
+            Function::from_fn(move |a| {
+                let cb = a[2].as_function().unwrap();
+                cb.call(&[pair.lock().unwrap().0.into(), a[1], 0i64.into()])
+            })
+        };
+        type_registry::register_attr(t, "__s_equal__", Any::from(s_equal).view()).unwrap();
+        type_registry::register_attr(t, "__s_hash__", Any::from(s_hash).view()).unwrap();
+        let alloc = || Any::from_object(crate::reflection::library_types::alloc(t, 24).unwrap());
+        let (a, b) = (alloc(), alloc());
+        assert!(eq(&a, &b));
+        let h1 = hash(&a);
+        assert_eq!(h1, hash(&b));
+        *pair.lock().unwrap() = (5, 2);
+        assert!(!eq(&a, &b));
+        let (l, _) = first_mismatch(&a.view(), &b.view(), false, false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            access_path::to_steps(&l).len(),
+            1,
+            "the hook's field name is the step"
+        );
+        assert_ne!(hash(&a), h1, "the hook hashes what its callback is given");
+        // The callback kept past its hook is refused.
+        let cb = kept.lock().unwrap().take().unwrap();
+        let e = cb
+            .call(&[1i64.into(), 1i64.into(), 0i64.into(), Any::from("x").view()])
+            .unwrap_err();
+        assert!(e.message.contains("outside its hook"), "{}", e.message);
     }
 
     #[test]
