@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The library's unit tests for its raw-memory code under valgrind memcheck: lent and released
 # library pages (mapped), tensors read in place (tensor::serialize), tvm-ffi's dense map layout
-# (containers::map), arrays changed in place and hook callbacks (reflection::structural), and
+# (containers::map), arrays changed in place and hook callbacks (reflection::structural), a
+# loaded library's own symbol tables (module::dynsym), and
 # the random fillers writing tensors (contrib::random). Fails on any memory error.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -13,4 +14,5 @@ for line in sys.stdin:
         print(m["executable"])')
 [ -n "$bin" ] || { echo "valgrind_unit.sh: no unit test binary found"; exit 1; }
 valgrind --quiet --error-exitcode=1 --leak-check=no "$bin" --test-threads 1 \
-  mapped:: tensor::serialize containers::map reflection::structural contrib::random
+  mapped:: tensor::serialize containers::map reflection::structural contrib::random \
+  module::dynsym

@@ -734,6 +734,8 @@ struct Dso {
     handle: usize,
     /// The library's `link_map` (glibc), to tell its own symbols from its dependencies'.
     link_map: usize,
+    /// Its own dynamic symbols, looked up without `dlsym` when it has a GNU hash table.
+    symbols: Option<super::dynsym::DynSymbols>,
     path: String,
 }
 
@@ -759,10 +761,13 @@ impl Dso {
         let raw = lib.into_raw();
         // SAFETY: `raw` is the handle just opened; ownership goes back to a `Library`.
         let lib = unsafe { Library::from_raw(raw) };
+        let link_map = link_map_of(raw);
         Ok(Dso {
             _lib: lib,
             handle: raw as usize,
-            link_map: link_map_of(raw),
+            link_map,
+            // SAFETY: the link map of the library `lib` keeps loaded while this `Dso` lives.
+            symbols: unsafe { super::dynsym::DynSymbols::of(link_map) },
             path: path.to_string(),
         })
     }
@@ -772,6 +777,13 @@ impl SymbolSource for Dso {
     fn lookup(&self, name: &str) -> Option<SymbolInfo> {
         if name.contains('\0') {
             return None;
+        }
+        if let Some(table) = &self.symbols {
+            match table.lookup(name) {
+                super::dynsym::Lookup::Found(info) => return Some(info),
+                super::dynsym::Lookup::Absent => return None,
+                super::dynsym::Lookup::Ask => {}
+            }
         }
         let cname = std::ffi::CString::new(name).ok()?;
         // Plain dlsym: most probes (context pointers, ABI markers) miss, and libloading's

@@ -45,6 +45,7 @@
 
 pub mod blob;
 pub mod callback;
+pub(crate) mod dynsym;
 pub mod elf_check;
 pub mod library;
 pub mod loader;
