@@ -42,14 +42,31 @@ struct Elf64Dyn {
     d_val: u64,
 }
 
+/// `Elf64_Sym`: one entry of a dynamic symbol table.
 #[repr(C)]
-struct Elf64Sym {
-    st_name: u32,
-    st_info: u8,
-    st_other: u8,
-    st_shndx: u16,
-    st_value: u64,
-    st_size: u64,
+pub(crate) struct Elf64Sym {
+    pub st_name: u32,
+    pub st_info: u8,
+    pub st_other: u8,
+    pub st_shndx: u16,
+    pub st_value: u64,
+    pub st_size: u64,
+}
+
+impl Elf64Sym {
+    /// Whether the symbol is a GNU indirect function (its address comes from a resolver).
+    pub(crate) fn is_indirect(&self) -> bool {
+        self.st_info & 0xf == STT_GNU_IFUNC
+    }
+
+    /// What the symbol's type says it is (an indirect function is a function).
+    pub(crate) fn kind(&self) -> SymbolKind {
+        match self.st_info & 0xf {
+            STT_FUNC | STT_GNU_IFUNC => SymbolKind::Function,
+            STT_OBJECT | STT_COMMON => SymbolKind::Data,
+            _ => SymbolKind::Unknown,
+        }
+    }
 }
 
 /// What the table says of a name.
@@ -171,12 +188,10 @@ impl DynSymbols {
     }
 
     fn found(&self, sym: &Elf64Sym) -> Lookup {
-        let kind = match sym.st_info & 0xf {
-            STT_GNU_IFUNC => return Lookup::Ask,
-            STT_FUNC => SymbolKind::Function,
-            STT_OBJECT | STT_COMMON => SymbolKind::Data,
-            _ => SymbolKind::Unknown,
-        };
+        if sym.is_indirect() {
+            return Lookup::Ask;
+        }
+        let kind = sym.kind();
         let Some(addr) = NonNull::new(self.base.wrapping_add(sym.st_value as usize) as *mut c_void)
         else {
             return Lookup::Ask;

@@ -805,28 +805,13 @@ mod elf {
     use std::ffi::c_void;
     use std::ptr::NonNull;
 
+    use super::super::dynsym::Elf64Sym;
     use super::{SymbolInfo, SymbolKind};
 
     // glibc <dlfcn.h>.
     const RTLD_DL_SYMENT: i32 = 1;
     const RTLD_DL_LINKMAP: i32 = 2;
     const RTLD_DI_LINKMAP: i32 = 2;
-    // <elf.h> symbol types.
-    const STT_OBJECT: u8 = 1;
-    const STT_FUNC: u8 = 2;
-    const STT_COMMON: u8 = 5;
-    const STT_GNU_IFUNC: u8 = 10;
-
-    /// `Elf64_Sym`.
-    #[repr(C)]
-    struct Elf64Sym {
-        st_name: u32,
-        st_info: u8,
-        st_other: u8,
-        st_shndx: u16,
-        st_value: u64,
-        st_size: u64,
-    }
 
     pub(super) fn link_map_of(handle: *mut c_void) -> usize {
         let mut lm: *mut c_void = std::ptr::null_mut();
@@ -871,11 +856,7 @@ mod elf {
         // SAFETY: glibc returned a pointer to the symbol's entry in the library's dynamic
         // symbol table, mapped while the library is.
         let s = unsafe { &*sym.cast::<Elf64Sym>() };
-        let kind = match s.st_info & 0xf {
-            STT_FUNC | STT_GNU_IFUNC => SymbolKind::Function,
-            STT_OBJECT | STT_COMMON => SymbolKind::Data,
-            _ => SymbolKind::Unknown,
-        };
+        let kind = s.kind();
         Some(SymbolInfo {
             addr,
             kind,

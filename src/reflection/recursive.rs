@@ -330,7 +330,8 @@ pub fn hash_bytes(b: &[u8]) -> u64 {
     })
 }
 
-fn type_key_hash(t: i32) -> u64 {
+/// The type key hash of a type index (the index itself when it is not registered).
+pub(crate) fn type_key_hash(t: i32) -> u64 {
     fields::type_info(t)
         .map(|i| i.type_key_hash)
         .unwrap_or(t as u64)

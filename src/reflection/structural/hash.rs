@@ -12,7 +12,7 @@ use crate::object::shape::shape_dims;
 use crate::object::type_registry::{static_index, TVMFFITypeInfo};
 use crate::object::ObjectRef;
 use crate::reflection::fields;
-use crate::reflection::recursive::{combine, hash_bytes};
+use crate::reflection::recursive::{combine, hash_bytes, type_key_hash};
 use crate::tensor::Tensor;
 use crate::value::{Any, AnyView};
 
@@ -52,12 +52,6 @@ pub(super) fn tensor_bytes(t: &Tensor, what: &str) -> Result<Vec<u8>> {
         return Err(Error::value(format!("can only {what} contiguous tensors")));
     }
     t.to_vec()
-}
-
-fn type_key_hash(t: i32) -> u64 {
-    fields::type_info(t)
-        .map(|i| i.type_key_hash)
-        .unwrap_or(t as u64)
 }
 
 /// One structural hash computation.
