@@ -18,6 +18,7 @@ pub mod error;
 pub mod function;
 pub mod graph;
 pub mod introspect;
+pub mod llm;
 pub mod logging;
 pub mod mapped;
 pub mod module;

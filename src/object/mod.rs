@@ -59,6 +59,13 @@ pub struct ObjectBox<T> {
 pub unsafe trait ObjectPayload: Sized + 'static {
     /// The tvm-ffi type index objects of this payload carry.
     const TYPE_INDEX: i32;
+
+    /// The type index of new objects of this payload: [`Self::TYPE_INDEX`], unless the type is
+    /// registered at run time under its own key (a dynamic index from the type table, which
+    /// must stay the same for the life of the process).
+    fn type_index() -> i32 {
+        Self::TYPE_INDEX
+    }
 }
 
 impl<T: ObjectPayload> ObjectBox<T> {
@@ -183,7 +190,7 @@ pub fn new_object<T: ObjectPayload>(payload: T) -> ObjectRef {
     let boxed = Box::new(ObjectBox {
         header: ObjectHeader {
             combined_ref_count: AtomicU64::new(BOTH_ONE),
-            type_index: T::TYPE_INDEX,
+            type_index: T::type_index(),
             padding: KIND_TAG | kind,
             deleter: Some(object_deleter),
         },
@@ -257,7 +264,8 @@ impl ObjectRef {
     /// Whether this object was allocated by tvmrt with payload type `T`.
     pub fn is<T: ObjectPayload>(&self) -> bool {
         let h = self.header();
-        h.type_index == T::TYPE_INDEX && kind_of(h).is_some_and(|k| k.type_id == TypeId::of::<T>())
+        h.type_index == T::type_index()
+            && kind_of(h).is_some_and(|k| k.type_id == TypeId::of::<T>())
     }
 
     /// The payload, if this object was allocated by tvmrt with payload type `T`.

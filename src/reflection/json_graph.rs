@@ -60,15 +60,19 @@ fn write_float(v: f64, out: &mut String) {
     } else if v.abs() < (1u64 << 53) as f64 && v.fract() == 0.0 {
         out.push_str(&format!("{v:.1}"));
     } else {
-        let mut buf = [0u8; 40];
-        // SAFETY: the buffer holds any `%.17g` output; snprintf NUL-terminates it.
-        let s = unsafe {
-            libc::snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%.17g".as_ptr(), v);
-            std::ffi::CStr::from_ptr(buf.as_ptr().cast())
-                .to_string_lossy()
-                .into_owned()
-        };
-        out.push_str(&s);
+        out.push_str(&format_g17(v));
+    }
+}
+
+/// `v` as C's `%.17g` writes it (what C++ streams write with `setprecision(17)`).
+pub(crate) fn format_g17(v: f64) -> String {
+    let mut buf = [0u8; 40];
+    // SAFETY: the buffer holds any `%.17g` output; snprintf NUL-terminates it.
+    unsafe {
+        libc::snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%.17g".as_ptr(), v);
+        std::ffi::CStr::from_ptr(buf.as_ptr().cast())
+            .to_string_lossy()
+            .into_owned()
     }
 }
 

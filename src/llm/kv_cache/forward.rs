@@ -1,0 +1,649 @@
+//! Preparing a forward (TVM `BeginForward`, `ConstructTokenTreeMask`,
+//! `SyncAuxArrayToDevice`): the page table of the batch, the decode-or-prefill choice per
+//! depth, whether new K/V are appended before attention, the token-tree masks, and the
+//! auxiliary arrays on the device. Every choice and array follows TVM 0.27, because the
+//! attention kernels compute in the order these arrays give them.
+
+use std::collections::{HashMap, HashSet};
+
+use super::blocks::{block_ids_on_depths, chunked_block_ids, MAX_BLOCK_DEPTH, MAX_TREE_SIZE};
+use super::config::{AttnKind, Config, RopeMode};
+use super::state::{internal, not_found, Batch, State, Views};
+use super::Shared;
+use crate::error::{Error, Result};
+
+/// `BeginForward`; on failure the cache is as before and no batch is prepared.
+pub fn begin_forward(
+    st: &mut State,
+    cfg: &Config,
+    seq_ids: &[i64],
+    lengths: &[i64],
+    tree: Option<&[i64]>,
+) -> Result<()> {
+    if st.import.is_some() {
+        return Err(Error::runtime(
+            "PagedAttentionKVCache cannot begin a forward pass before checkpoint import is \
+             finished.",
+        ));
+    }
+    if cfg.attn_kinds[0] == AttnKind::Mla && tree.is_some() {
+        crate::bail_value!("Tree attention is not supported yet for MLA");
+    }
+    if seq_ids.len() != lengths.len() {
+        crate::bail_value!(
+            "The seq_ids size ({}) and append_lengths size ({}) mismatch.",
+            seq_ids.len(),
+            lengths.len()
+        );
+    }
+    if seq_ids.is_empty() {
+        crate::bail_value!("BeginForward needs at least one sequence.");
+    }
+    let mut seen = HashSet::with_capacity(seq_ids.len());
+    for (&id, &len) in seq_ids.iter().zip(lengths) {
+        let seq = st.seqs.get(&id).ok_or_else(|| not_found(id))?;
+        if !seen.insert(id) {
+            crate::bail_value!("The sequence \"{id}\" appears more than once in the batch.");
+        }
+        if len <= 0 {
+            crate::bail_value!("Append with length {len} is not allowed (sequence \"{id}\").");
+        }
+        if tree.is_none() && !seq.accepted_indices_committed {
+            crate::bail_value!(
+                "The input batch does not form a tree, in which case the sequences in the input \
+                 batch are expected to have their accepted tokens token tree nodes committed. \
+                 Please invoke CommitAcceptedTokenTreeNodes for sequence {id}"
+            );
+        }
+    }
+    let total: i64 = lengths.iter().sum();
+    if total > cfg.prefill_chunk_size {
+        crate::bail_value!(
+            "The batch appends {total} tokens, more than the prefill chunk size {} the cache \
+             was created with.",
+            cfg.prefill_chunk_size
+        );
+    }
+    if let Some(t) = tree {
+        if cfg.support_sliding_window {
+            crate::bail_value!("Tree attention does not support sliding window.");
+        }
+        if cfg.rope_mode == RopeMode::Inline {
+            crate::bail_value!("Tree attention does not support inline RoPE mode.");
+        }
+        if t.len() as i64 != total {
+            crate::bail_value!(
+                "Invalid token tree size. The sum of \"append_lengths\" is {total} while there \
+                 are {} elements in \"token_tree_parent_ptr\".",
+                t.len()
+            );
+        }
+    }
+
+    // Everything `begin` changes, to put back if it fails half-way.
+    let saved_seqs: Vec<_> = seq_ids
+        .iter()
+        .map(|id| (*id, st.seqs[id].clone()))
+        .collect();
+    let saved_blocks: Vec<_> = saved_seqs
+        .iter()
+        .map(|(_, s)| st.pool.get(s.last_block_idx).clone())
+        .collect();
+    st.batch = None;
+    st.views = None;
+    st.free_pages.begin();
+    match begin(st, cfg, seq_ids, lengths, tree) {
+        Ok(batch) => {
+            st.free_pages.commit();
+            st.batch = Some(batch);
+            st.dirty = true;
+            Ok(())
+        }
+        Err(e) => {
+            st.free_pages.rollback();
+            for (id, seq) in saved_seqs {
+                st.seqs.insert(id, seq);
+            }
+            for b in saved_blocks {
+                let idx = b.index;
+                *st.pool.get_mut(idx) = b;
+            }
+            Err(e)
+        }
+    }
+}
+
+fn begin(
+    st: &mut State,
+    cfg: &Config,
+    seq_ids: &[i64],
+    lengths: &[i64],
+    tree: Option<&[i64]>,
+) -> Result<Batch> {
+    let n = seq_ids.len();
+    let mut is_decode_request = true;
+    let mut last_block_len_before = Vec::with_capacity(n);
+    let mut last_blocks = Vec::with_capacity(n);
+    st.host.k_ragged_rope_pos_offset.clear();
+    for (&id, &len) in seq_ids.iter().zip(lengths) {
+        let seq = st.seqs.get_mut(&id).ok_or_else(|| not_found(id))?;
+        last_block_len_before.push(st.pool.get(seq.last_block_idx).seq_length);
+        let mut k_rope_offset = seq.seq_length;
+        if !seq.accepted_indices_committed {
+            k_rope_offset -= seq.token_tree_parent_ptr.len() as i32;
+        }
+        st.host.k_ragged_rope_pos_offset.push(k_rope_offset);
+        seq.seq_length += len as i32;
+        if len != 1 {
+            is_decode_request = false;
+        }
+        last_blocks.push(seq.last_block_idx);
+    }
+
+    let (on_depths, trailing) = block_ids_on_depths(&st.pool, &last_blocks);
+    let num_depths = on_depths.len().min(MAX_BLOCK_DEPTH);
+    let mut chunked = Vec::with_capacity(num_depths);
+    let mut use_decode_kernel = Vec::with_capacity(num_depths);
+    for (d, ids) in on_depths.iter().enumerate().take(num_depths) {
+        // The last depth never coalesces, so trailing blocks line up with the batch.
+        let (chunks, decode) = chunked_block_ids(
+            &st.pool,
+            ids,
+            d != MAX_BLOCK_DEPTH - 1,
+            lengths,
+            is_decode_request,
+        );
+        chunked.push(chunks);
+        use_decode_kernel.push(decode);
+    }
+    if num_depths == MAX_BLOCK_DEPTH && chunked[num_depths - 1].len() != n {
+        return Err(internal("the last depth was coalesced"));
+    }
+    let mut append_before_attn =
+        !cfg.support_sliding_window && *use_decode_kernel.last().unwrap_or(&false);
+    let has_previous_tree = seq_ids
+        .iter()
+        .any(|id| !st.seqs[id].accepted_indices_committed);
+    if has_previous_tree {
+        append_before_attn = true;
+    }
+
+    let mut is_chain_on_depths = [true; MAX_BLOCK_DEPTH];
+    if let Some(t) = tree {
+        construct_token_tree_mask(
+            st,
+            seq_ids,
+            lengths,
+            t,
+            &on_depths,
+            &trailing,
+            append_before_attn,
+            num_depths,
+            &mut is_chain_on_depths,
+        )?;
+    } else {
+        for id in seq_ids {
+            let seq = st.seqs.get_mut(id).unwrap();
+            seq.is_chain = true;
+            seq.token_tree_parent_ptr.clear();
+            seq.token_tree_node_depths.clear();
+        }
+    }
+
+    // With append-before-attention (decode) the page table covers the new tokens; otherwise
+    // it describes the cache before the append.
+    if append_before_attn {
+        for (&id, &len) in seq_ids.iter().zip(lengths) {
+            st.reserve_append_length(cfg, id, len)?;
+        }
+    }
+    fill_page_tables(st, cfg, &chunked, &trailing, num_depths)?;
+    if !append_before_attn {
+        for (&id, &len) in seq_ids.iter().zip(lengths) {
+            st.reserve_append_length(cfg, id, len)?;
+        }
+    }
+    fill_position_maps(st, cfg, seq_ids, lengths, &last_block_len_before)?;
+    Ok(Batch {
+        seq_ids: seq_ids.to_vec(),
+        append_lengths: lengths.to_vec(),
+        num_depths,
+        append_before_attn,
+        use_decode_kernel,
+        is_chain_on_depths,
+    })
+}
+
+/// The page table of each depth: which pages each chunk of queries reads.
+fn fill_page_tables(
+    st: &mut State,
+    cfg: &Config,
+    chunked: &[Vec<(i32, i32)>],
+    trailing: &[Vec<i32>],
+    num_depths: usize,
+) -> Result<()> {
+    let page_size = cfg.page_size;
+    let layer_sw = cfg.support_layer_sliding_window;
+    let h = &mut st.host;
+    let pool = &st.pool;
+    for (d, chunks) in chunked.iter().enumerate().take(num_depths) {
+        let qo_indptr = &mut h.qo_indptr[d];
+        let page_indptr = &mut h.page_indptr[d];
+        let page_indices = &mut h.page_indices[d];
+        let sw_indptr = &mut h.page_indptr_sliding_window[d];
+        let sw_indices = &mut h.page_indices_sliding_window[d];
+        let last_page_len = &mut h.last_page_len[d];
+        let sw_offset = &mut h.sliding_window_offset[d];
+        let sink_size = &mut h.sink_size[d];
+        let k_rope = &mut h.k_rope_pos_offset[d];
+        let k_rope_sw = &mut h.k_rope_pos_offset_sliding_window[d];
+        for v in [
+            &mut *qo_indptr,
+            &mut *page_indptr,
+            &mut *page_indices,
+            &mut *sw_indptr,
+            &mut *sw_indices,
+            &mut *last_page_len,
+            &mut *sw_offset,
+            &mut *sink_size,
+            &mut *k_rope,
+            &mut *k_rope_sw,
+        ] {
+            v.clear();
+        }
+        qo_indptr.push(0);
+        page_indptr.push(0);
+        sw_indptr.push(0);
+        for (i, &(block_id, chunk_len)) in chunks.iter().enumerate() {
+            qo_indptr.push(qo_indptr.last().unwrap() + chunk_len);
+            if block_id == -1 {
+                page_indptr.push(*page_indptr.last().unwrap());
+                sw_indptr.push(*sw_indptr.last().unwrap());
+                last_page_len.push(0);
+                sw_offset.push(0);
+                sink_size.push(0);
+                k_rope.push(0);
+                k_rope_sw.push(0);
+                continue;
+            }
+            let block = pool.get(block_id);
+            // Below the last depth a chunk reads one block; at the last depth also the
+            // blocks beneath it.
+            let mut num_pages = block.page_ids.len() as i64;
+            let mut total_len = block.seq_length as i64;
+            let mut last_block = block;
+            page_indices.extend_from_slice(&block.page_ids);
+            if d == MAX_BLOCK_DEPTH - 1 {
+                for &t in &trailing[i] {
+                    let tb = pool.get(t);
+                    page_indices.extend_from_slice(&tb.page_ids);
+                    num_pages += tb.page_ids.len() as i64;
+                    total_len += tb.seq_length as i64;
+                    last_block = tb;
+                }
+            }
+            page_indptr.push(page_indptr.last().unwrap() + num_pages as i32);
+            let sliding_pages =
+                (num_pages as i32).min(cfg.layer_sliding_window_num_pages(total_len));
+            sw_indptr.push(sw_indptr.last().unwrap() + sliding_pages);
+            let from = page_indices.len() - sliding_pages.max(0) as usize;
+            sw_indices.extend_from_slice(&page_indices[from..]);
+            last_page_len.push(if total_len == 0 {
+                0
+            } else {
+                ((total_len - last_block.sink_length as i64
+                    + last_block.sliding_window_offset as i64
+                    - 1)
+                    % page_size
+                    + 1) as i32
+            });
+            sw_offset.push(if layer_sw {
+                cfg.layer_sliding_window_offset(total_len)
+            } else {
+                last_block.sliding_window_offset
+            });
+            sink_size.push(last_block.sink_length);
+            k_rope.push(block.start_pos);
+            if layer_sw {
+                k_rope_sw.push(
+                    (block.start_pos as i64 + total_len - cfg.layer_sliding_window_size).max(0)
+                        as i32,
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Where each new token's query position is (RoPE) and where its K/V go in the pages.
+fn fill_position_maps(
+    st: &mut State,
+    cfg: &Config,
+    seq_ids: &[i64],
+    lengths: &[i64],
+    last_block_len_before: &[i32],
+) -> Result<()> {
+    let page_size = cfg.page_size as i32;
+    let h = &mut st.host;
+    h.q_rope_position_map.clear();
+    h.append_position_map.clear();
+    for (i, (&id, &len)) in seq_ids.iter().zip(lengths).enumerate() {
+        let seq = &st.seqs[&id];
+        let block = st.pool.get(seq.last_block_idx);
+        let slot = |offset: i32| -> Result<i32> {
+            let page = block
+                .page_ids
+                .get((offset / page_size) as usize)
+                .ok_or_else(|| internal("append position past the block's pages"))?;
+            Ok(page * page_size + offset % page_size)
+        };
+        let len = len as i32;
+        for pos in 0..len {
+            if seq.token_tree_node_depths.is_empty() {
+                h.q_rope_position_map
+                    .push(h.k_ragged_rope_pos_offset[i] + pos);
+            } else {
+                let offset_in_tree = seq.token_tree_parent_ptr.len() as i32 - len;
+                if offset_in_tree < 0 {
+                    return Err(internal("token tree shorter than the append"));
+                }
+                h.q_rope_position_map.push(
+                    h.k_ragged_rope_pos_offset[i]
+                        + seq.token_tree_node_depths[(offset_in_tree + pos) as usize],
+                );
+            }
+            let pos_in_block = block.seq_length - len + pos;
+            if last_block_len_before[i] + pos < block.sink_length {
+                // Part of the attention sink.
+                h.append_position_map
+                    .push(slot(last_block_len_before[i] + pos)?);
+            } else if pos_in_block < block.sink_length {
+                // Pinned by the sink before this append: not written.
+                h.append_position_map.push(-1);
+            } else {
+                h.append_position_map.push(slot(
+                    pos_in_block - block.sink_length + block.sliding_window_offset,
+                )?);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `ConstructTokenTreeMask`: the DFS-order intervals that encode each sequence's token tree.
+#[allow(clippy::too_many_arguments)]
+fn construct_token_tree_mask(
+    st: &mut State,
+    seq_ids: &[i64],
+    lengths: &[i64],
+    tree: &[i64],
+    on_depths: &[Vec<i32>],
+    trailing: &[Vec<i32>],
+    append_before_attn: bool,
+    num_depths: usize,
+    is_chain_on_depths: &mut [bool; MAX_BLOCK_DEPTH],
+) -> Result<()> {
+    let n = seq_ids.len();
+    for d in 0..num_depths {
+        let mut in_depth = vec![false; n];
+        is_chain_on_depths.fill(true);
+        let mut is_chain = true;
+        let mn_indptr = &mut st.host.tree_attn_mn_indptr[d];
+        mn_indptr.clear();
+        mn_indptr.push(0);
+        let mut offset = 0usize;
+        for i in 0..n {
+            let seq = st.seqs.get_mut(&seq_ids[i]).unwrap();
+            let len = lengths[i] as usize;
+            in_depth[i] = !append_before_attn
+                || on_depths[d][i] == seq.last_block_idx
+                || (d + 1 == MAX_BLOCK_DEPTH && !trailing[i].is_empty());
+            if !in_depth[i] {
+                mn_indptr.push(*mn_indptr.last().unwrap());
+                offset += len;
+                continue;
+            }
+            if seq.token_tree_parent_ptr.len() as i32 > st.pool.get(seq.last_block_idx).seq_length {
+                crate::bail_value!(
+                    "The token tree size is larger than the sequence length of the last block."
+                );
+            }
+            let new = tree
+                .get(offset..offset + len)
+                .ok_or_else(|| Error::value("Invalid token tree size."))?;
+            for &p in new {
+                let p = i32::try_from(p)
+                    .map_err(|_| Error::value(format!("Invalid token tree parent {p}")))?;
+                seq.token_tree_parent_ptr.push(p);
+            }
+            offset += len;
+            if seq.token_tree_parent_ptr.len() > MAX_TREE_SIZE {
+                crate::bail_value!(
+                    "The tree size is {len} which exceeds the maximum tree size limit \
+                     {MAX_TREE_SIZE}"
+                );
+            }
+            mn_indptr.push(mn_indptr.last().unwrap() + seq.token_tree_parent_ptr.len() as i32);
+        }
+        if offset != tree.len() {
+            crate::bail_value!(
+                "Invalid token tree size. The sum of \"append_lengths\" is {offset} while there \
+                 are {} elements in \"token_tree_parent_ptr\".",
+                tree.len()
+            );
+        }
+        let mask = &mut st.host.tree_attn_mask[d];
+        mask.clear();
+        for i in 0..n {
+            if !in_depth[i] {
+                continue;
+            }
+            let seq = st.seqs.get_mut(&seq_ids[i]).unwrap();
+            let size = seq.token_tree_parent_ptr.len();
+            let mut depth: Vec<i32> = Vec::with_capacity(size);
+            seq.is_chain = true;
+            seq.accepted_indices_committed = false;
+            let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+            let mut roots = Vec::new();
+            for node in 0..size as i32 {
+                let p = seq.token_tree_parent_ptr[node as usize];
+                if p >= node {
+                    crate::bail_value!(
+                        "Invalid token tree. The parent of node {node} in tree {i} is {p}, \
+                         which is not smaller than {node}"
+                    );
+                }
+                if p < -1 {
+                    crate::bail_value!(
+                        "Invalid token tree. The parent of node {node} in tree {i} is {p}"
+                    );
+                }
+                if p != node - 1 {
+                    seq.is_chain = false;
+                    is_chain = false;
+                }
+                children.entry(p).or_default().push(node);
+                if p != -1 {
+                    depth.push(depth[p as usize] + 1);
+                } else {
+                    depth.push(0);
+                    roots.push(node);
+                }
+            }
+            // Each node gets [its DFS order, one past the last order in its subtree).
+            let mut order = vec![(0i32, 0i32); size];
+            let mut counter = 0i32;
+            for &root in &roots {
+                dfs_order(root, &children, &mut order, &mut counter);
+            }
+            for &(first, second) in &order {
+                mask.push(first);
+                mask.push(second);
+            }
+            seq.token_tree_node_depths = depth;
+        }
+        is_chain_on_depths[d] = is_chain;
+        if !append_before_attn {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn dfs_order(
+    node: i32,
+    children: &HashMap<i32, Vec<i32>>,
+    order: &mut [(i32, i32)],
+    counter: &mut i32,
+) -> i32 {
+    order[node as usize].0 = *counter;
+    *counter += 1;
+    let mut upper = order[node as usize].0 + 1;
+    if let Some(kids) = children.get(&node) {
+        for &c in kids {
+            upper = upper.max(dfs_order(c, children, order, counter));
+        }
+    }
+    order[node as usize].1 = upper;
+    upper
+}
+
+/// `SyncAuxArrayToDevice`: every auxiliary array of the batch to the device, in one copy.
+pub fn sync_aux(st: &mut State, sh: &Shared) -> Result<()> {
+    let cfg = &sh.cfg;
+    let batch = st.batch.as_ref().ok_or_else(|| Error::runtime(NO_BATCH))?;
+    let h = &mut st.host;
+    h.cur_append_lengths_indptr.clear();
+    h.cur_append_lengths_indptr.push(0);
+    for &l in &batch.append_lengths {
+        let last = *h.cur_append_lengths_indptr.last().unwrap();
+        h.cur_append_lengths_indptr.push(last + l as i32);
+    }
+    let total = *h.cur_append_lengths_indptr.last().unwrap() as i64;
+    if total != h.append_position_map.len() as i64 || total != h.q_rope_position_map.len() as i64 {
+        return Err(internal("position maps do not match the batch"));
+    }
+    let nd = batch.num_depths;
+    let aux = &mut st.aux;
+    aux.reset();
+    // In TVM's order: the query position map first (offset 0), then per depth.
+    let q_rope = aux.push(&[&h.q_rope_position_map]);
+    let qo: Vec<_> = (0..nd).map(|d| aux.push(&[&h.qo_indptr[d]])).collect();
+    let pi: Vec<_> = (0..nd).map(|d| aux.push(&[&h.page_indptr[d]])).collect();
+    let pv: Vec<_> = (0..nd).map(|d| aux.push(&[&h.page_indices[d]])).collect();
+    let layer_sw = cfg.support_layer_sliding_window;
+    let (swi, swv): (Vec<_>, Vec<_>) = if layer_sw {
+        (
+            (0..nd)
+                .map(|d| Some(aux.push(&[&h.page_indptr_sliding_window[d]])))
+                .collect(),
+            (0..nd)
+                .map(|d| Some(aux.push(&[&h.page_indices_sliding_window[d]])))
+                .collect(),
+        )
+    } else {
+        (vec![None; nd], vec![None; nd])
+    };
+    let mut li = Vec::with_capacity(nd);
+    let mut lsw = Vec::with_capacity(nd);
+    for d in 0..nd {
+        let n = h.last_page_len[d].len();
+        if h.sliding_window_offset[d].len() != n || h.sink_size[d].len() != n {
+            return Err(internal("length info arrays differ in length"));
+        }
+        let three = [
+            h.last_page_len[d].as_slice(),
+            &h.sliding_window_offset[d],
+            &h.sink_size[d],
+        ];
+        li.push(if cfg.support_sliding_window {
+            (aux.push(&three), vec![3, n as i64])
+        } else {
+            (aux.push(&[&h.last_page_len[d]]), vec![n as i64])
+        });
+        lsw.push(layer_sw.then(|| aux.push(&three)));
+    }
+    let kr: Vec<_> = (0..nd)
+        .map(|d| aux.push(&[&h.k_rope_pos_offset[d]]))
+        .collect();
+    let krs: Vec<_> = (0..nd)
+        .map(|d| layer_sw.then(|| aux.push(&[&h.k_rope_pos_offset_sliding_window[d]])))
+        .collect();
+    let cur = aux.push(&[&h.cur_append_lengths_indptr]);
+    let kragged = aux.push(&[&h.k_ragged_rope_pos_offset]);
+    let append = aux.push(&[&h.append_position_map]);
+    let trees: Vec<_> = (0..nd)
+        .map(|d| {
+            (!batch.is_chain_on_depths[d]).then(|| {
+                (
+                    aux.push(&[&h.tree_attn_mask[d]]),
+                    aux.push(&[&h.tree_attn_mn_indptr[d]]),
+                )
+            })
+        })
+        .collect();
+    aux.commit()?;
+
+    let one = |s: super::aux_data::Segment| aux.view(s, &[s.len() as i64]);
+    let opt = |s: Option<super::aux_data::Segment>| s.map(one).transpose();
+    let sw_len = |s: Option<super::aux_data::Segment>| {
+        s.map(|s| aux.view(s, &[3, s.len() as i64 / 3])).transpose()
+    };
+    let mut views = Views {
+        q_rope_position_map: one(q_rope)?,
+        qo_indptr: qo.into_iter().map(one).collect::<Result<_>>()?,
+        page_indptr: pi.into_iter().map(one).collect::<Result<_>>()?,
+        page_indices: pv.into_iter().map(one).collect::<Result<_>>()?,
+        page_indptr_sliding_window: swi.into_iter().map(opt).collect::<Result<_>>()?,
+        page_indices_sliding_window: swv.into_iter().map(opt).collect::<Result<_>>()?,
+        length_info: li
+            .into_iter()
+            .map(|(s, shape)| aux.view(s, &shape))
+            .collect::<Result<_>>()?,
+        layer_sliding_window_length_info: lsw.into_iter().map(sw_len).collect::<Result<_>>()?,
+        k_rope_pos_offset: kr.into_iter().map(one).collect::<Result<_>>()?,
+        k_rope_pos_offset_sliding_window: krs.into_iter().map(opt).collect::<Result<_>>()?,
+        tree_attn_mask: Vec::with_capacity(nd),
+        tree_attn_mn_indptr: Vec::with_capacity(nd),
+        cur_append_length_indptr: one(cur)?,
+        k_ragged_rope_pos_offset: one(kragged)?,
+        append_position_map: one(append)?,
+        temp_attn_output: sh.temp.output.view(
+            &[total, cfg.num_qo_heads, cfg.v_head_dim],
+            cfg.kv_dtype,
+            0,
+        )?,
+        temp_attn_lse: sh.temp.lse.view(
+            &[total, cfg.num_qo_heads],
+            crate::dtype::dtypes::FLOAT32,
+            0,
+        )?,
+        merged_attn_lse: sh.temp.merged_lse.view(
+            &[total, cfg.num_qo_heads],
+            crate::dtype::dtypes::FLOAT32,
+            0,
+        )?,
+    };
+    for t in trees {
+        match t {
+            Some((mask, mn)) => {
+                views
+                    .tree_attn_mask
+                    .push(Some(aux.view(mask, &[mask.len() as i64 / 2, 2])?));
+                views.tree_attn_mn_indptr.push(Some(one(mn)?));
+            }
+            None => {
+                views.tree_attn_mask.push(None);
+                views.tree_attn_mn_indptr.push(None);
+            }
+        }
+    }
+    st.views = Some(views);
+    st.dirty = false;
+    Ok(())
+}
+
+/// The error for attention without a prepared batch.
+pub const NO_BATCH: &str = "the paged KV cache has no forward prepared: call \
+    vm.builtin.kv_state_begin_forward (after the last change to the sequences) before \
+    attention";
