@@ -69,7 +69,8 @@ impl Replay<'_> {
                 self.cache = Some(self.model().create_cache(&opts).expect(&ctx));
             }
             "add" => {
-                self.call("vm.builtin.kv_state_add_sequence", &[id("seq")]).expect(&ctx);
+                self.call("vm.builtin.kv_state_add_sequence", &[id("seq")])
+                    .expect(&ctx);
             }
             "remove" => {
                 self.call("vm.builtin.kv_state_remove_sequence", &[id("seq")])
@@ -107,16 +108,20 @@ impl Replay<'_> {
                 let v = Expected::empty_like(v_ref);
                 self.call(
                     "vm.builtin.attention_kv_cache_debug_get_kv",
-                    &[id("seq"), id("start"), id("end"), Any::from(k.clone()), Any::from(v.clone())],
+                    &[
+                        id("seq"),
+                        id("start"),
+                        id("end"),
+                        Any::from(k.clone()),
+                        Any::from(v.clone()),
+                    ],
                 )
                 .expect(&ctx);
                 self.fx.expected.assert_same(&k, k_ref, &ctx);
                 self.fx.expected.assert_same(&v, v_ref, &ctx);
             }
             "stats" => {
-                let n = |name: &str| {
-                    self.call(name, &[]).expect(&ctx).view().as_i64().unwrap()
-                };
+                let n = |name: &str| self.call(name, &[]).expect(&ctx).view().as_i64().unwrap();
                 assert_eq!(
                     n("vm.builtin.attention_kv_cache_get_num_available_pages"),
                     step["available_pages"].as_i64().unwrap(),
@@ -136,7 +141,10 @@ impl Replay<'_> {
                 assert_eq!(empty, step["empty"].as_bool().unwrap(), "{ctx}: empty");
                 for (s, want) in ints(&step["seqs"]).iter().zip(ints(&step["lengths"])) {
                     let got = self
-                        .call("vm.builtin.attention_kv_cache_get_sequence_length", &[Any::from(*s)])
+                        .call(
+                            "vm.builtin.attention_kv_cache_get_sequence_length",
+                            &[Any::from(*s)],
+                        )
                         .unwrap()
                         .view()
                         .as_i64()
@@ -146,7 +154,10 @@ impl Replay<'_> {
             }
             "checkpoint_export" => {
                 let meta = self
-                    .call("vm.builtin.attention_kv_cache_get_checkpoint_metadata", &[id("seq")])
+                    .call(
+                        "vm.builtin.attention_kv_cache_get_checkpoint_metadata",
+                        &[id("seq")],
+                    )
                     .expect(&ctx);
                 let meta = meta.view().as_str().unwrap().to_string();
                 assert_eq!(meta, step["metadata"].as_str().unwrap(), "{ctx}: metadata");
@@ -166,7 +177,9 @@ impl Replay<'_> {
                         &[id("seq"), Any::from(g as i64), Any::from(t.clone())],
                     )
                     .expect(&ctx);
-                    self.fx.expected.assert_same(&t, r, &format!("{ctx} group {g}"));
+                    self.fx
+                        .expected
+                        .assert_same(&t, r, &format!("{ctx} group {g}"));
                     groups.push(t);
                 }
                 self.checkpoint = Some((meta, groups));
@@ -199,7 +212,12 @@ impl Replay<'_> {
         let (flat, lengths): (Vec<i32>, Vec<i64>) = if decode {
             (tokens(&step["tokens"]), vec![1; seqs.len()])
         } else {
-            let per: Vec<Vec<i32>> = step["tokens"].as_array().unwrap().iter().map(tokens).collect();
+            let per: Vec<Vec<i32>> = step["tokens"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(tokens)
+                .collect();
             let lengths = per.iter().map(|t| t.len() as i64).collect();
             (per.concat(), lengths)
         };
@@ -214,7 +232,9 @@ impl Replay<'_> {
                 .call("vm.builtin.attention_kv_cache_get_query_positions", &[])
                 .expect(ctx);
             let pos = Tensor::from_any_view(&pos.view(), "positions").unwrap();
-            self.fx.expected.assert_same(&pos, r, &format!("{ctx}: query positions"));
+            self.fx
+                .expected
+                .assert_same(&pos, r, &format!("{ctx}: query positions"));
         }
         let logits = model.run(&cache, &flat, decode).expect(ctx);
         model.end_forward(&cache).expect(ctx);

@@ -97,7 +97,11 @@ impl LanguageModel {
             .get_function("vm_initialization", false)?
             .ok_or_else(|| Error::runtime("the VM has no vm_initialization"))?;
         // CPU, device 0, the pooled allocator (as TVM's Python VirtualMachine).
-        init.call(&[AnyView::from(1i64), AnyView::from(0i64), AnyView::from(2i64)])?;
+        init.call(&[
+            AnyView::from(1i64),
+            AnyView::from(0i64),
+            AnyView::from(2i64),
+        ])?;
         let names = tensor_cache_names(weights)?;
         crate::llm::tensor_cache::load(weights, crate::tensor::layout::cpu())?;
         let params = crate::llm::tensor_cache::params_by_name(
@@ -157,12 +161,17 @@ impl LanguageModel {
                 "page_size" => opts.page_size,
                 "support_sliding_window" => opts.support_sliding_window,
                 other => {
-                    crate::bail_value!("create_tir_paged_kv_cache takes `{other}`, unknown to tvmrt")
+                    crate::bail_value!(
+                        "create_tir_paged_kv_cache takes `{other}`, unknown to tvmrt"
+                    )
                 }
             };
             args.push(Any::from_object(crate::object::shape::new_shape(&[v])));
         }
-        self.create_cache.call_values(&args)?.view().expect_object("the KV cache")
+        self.create_cache
+            .call_values(&args)?
+            .view()
+            .expect_object("the KV cache")
     }
 
     fn check_tokens(&self, tokens: &[i32]) -> Result<()> {
@@ -177,7 +186,9 @@ impl LanguageModel {
     fn embeddings(&self, tokens: &[i32], shape: [i64; 2]) -> Result<Tensor> {
         self.check_tokens(tokens)?;
         let ids = crate::llm::transfer::tensor_from_i32(tokens, crate::tensor::layout::cpu())?;
-        let e = self.embed.call_values(&[Any::from(ids), Any::from_object(self.params.clone())])?;
+        let e = self
+            .embed
+            .call_values(&[Any::from(ids), Any::from_object(self.params.clone())])?;
         let e = Tensor::from_any_view(&e.view(), "embed result")?;
         let hidden = *e.shape().last().unwrap_or(&0);
         e.view(&[shape[0], shape[1], hidden], e.dtype(), 0)
@@ -192,7 +203,11 @@ impl LanguageModel {
         tree: Option<&[i64]>,
     ) -> Result<()> {
         let shape = |v: &[i64]| Any::from_object(crate::object::shape::new_shape(v));
-        let mut args = vec![Any::from_object(cache.clone()), shape(seq_ids), shape(lengths)];
+        let mut args = vec![
+            Any::from_object(cache.clone()),
+            shape(seq_ids),
+            shape(lengths),
+        ];
         if let Some(t) = tree {
             args.push(shape(t));
         }
@@ -202,7 +217,8 @@ impl LanguageModel {
 
     /// `vm.builtin.kv_state_end_forward`.
     pub fn end_forward(&self, cache: &ObjectRef) -> Result<()> {
-        global("vm.builtin.kv_state_end_forward")?.call_values(&[Any::from_object(cache.clone())])?;
+        global("vm.builtin.kv_state_end_forward")?
+            .call_values(&[Any::from_object(cache.clone())])?;
         Ok(())
     }
 

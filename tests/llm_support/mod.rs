@@ -81,11 +81,7 @@ impl Expected {
         let got = t.to_vec().unwrap();
         let want = self.bytes(r);
         if got != want {
-            let first = got
-                .iter()
-                .zip(want)
-                .position(|(a, b)| a != b)
-                .unwrap_or(0);
+            let first = got.iter().zip(want).position(|(a, b)| a != b).unwrap_or(0);
             panic!("{ctx}: differs from TVM's result from byte {first} on");
         }
     }
