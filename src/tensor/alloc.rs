@@ -47,8 +47,15 @@ pub unsafe fn free_data(ptr: *mut c_void) {
     unsafe { libc::free(ptr) };
 }
 
-/// An owned block from [`alloc_data`], freed on drop.
+/// An owned, zero-filled block of 64-byte-aligned memory, freed on drop.
+///
+/// It comes from `calloc` (with room to align), not from [`alloc_data`] and a fill: the C
+/// allocator hands out large blocks as fresh pages the kernel zeroes on first touch, so a big
+/// tensor nothing has written yet (a KV cache's pages) costs no resident memory.
 pub struct AlignedBlock {
+    /// What `calloc` returned (freed on drop).
+    base: *mut c_void,
+    /// `base` rounded up to the alignment.
     ptr: *mut c_void,
     len: usize,
 }
@@ -62,10 +69,25 @@ impl AlignedBlock {
     /// Allocates `len` bytes, 64-byte aligned, zero-filled (so no uninitialized byte is ever
     /// read back through `copy_to_bytes`).
     pub fn zeroed(len: usize) -> Result<AlignedBlock> {
-        let ptr = alloc_data(len, ALLOC_ALIGNMENT)?;
-        // SAFETY: the block holds at least `len` writable bytes.
-        unsafe { std::ptr::write_bytes(ptr.cast::<u8>(), 0, len) };
-        Ok(AlignedBlock { ptr, len })
+        let total = len
+            .checked_add(ALLOC_ALIGNMENT)
+            .filter(|&t| t <= isize::MAX as usize)
+            .ok_or_else(|| {
+                Error::value(format!(
+                    "cannot allocate {len} bytes: more than the address space allows"
+                ))
+            })?;
+        // SAFETY: calloc of a positive size; the result is checked for null.
+        let base = unsafe { libc::calloc(1, total) };
+        if base.is_null() {
+            return Err(Error::runtime(format!(
+                "out of memory: cannot allocate {len} bytes aligned to {ALLOC_ALIGNMENT}"
+            )));
+        }
+        let skip = (ALLOC_ALIGNMENT - base as usize % ALLOC_ALIGNMENT) % ALLOC_ALIGNMENT;
+        // SAFETY: `skip < ALLOC_ALIGNMENT`, so `ptr..ptr + len` lies inside the `total` bytes.
+        let ptr = unsafe { base.cast::<u8>().add(skip) }.cast::<c_void>();
+        Ok(AlignedBlock { base, ptr, len })
     }
 
     /// The block's address.
@@ -86,8 +108,8 @@ impl AlignedBlock {
 
 impl Drop for AlignedBlock {
     fn drop(&mut self) {
-        // SAFETY: allocated by `alloc_data` in `zeroed`, freed once here.
-        unsafe { free_data(self.ptr) };
+        // SAFETY: `base` came from calloc in `zeroed` and is freed once, here.
+        unsafe { libc::free(self.base) };
     }
 }
 
@@ -106,6 +128,17 @@ mod tests {
         assert_eq!(p as usize % 256, 0);
         // SAFETY: from alloc_data.
         unsafe { free_data(p) };
+    }
+
+    #[test]
+    fn blocks_are_zeroed() {
+        for n in [1usize, 100, 1 << 20, 3 << 20] {
+            let b = AlignedBlock::zeroed(n).unwrap();
+            // SAFETY: `n` readable bytes at `as_ptr`.
+            let bytes = unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<u8>(), n) };
+            assert!(bytes.iter().all(|&x| x == 0));
+        }
+        assert!(AlignedBlock::zeroed(usize::MAX - 8).is_err());
     }
 
     #[test]

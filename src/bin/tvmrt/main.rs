@@ -4,6 +4,7 @@
 //! Set `TVMRT_LOG=debug` to see the loader's decisions on standard error.
 
 mod bench;
+mod generate;
 mod inspect;
 mod invoke;
 mod npyio;
@@ -35,6 +36,8 @@ enum Command {
     Bench(bench::Args),
     /// Compile C sources and modules into one deployable shared library.
     Pack(pack::Args),
+    /// Generate tokens greedily with a language model and its tensor-cache weights.
+    Generate(generate::Args),
 }
 
 /// `0.1.0 (tvm-ffi ABI 0.1, classic TVM C ABI)`.
@@ -72,6 +75,7 @@ fn main() {
         Command::Run(a) => run::main(a),
         Command::Bench(a) => bench::main(a),
         Command::Pack(a) => pack::main(a),
+        Command::Generate(a) => generate::main(a),
     };
     if let Err(e) = result {
         // One line: kernels' messages span several.
