@@ -3,9 +3,8 @@
 //! counts tokens, appended to, overwritten as a sliding window (with attention sinks), viewed,
 //! popped and cleared, as `vm.builtin.attention_kv_cache_*` do.
 
-use parking_lot::Mutex;
-
 use super::args::Args;
+use super::guarded::Guarded;
 use crate::error::Result;
 use crate::function::Function;
 use crate::object::containers::array::array_items;
@@ -21,7 +20,7 @@ struct Inner {
 
 /// A legacy KV cache object.
 pub struct LegacyKvCache {
-    inner: Mutex<Inner>,
+    inner: Guarded<Inner>,
 }
 
 // SAFETY: no public cell; the state is behind a mutex. The index is registered once under
@@ -185,7 +184,11 @@ fn each_cache(args: &Args<'_, '_>, f: impl Fn(&mut Inner) -> Result<()>) -> Resu
         caches.push(obj);
     }
     for obj in &caches {
-        f(&mut obj.downcast_ref::<LegacyKvCache>().unwrap().inner.lock())?;
+        f(&mut *obj
+            .downcast_ref::<LegacyKvCache>()
+            .unwrap()
+            .inner
+            .lock("KV cache")?)?;
     }
     Ok(())
 }
@@ -201,7 +204,7 @@ fn updating(
         Function::from_fn(move |raw: &[AnyView<'_>]| {
             let args = Args::exact(name, raw, count)?;
             let obj = args.object(0, "cache")?;
-            f(&mut cache_arg(&args, &obj)?.inner.lock(), &args)?;
+            f(&mut *cache_arg(&args, &obj)?.inner.lock("KV cache")?, &args)?;
             Ok(Any::from_object(obj))
         }),
     )
@@ -229,7 +232,7 @@ pub(super) fn builtins() -> Vec<(&'static str, Function)> {
                     inner.window_pos = init_fill_count;
                 }
                 Ok(Any::from_object(new_object(LegacyKvCache {
-                    inner: Mutex::new(inner),
+                    inner: Guarded::new(inner),
                 })))
             }),
         ),
@@ -260,7 +263,7 @@ pub(super) fn builtins() -> Vec<(&'static str, Function)> {
             Function::from_fn(|raw: &[AnyView<'_>]| {
                 let args = Args::between("vm.builtin.attention_kv_cache_view", raw, 1, 2)?;
                 let obj = args.object(0, "cache")?;
-                let c = cache_arg(&args, &obj)?.inner.lock();
+                let c = cache_arg(&args, &obj)?.inner.lock("KV cache")?;
                 let shape = if args.len() == 2 {
                     args.shape(1, "shape")?
                 } else {

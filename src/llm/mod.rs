@@ -9,6 +9,7 @@
 
 mod args;
 pub mod generate;
+mod guarded;
 pub mod kv_cache;
 pub mod kv_state;
 pub mod legacy_kv_cache;

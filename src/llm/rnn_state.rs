@@ -7,9 +7,8 @@
 
 use std::collections::HashMap;
 
-use parking_lot::Mutex;
-
 use super::args::Args;
+use super::guarded::Guarded;
 use super::kv_cache::blocks::MAX_TREE_SIZE;
 use super::kv_state::KvState;
 use crate::abi::DLDevice;
@@ -49,7 +48,7 @@ pub struct RnnState {
     f_gets: Vec<Function>,
     f_sets: Vec<Function>,
     device: DLDevice,
-    state: Mutex<State>,
+    state: Guarded<State>,
 }
 
 // SAFETY: no public cell; the state is behind a mutex and the rest is immutable. The index is
@@ -129,7 +128,7 @@ impl RnnState {
             f_gets,
             f_sets,
             device,
-            state: Mutex::new(State {
+            state: Guarded::new(State {
                 seqs: HashMap::new(),
                 free_slots: (0..reserved_num_seqs).rev().collect(),
                 batch: None,
@@ -191,7 +190,7 @@ impl RnnState {
     }
 
     fn with_batch(&self, func: &str, f: impl FnOnce(&Tensor, &Tensor) -> Result<()>) -> Result<()> {
-        let st = self.state.lock();
+        let st = self.state.lock("RNN state")?;
         if st.dirty || st.slot_ids.is_none() {
             return Err(Error::runtime(format!(
                 "{func}: The auxiliary arrays are not synchronized to device. Please call \
@@ -237,7 +236,7 @@ impl RnnState {
     /// `DebugGet`: a copy of one sequence's current state.
     pub fn debug_get(&self, layer_id: i64, state_id: i64, seq_id: i64) -> Result<Tensor> {
         let storage = self.storage(layer_id, state_id, "vm.builtin.rnn_state_debug_get")?;
-        let st = self.state.lock();
+        let st = self.state.lock("RNN state")?;
         let s = st.seqs.get(&seq_id).ok_or_else(|| not_found(seq_id))?;
         let src = self.state_view(storage, s.seq_slot, s.history_slot)?;
         let out = Tensor::empty(src.shape(), src.dtype(), src.device())?;
@@ -251,7 +250,7 @@ const NO_BATCH: &str = "the RNN state has no forward prepared: call \
 
 impl KvState for RnnState {
     fn clear(&self) -> Result<()> {
-        let mut st = self.state.lock();
+        let mut st = self.state.lock("RNN state")?;
         st.seqs.clear();
         st.free_slots = (0..self.reserved_num_seqs).rev().collect();
         st.dirty = false;
@@ -261,7 +260,7 @@ impl KvState for RnnState {
     }
 
     fn add_sequence(&self, seq_id: i64) -> Result<()> {
-        let mut st = self.state.lock();
+        let mut st = self.state.lock("RNN state")?;
         if st.seqs.contains_key(&seq_id) {
             crate::bail_value!("The sequence \"{seq_id}\" is already in the space state storage.");
         }
@@ -288,7 +287,7 @@ impl KvState for RnnState {
     }
 
     fn remove_sequence(&self, seq_id: i64) -> Result<()> {
-        let mut st = self.state.lock();
+        let mut st = self.state.lock("RNN state")?;
         let s = st.seqs.remove(&seq_id).ok_or_else(|| not_found(seq_id))?;
         st.free_slots.push(s.seq_slot);
         st.dirty = true;
@@ -296,7 +295,7 @@ impl KvState for RnnState {
     }
 
     fn fork_sequence(&self, parent: i64, child: i64, _fork_pos: i64) -> Result<()> {
-        let mut st = self.state.lock();
+        let mut st = self.state.lock("RNN state")?;
         let p = st.seqs.get(&parent).cloned().ok_or_else(|| {
             Error::value(format!(
                 "The parent sequence \"{parent}\" cannot be found in space state storage."
@@ -329,7 +328,7 @@ impl KvState for RnnState {
     }
 
     fn popn(&self, seq_id: i64, n: i32) -> Result<()> {
-        let mut st = self.state.lock();
+        let mut st = self.state.lock("RNN state")?;
         let max_history = self.max_history;
         let s = st.seqs.get_mut(&seq_id).ok_or_else(|| {
             Error::value(format!(
@@ -388,7 +387,7 @@ impl KvState for RnnState {
                 }
             }
         }
-        let mut st = self.state.lock();
+        let mut st = self.state.lock("RNN state")?;
         for id in seq_ids {
             if !st.seqs.contains_key(id) {
                 return Err(not_found(*id));
@@ -402,7 +401,7 @@ impl KvState for RnnState {
     }
 
     fn end_forward(&self) -> Result<()> {
-        let mut st = self.state.lock();
+        let mut st = self.state.lock("RNN state")?;
         let (ids, lengths) = st.batch.clone().ok_or_else(|| Error::runtime(NO_BATCH))?;
         for id in &ids {
             if !st.seqs.contains_key(id) {

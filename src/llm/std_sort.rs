@@ -213,7 +213,7 @@ mod tests {
                 (0..n).map(|i| ((lcg(&mut seed) % 50) as i32, i)).collect();
             let mut want = v.clone();
             sort_by(&mut v, |a, b| a.0 > b.0);
-            want.sort_by(|a, b| b.0.cmp(&a.0));
+            want.sort_by_key(|a| std::cmp::Reverse(a.0));
             let keys: Vec<i32> = v.iter().map(|x| x.0).collect();
             let want_keys: Vec<i32> = want.iter().map(|x| x.0).collect();
             assert_eq!(keys, want_keys, "n = {n}");

@@ -238,7 +238,7 @@ impl PagedKvCache {
     /// `GetCheckpointMetadata`: JSON describing the layout, the sequence's logical pages
     /// and its page groups.
     pub fn checkpoint_metadata(&self, seq_id: i64) -> Result<String> {
-        let st = self.state.lock();
+        let st = self.lock()?;
         self.check_sequence_supported(&st, seq_id)?;
         let seq = &st.seqs[&seq_id];
         let cfg = &self.shared.cfg;
@@ -367,7 +367,7 @@ impl PagedKvCache {
 
     /// `ExportPageGroup`: layer `group_id`'s pages of sequence 0 into `dst`.
     pub fn export_page_group(&self, seq_id: i64, group_id: i64, dst: &Tensor) -> Result<()> {
-        let st = self.state.lock();
+        let st = self.lock()?;
         self.check_sequence_supported(&st, seq_id)?;
         let layer = self.check_group_id(group_id, "export")?;
         let seq = &st.seqs[&seq_id];
@@ -421,7 +421,7 @@ impl PagedKvCache {
         }
         let seq_length = self.check_import_metadata(seq_id, metadata)?;
         let n = self.expected_logical_pages(seq_length);
-        let mut st = self.state.lock();
+        let mut st = self.lock()?;
         st.clear(&self.shared.cfg);
         let b = st.pool.alloc();
         let mut ids = Vec::with_capacity(n as usize);
@@ -443,7 +443,7 @@ impl PagedKvCache {
     /// `ImportPageGroup`: layer `group_id`'s pages from `src`.
     pub fn import_page_group(&self, seq_id: i64, group_id: i64, src: &Tensor) -> Result<()> {
         self.check_layout_supported()?;
-        let mut st = self.state.lock();
+        let mut st = self.lock()?;
         if st.import.is_none() {
             return Err(err(
                 "PagedAttentionKVCache checkpoint import has not been prepared.".into(),
@@ -469,7 +469,7 @@ impl PagedKvCache {
     /// `FinishImport`: every group must have been imported.
     pub fn finish_import(&self, seq_id: i64) -> Result<()> {
         self.check_layout_supported()?;
-        let mut st = self.state.lock();
+        let mut st = self.lock()?;
         let Some(done) = &st.import else {
             return Err(err(
                 "PagedAttentionKVCache checkpoint import has not been prepared.".into(),

@@ -39,17 +39,17 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
             }),
         ),
         global("vm.builtin.attention_kv_cache_empty", 1, |c, _| {
-            Ok(Any::from(c.is_empty()))
+            Ok(Any::from(c.is_empty()?))
         }),
         global(
             "vm.builtin.attention_kv_cache_get_num_available_pages",
             1,
-            |c, _| Ok(Any::from(c.num_available_pages())),
+            |c, _| Ok(Any::from(c.num_available_pages()?)),
         ),
         global(
             "vm.builtin.attention_kv_cache_get_total_sequence_length",
             1,
-            |c, _| Ok(Any::from(c.total_sequence_length())),
+            |c, _| Ok(Any::from(c.total_sequence_length()?)),
         ),
         global(
             "vm.builtin.attention_kv_cache_get_sequence_length",

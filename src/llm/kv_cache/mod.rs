@@ -24,13 +24,12 @@ mod kernels;
 mod pages;
 mod state;
 
-use parking_lot::Mutex;
-
 use self::blocks::TEMP_PAGE_ID;
 use self::config::{AttnKind, Config, RawConfig};
 use self::kernels::{arg, attn_kernel, Kernels};
 use self::state::{internal, not_found, State};
 use super::args::Args;
+use super::guarded::{Guarded, Locked};
 use super::kv_state::KvState;
 use crate::dtype::dtypes;
 use crate::error::{Error, Result};
@@ -61,7 +60,7 @@ pub struct Shared {
 /// A paged KV cache object.
 pub struct PagedKvCache {
     shared: Shared,
-    state: Mutex<State>,
+    state: Guarded<State>,
 }
 
 // SAFETY: no public cell (TVM's object is private to its runtime); the payload is
@@ -186,8 +185,12 @@ impl PagedKvCache {
                 pages,
                 temp,
             },
-            state: Mutex::new(state),
+            state: Guarded::new(state),
         })
+    }
+
+    fn lock(&self) -> Result<Locked<'_, State>> {
+        self.state.lock("paged KV cache")
     }
 
     /// The configuration.
@@ -196,39 +199,39 @@ impl PagedKvCache {
     }
 
     /// Bytes of device memory the cache holds: pages, scratch tensors, auxiliary arrays.
-    pub fn device_bytes(&self) -> usize {
+    pub fn device_bytes(&self) -> Result<usize> {
         let sh = &self.shared;
         let mut n: usize = sh.pages.iter().map(Tensor::nbytes).sum();
         if let Some((q, k, v)) = &sh.temp.qkv {
             n += q.nbytes() + k.nbytes() + v.nbytes();
         }
         n += sh.temp.output.nbytes() + sh.temp.lse.nbytes() + sh.temp.merged_lse.nbytes();
-        let st = self.state.lock();
-        n + st.aux.device_bytes() + st.compact_aux.device_bytes()
+        let st = self.lock()?;
+        Ok(n + st.aux.device_bytes() + st.compact_aux.device_bytes())
     }
 
     /// `Empty`: no sequence, every block and page free.
-    pub fn is_empty(&self) -> bool {
-        let st = self.state.lock();
-        st.seqs.is_empty()
+    pub fn is_empty(&self) -> Result<bool> {
+        let st = self.lock()?;
+        Ok(st.seqs.is_empty()
             && st.pool.free.len() == st.pool.blocks.len()
-            && st.free_pages.len() as i64 == self.shared.cfg.num_total_pages
+            && st.free_pages.len() as i64 == self.shared.cfg.num_total_pages)
     }
 
     /// `GetNumAvailablePages`.
-    pub fn num_available_pages(&self) -> i64 {
-        self.state.lock().free_pages.len() as i64
+    pub fn num_available_pages(&self) -> Result<i64> {
+        Ok(self.lock()?.free_pages.len() as i64)
     }
 
     /// `GetTotalSequenceLength`.
-    pub fn total_sequence_length(&self) -> i64 {
-        let st = self.state.lock();
-        st.seqs.values().map(|s| s.seq_length as i64).sum()
+    pub fn total_sequence_length(&self) -> Result<i64> {
+        let st = self.lock()?;
+        Ok(st.seqs.values().map(|s| s.seq_length as i64).sum())
     }
 
     /// `GetSequenceLength`.
     pub fn sequence_length(&self, seq_id: i64) -> Result<i64> {
-        let st = self.state.lock();
+        let st = self.lock()?;
         if st.import.is_some() {
             return Err(Error::runtime(
                 "PagedAttentionKVCache sequence length is unavailable until checkpoint import \
@@ -240,15 +243,14 @@ impl PagedKvCache {
 
     /// `EnableSlidingWindowForSeq`.
     pub fn enable_sliding_window_for_seq(&self, seq_id: i64, window: i32, sink: i32) -> Result<()> {
-        self.state
-            .lock()
+        self.lock()?
             .enable_sliding_window(&self.shared.cfg, seq_id, window, sink)
     }
 
     /// `CommitAcceptedTokenTreeNodes`: keeps the path from each sequence's root to its
     /// accepted leaf (-1: none) and drops the rest of the token tree.
     pub fn commit_accepted_token_tree_nodes(&self, seq_ids: &[i64], leaves: &[i64]) -> Result<()> {
-        let mut st = self.state.lock();
+        let mut st = self.lock()?;
         if seq_ids.len() != leaves.len() {
             crate::bail_value!("The given seq_ids and leaf_indices have different size.");
         }
@@ -470,7 +472,7 @@ impl PagedKvCache {
 
     /// The page slots of tokens `[start, end)` of a sequence, on the device.
     fn position_map(&self, seq_id: i64, start: i64, end: i64) -> Result<Tensor> {
-        let st = self.state.lock();
+        let st = self.lock()?;
         let seq = st.seq(seq_id)?;
         if start < 0 {
             crate::bail_value!("DebugGetKV does not accept negative start_pos {start}");
@@ -509,7 +511,7 @@ impl PagedKvCache {
     /// as `[n, begin_1, length_1, ..., begin_n, length_n]` runs of slots.
     pub fn disagg_prepare_recv(&self, seq_id: i64, length: i64) -> Result<Vec<i64>> {
         self.begin_forward(&[seq_id], &[length], None)?;
-        let st = self.state.lock();
+        let st = self.lock()?;
         let map = &st.host.append_position_map;
         if map.len() as i64 != length || map.is_empty() {
             return Err(internal("receive positions do not match the length"));
@@ -531,26 +533,25 @@ impl PagedKvCache {
 
 impl KvState for PagedKvCache {
     fn clear(&self) -> Result<()> {
-        self.state.lock().clear(&self.shared.cfg);
+        self.lock()?.clear(&self.shared.cfg);
         Ok(())
     }
 
     fn add_sequence(&self, seq_id: i64) -> Result<()> {
-        self.state.lock().add_sequence(seq_id)
+        self.lock()?.add_sequence(seq_id)
     }
 
     fn remove_sequence(&self, seq_id: i64) -> Result<()> {
-        self.state.lock().remove_sequence(seq_id)
+        self.lock()?.remove_sequence(seq_id)
     }
 
     fn fork_sequence(&self, parent: i64, child: i64, fork_pos: i64) -> Result<()> {
-        self.state
-            .lock()
+        self.lock()?
             .fork_sequence(&self.shared, parent, child, fork_pos)
     }
 
     fn popn(&self, seq_id: i64, n: i32) -> Result<()> {
-        self.state.lock().popn(&self.shared, seq_id, n)
+        self.lock()?.popn(&self.shared, seq_id, n)
     }
 
     fn begin_forward(
@@ -559,7 +560,7 @@ impl KvState for PagedKvCache {
         append_lengths: &[i64],
         token_tree_parent_ptr: Option<&[i64]>,
     ) -> Result<()> {
-        let mut st = self.state.lock();
+        let mut st = self.lock()?;
         forward::begin_forward(
             &mut st,
             &self.shared.cfg,
@@ -589,6 +590,6 @@ fn cache_arg<'o>(
 
 /// Locks a cache's state for one of the attention calls.
 fn with_state<R>(c: &PagedKvCache, f: impl FnOnce(&Shared, &mut State) -> Result<R>) -> Result<R> {
-    let mut st = c.state.lock();
+    let mut st = c.lock()?;
     f(&c.shared, &mut st)
 }
