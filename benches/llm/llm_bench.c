@@ -12,6 +12,9 @@
  *   steps, to keep the context length fixed).
  *
  * Usage: llm_bench MODEL.so WEIGHTS_DIR CONTEXT PREFILL_TOKENS [SAMPLES]
+ *        llm_bench --steps N MODEL.so WEIGHTS_DIR CONTEXT
+ *   (the second: the prompt, then N decode steps and nothing else, for profilers such as
+ *   callgrind, which count the instructions each runtime spends per step)
  *   prints RESULT lines (metric median min unit):
  *     decode_ctx<CONTEXT>   one decode step after a CONTEXT-token prompt (us)
  *     prefill_<N>           one N-token prefill of a new sequence (us)
@@ -39,6 +42,27 @@ static void report(const char* metric, double* v, int n, const char* unit) {
   fflush(stdout);
 }
 
+static int steps_only(int n, const char* lib, const char* weights, int64_t context) {
+  static int32_t prompt[kMaxTokens];
+  Llm l;
+  TVMFFIAny cache, args[3], out;
+  int i, tok;
+  if (n < 1 || context < 1 || context >= kMaxTokens) llm_die("usage", "bad sizes");
+  for (i = 0; i < kMaxTokens; i++) prompt[i] = (int32_t)((i * 37 + 11) % 100);
+  llm_load(&l, lib, weights);
+  cache = llm_create_cache(&l, 2, 4 * kMaxTokens, context);
+  args[0] = cache;
+  args[1] = vm_int(0);
+  out = llm_call(l.add, args, 2, "add_sequence");
+  vm_release(&out);
+  tok = llm_forward(&l, cache, 0, prompt, (int)context, 0);
+  for (i = 0; i < n; i++) tok = llm_forward(&l, cache, 0, &tok, 1, 1);
+  printf("STEPS %d last token %d\n", n, tok);
+  vm_release(&cache);
+  llm_unload(&l);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   Llm l;
   TVMFFIAny cache, args[3], out;
@@ -47,6 +71,7 @@ int main(int argc, char** argv) {
   static int32_t prompt[kMaxTokens];
   double *times, rss0, vsz0, rss1, vsz1;
   char metric[64];
+  if (argc == 6 && !strcmp(argv[1], "--steps")) return steps_only(atoi(argv[2]), argv[3], argv[4], atoll(argv[5]));
   if (argc < 5) llm_die("usage", "llm_bench MODEL.so WEIGHTS CONTEXT PREFILL_TOKENS [SAMPLES]");
   context = atoll(argv[3]);
   prefill_n = atoll(argv[4]);

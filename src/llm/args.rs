@@ -65,7 +65,9 @@ impl<'a, 'b> Args<'a, 'b> {
 
     /// An integer (bools convert).
     pub fn i64(&self, i: usize, name: &str) -> Result<i64> {
-        self.args[i].expect_i64(&self.what(i, name))
+        self.args[i]
+            .as_i64()
+            .ok_or_else(|| self.args[i].type_mismatch(&self.what(i, name), "int"))
     }
 
     /// An integer that must fit in 32 bits.
@@ -95,17 +97,25 @@ impl<'a, 'b> Args<'a, 'b> {
 
     /// A string.
     pub fn str(&self, i: usize, name: &str) -> Result<&'a str> {
-        self.args[i].expect_str(&self.what(i, name))
+        self.args[i]
+            .as_str()
+            .ok_or_else(|| self.args[i].type_mismatch(&self.what(i, name), "str"))
     }
 
     /// Any object.
     pub fn object(&self, i: usize, name: &str) -> Result<ObjectRef> {
-        self.args[i].expect_object(&self.what(i, name))
+        self.args[i]
+            .as_object()
+            .ok_or_else(|| self.args[i].type_mismatch(&self.what(i, name), "Object"))
     }
 
     /// A tensor object (`ffi.Tensor`; a bare `DLTensor*` owns nothing and is refused).
     pub fn tensor(&self, i: usize, name: &str) -> Result<Tensor> {
-        Tensor::from_any_view(&self.args[i], &self.what(i, name))
+        let v = &self.args[i];
+        match v.as_object() {
+            Some(o) if o.type_index() == crate::abi::type_index::TENSOR => Tensor::from_object(o),
+            _ => Err(v.type_mismatch(&self.what(i, name), "ffi.Tensor")),
+        }
     }
 
     /// A tensor object, or `None`.
@@ -118,7 +128,9 @@ impl<'a, 'b> Args<'a, 'b> {
 
     /// A function.
     pub fn function(&self, i: usize, name: &str) -> Result<Function> {
-        self.args[i].expect_function(&self.what(i, name))
+        self.args[i]
+            .as_function()
+            .ok_or_else(|| self.args[i].type_mismatch(&self.what(i, name), "ffi.Function"))
     }
 
     /// A function, or `None` for anything else (TVM's `args[i].as<Function>()`).

@@ -578,6 +578,12 @@ impl From<Tensor> for Any {
     }
 }
 
+impl<'a> From<&'a Tensor> for AnyView<'a> {
+    fn from(t: &'a Tensor) -> AnyView<'a> {
+        AnyView::from(&t.0)
+    }
+}
+
 impl From<Tensor> for ObjectRef {
     fn from(t: Tensor) -> ObjectRef {
         t.0

@@ -555,6 +555,20 @@ impl<'a> From<&'a Any> for AnyView<'a> {
         v.view()
     }
 }
+/// A view of an object, borrowed (no reference-count change): the borrow keeps it alive.
+impl<'a> From<&'a ObjectRef> for AnyView<'a> {
+    fn from(obj: &'a ObjectRef) -> Self {
+        AnyView {
+            raw: pod(
+                obj.type_index(),
+                AnyPayload {
+                    v_obj: obj.as_ptr(),
+                },
+            ),
+            _borrow: PhantomData,
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -124,9 +124,9 @@ impl Shared {
         };
         // Split q/k/v, applying RoPE to q and k unless it is done inline.
         let rope_arg = match &cfg.rope_ext_factors {
-            None => {
-                crate::value::Any::from((cfg.rope_mode == super::config::RopeMode::Normal) as i64)
-            }
+            None => crate::value::AnyView::from(
+                (cfg.rope_mode == super::config::RopeMode::Normal) as i64,
+            ),
             Some(f) => arg(f),
         };
         Kernels::run(

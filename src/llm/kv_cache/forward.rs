@@ -6,7 +6,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::blocks::{block_ids_on_depths, chunked_block_ids, MAX_BLOCK_DEPTH, MAX_TREE_SIZE};
+use super::blocks::{
+    block_ids_on_depths, chunked_block_ids, Block, MAX_BLOCK_DEPTH, MAX_TREE_SIZE,
+};
 use super::config::{AttnKind, Config, RopeMode};
 use super::state::{internal, not_found, Batch, State, Views};
 use super::Shared;
@@ -20,6 +22,9 @@ pub fn begin_forward(
     lengths: &[i64],
     tree: Option<&[i64]>,
 ) -> Result<()> {
+    // A failed call leaves no batch behind: attention then refuses to run on a stale one.
+    st.batch = None;
+    st.views = None;
     if st.import.is_some() {
         return Err(Error::runtime(
             "PagedAttentionKVCache cannot begin a forward pass before checkpoint import is \
@@ -39,10 +44,15 @@ pub fn begin_forward(
     if seq_ids.is_empty() {
         crate::bail_value!("BeginForward needs at least one sequence.");
     }
-    let mut seen = HashSet::with_capacity(seq_ids.len());
-    for (&id, &len) in seq_ids.iter().zip(lengths) {
+    // Small batches are checked for repeated ids without allocating.
+    let mut seen = (seq_ids.len() > 32).then(|| HashSet::with_capacity(seq_ids.len()));
+    for (i, (&id, &len)) in seq_ids.iter().zip(lengths).enumerate() {
         let seq = st.seqs.get(&id).ok_or_else(|| not_found(id))?;
-        if !seen.insert(id) {
+        let repeated = match &mut seen {
+            Some(set) => !set.insert(id),
+            None => seq_ids[..i].contains(&id),
+        };
+        if repeated {
             crate::bail_value!("The sequence \"{id}\" appears more than once in the batch.");
         }
         if len <= 0 {
@@ -80,17 +90,17 @@ pub fn begin_forward(
         }
     }
 
-    // Everything `begin` changes, to put back if it fails half-way.
+    // Everything `begin` changes, to put back if it fails half-way: the batch's sequences and
+    // their last blocks. Without sliding windows a block only gains pages, so its page count
+    // is enough to restore it.
     let saved_seqs: Vec<_> = seq_ids
         .iter()
         .map(|id| (*id, st.seqs[id].clone()))
         .collect();
-    let saved_blocks: Vec<_> = saved_seqs
+    let saved_blocks: Vec<SavedBlock> = saved_seqs
         .iter()
-        .map(|(_, s)| st.pool.get(s.last_block_idx).clone())
+        .map(|(_, s)| SavedBlock::of(st.pool.get(s.last_block_idx), cfg.support_sliding_window))
         .collect();
-    st.batch = None;
-    st.views = None;
     st.free_pages.begin();
     match begin(st, cfg, seq_ids, lengths, tree) {
         Ok(batch) => {
@@ -105,10 +115,60 @@ pub fn begin_forward(
                 st.seqs.insert(id, seq);
             }
             for b in saved_blocks {
-                let idx = b.index;
-                *st.pool.get_mut(idx) = b;
+                b.restore(&mut st.pool);
             }
             Err(e)
+        }
+    }
+}
+
+/// What a forward may change in a block.
+enum SavedBlock {
+    /// Page count and lengths (the block only grows).
+    Mark {
+        index: i32,
+        pages: usize,
+        seq_length: i32,
+        sink_length: i32,
+        sliding_window_offset: i32,
+    },
+    /// The whole block (sliding windows drop pages from the middle).
+    Full(Block),
+}
+
+impl SavedBlock {
+    fn of(b: &Block, full: bool) -> SavedBlock {
+        if full {
+            return SavedBlock::Full(b.clone());
+        }
+        SavedBlock::Mark {
+            index: b.index,
+            pages: b.page_ids.len(),
+            seq_length: b.seq_length,
+            sink_length: b.sink_length,
+            sliding_window_offset: b.sliding_window_offset,
+        }
+    }
+
+    fn restore(self, pool: &mut super::blocks::BlockPool) {
+        match self {
+            SavedBlock::Full(b) => {
+                let idx = b.index;
+                *pool.get_mut(idx) = b;
+            }
+            SavedBlock::Mark {
+                index,
+                pages,
+                seq_length,
+                sink_length,
+                sliding_window_offset,
+            } => {
+                let b = pool.get_mut(index);
+                b.page_ids.truncate(pages);
+                b.seq_length = seq_length;
+                b.sink_length = sink_length;
+                b.sliding_window_offset = sliding_window_offset;
+            }
         }
     }
 }

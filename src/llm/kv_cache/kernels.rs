@@ -11,7 +11,7 @@ use crate::function::Function;
 use crate::object::containers::array::array_items;
 use crate::object::ObjectRef;
 use crate::tensor::Tensor;
-use crate::value::{Any, AnyView};
+use crate::value::AnyView;
 
 /// One attention kernel and the back end that defines its calling convention.
 pub enum AttnKernel {
@@ -61,13 +61,12 @@ fn rotary_mode(rope_mode: RopeMode) -> i64 {
     (rope_mode == RopeMode::Inline) as i64
 }
 
-fn call(f: &Function, args: &[Any]) -> Result<()> {
-    let views: Vec<AnyView<'_>> = args.iter().map(Any::view).collect();
-    f.call(&views).map(drop)
+fn call(f: &Function, args: &[AnyView<'_>]) -> Result<()> {
+    f.call(args).map(drop)
 }
 
-fn t(x: &Tensor) -> Any {
-    Any::from(x.clone())
+fn t(x: &Tensor) -> AnyView<'_> {
+    AnyView::from(x)
 }
 
 /// Rotary and scaling parameters shared by the MHA kernels.
@@ -114,11 +113,11 @@ impl AttnKernel {
                 t(k_rope_pos_offset),
                 t(out),
                 t(lse),
-                Any::from(causal as i64),
-                Any::from(rotary_mode(s.rope_mode)),
-                Any::from(s.rotary_scale),
-                Any::from(s.rotary_theta),
-                Any::from(s.sm_scale),
+                AnyView::from(causal as i64),
+                AnyView::from(rotary_mode(s.rope_mode)),
+                AnyView::from(s.rotary_scale),
+                AnyView::from(s.rotary_theta),
+                AnyView::from(s.sm_scale),
             ],
         )
     }
@@ -153,11 +152,11 @@ impl AttnKernel {
                 t(q_rope_position),
                 t(out),
                 t(lse),
-                Any::from(causal as i64),
-                Any::from(rotary_mode(s.rope_mode)),
-                Any::from(s.rotary_scale),
-                Any::from(s.rotary_theta),
-                Any::from(s.sm_scale),
+                AnyView::from(causal as i64),
+                AnyView::from(rotary_mode(s.rope_mode)),
+                AnyView::from(s.rotary_scale),
+                AnyView::from(s.rotary_theta),
+                AnyView::from(s.sm_scale),
             ],
         )
     }
@@ -188,8 +187,8 @@ impl AttnKernel {
                 t(length_info),
                 t(out),
                 t(lse),
-                Any::from(causal as i64),
-                Any::from(sm_scale),
+                AnyView::from(causal as i64),
+                AnyView::from(sm_scale),
             ],
         )
     }
@@ -221,10 +220,10 @@ impl AttnKernel {
                 t(q_rope_position),
                 t(out),
                 t(lse),
-                Any::from(rotary_mode(s.rope_mode)),
-                Any::from(s.rotary_scale),
-                Any::from(s.rotary_theta),
-                Any::from(s.sm_scale),
+                AnyView::from(rotary_mode(s.rope_mode)),
+                AnyView::from(s.rotary_scale),
+                AnyView::from(s.rotary_theta),
+                AnyView::from(s.sm_scale),
             ],
         )
     }
@@ -260,10 +259,10 @@ impl AttnKernel {
                 t(q_rope_position),
                 t(out),
                 t(lse),
-                Any::from(rotary_mode(s.rope_mode)),
-                Any::from(s.rotary_scale),
-                Any::from(s.rotary_theta),
-                Any::from(s.sm_scale),
+                AnyView::from(rotary_mode(s.rope_mode)),
+                AnyView::from(s.rotary_scale),
+                AnyView::from(s.rotary_theta),
+                AnyView::from(s.sm_scale),
                 t(tree_attn_mn_indptr),
                 t(tree_attn_mask),
             ],
@@ -299,10 +298,10 @@ impl AttnKernel {
                 t(tree_attn_mask),
                 t(out),
                 t(lse),
-                Any::from(rotary_mode(s.rope_mode)),
-                Any::from(s.rotary_scale),
-                Any::from(s.rotary_theta),
-                Any::from(s.sm_scale),
+                AnyView::from(rotary_mode(s.rope_mode)),
+                AnyView::from(s.rotary_scale),
+                AnyView::from(s.rotary_theta),
+                AnyView::from(s.sm_scale),
             ],
         )
     }
@@ -329,12 +328,12 @@ pub struct Kernels {
 
 impl Kernels {
     /// Calls a plain kernel with tensors and integers.
-    pub fn run(f: &Function, args: &[Any]) -> Result<()> {
+    pub fn run(f: &Function, args: &[AnyView<'_>]) -> Result<()> {
         call(f, args)
     }
 }
 
-/// `x` as a kernel argument.
-pub fn arg(x: &Tensor) -> Any {
+/// `x` as a kernel argument (borrowed: no reference count changes).
+pub fn arg(x: &Tensor) -> AnyView<'_> {
     t(x)
 }

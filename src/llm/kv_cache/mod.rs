@@ -35,7 +35,6 @@ use crate::dtype::dtypes;
 use crate::error::{Error, Result};
 use crate::object::ObjectPayload;
 use crate::tensor::Tensor;
-use crate::value::Any;
 
 pub use self::globals::builtins;
 
@@ -394,7 +393,12 @@ impl PagedKvCache {
         for pages in &self.shared.pages {
             Kernels::run(
                 &self.shared.kernels.compact_copy,
-                &[arg(pages), arg(&indptr), arg(&pos), Any::from(batch_size)],
+                &[
+                    arg(pages),
+                    arg(&indptr),
+                    arg(&pos),
+                    crate::value::AnyView::from(batch_size),
+                ],
             )?;
         }
         Ok(())
@@ -439,7 +443,7 @@ impl PagedKvCache {
                     arg(&map),
                     arg(k),
                     arg(v),
-                    Any::from(layer as i64),
+                    crate::value::AnyView::from(layer as i64),
                 ],
             )?;
         }
@@ -464,7 +468,12 @@ impl PagedKvCache {
             }
             Kernels::run(
                 &self.shared.kernels.debug_get_kv,
-                &[arg(pages), arg(&map), arg(kv), Any::from(layer as i64)],
+                &[
+                    arg(pages),
+                    arg(&map),
+                    arg(kv),
+                    crate::value::AnyView::from(layer as i64),
+                ],
             )?;
         }
         Ok(())

@@ -5,6 +5,7 @@
 //! tokens as in TVM's cache.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use super::aux_data::AuxBuffer;
 use super::blocks::{BlockPool, Sequence, MAX_BLOCK_DEPTH, TEMP_PAGE_ID};
@@ -14,7 +15,32 @@ use super::pages::FreePages;
 use super::Shared;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
-use crate::value::Any;
+
+/// Hashes sequence ids with one multiplication (Fibonacci hashing): ids are chosen by the
+/// driver, not by an attacker, and SipHash cost more than the rest of a lookup.
+#[derive(Default)]
+pub struct SeqIdHasher(u64);
+
+impl Hasher for SeqIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_i64(&mut self, v: i64) {
+        self.0 = (v as u64)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .rotate_left(29);
+    }
+}
+
+/// Sequences by id.
+pub type SeqMap = HashMap<i64, Sequence, BuildHasherDefault<SeqIdHasher>>;
 
 /// Host copies of the auxiliary arrays of the current batch (TVM's `*_host_` vectors).
 #[derive(Default)]
@@ -83,7 +109,7 @@ pub struct Views {
 /// Everything that changes.
 pub struct State {
     pub pool: BlockPool,
-    pub seqs: HashMap<i64, Sequence>,
+    pub seqs: SeqMap,
     pub free_pages: FreePages,
     /// While a checkpoint import runs: which page groups were imported.
     pub import: Option<Vec<bool>>,
@@ -99,7 +125,7 @@ pub struct State {
 /// A copy of the bookkeeping, restored when a rare operation fails half-way.
 pub struct Snapshot {
     pool: BlockPool,
-    seqs: HashMap<i64, Sequence>,
+    seqs: SeqMap,
     free_pages: Vec<i32>,
 }
 
@@ -117,7 +143,7 @@ impl State {
             + 128;
         Ok(State {
             pool: BlockPool::default(),
-            seqs: HashMap::new(),
+            seqs: SeqMap::default(),
             free_pages: FreePages::all(cfg.num_total_pages),
             import: None,
             batch: None,
@@ -604,9 +630,9 @@ pub fn copy_single_page(sh: &Shared, src: i32, tgt: i32, copy_length: i64) -> Re
             &sh.kernels.copy_single_page,
             &[
                 arg(pages),
-                Any::from(src as i64),
-                Any::from(tgt as i64),
-                Any::from(copy_length),
+                crate::value::AnyView::from(src as i64),
+                crate::value::AnyView::from(tgt as i64),
+                crate::value::AnyView::from(copy_length),
             ],
         )?;
     }
