@@ -19,6 +19,8 @@
  *     decode_ctx<CONTEXT>   one decode step after a CONTEXT-token prompt (us)
  *     prefill_<N>           one N-token prefill of a new sequence (us)
  *     cache_rss / cache_vsz memory the cache took when created (KiB of resident / virtual)
+ *     process_rss           resident memory grown from before loading the model to after all
+ *                           steps (weights, pages written, auxiliary arrays, activations; KiB)
  *   and a CHECK line with the greedy tokens of the first steps (both runtimes must agree).
  */
 #define _GNU_SOURCE
@@ -69,7 +71,7 @@ int main(int argc, char** argv) {
   int64_t context, prefill_n;
   int samples, i, s, tok;
   static int32_t prompt[kMaxTokens];
-  double *times, rss0, vsz0, rss1, vsz1;
+  double *times, rss_start, rss0, vsz0, rss1, vsz1;
   char metric[64];
   if (argc == 6 && !strcmp(argv[1], "--steps")) return steps_only(atoi(argv[2]), argv[3], argv[4], atoll(argv[5]));
   if (argc < 5) llm_die("usage", "llm_bench MODEL.so WEIGHTS CONTEXT PREFILL_TOKENS [SAMPLES]");
@@ -79,6 +81,7 @@ int main(int argc, char** argv) {
   if (context < 1 || context >= kMaxTokens || prefill_n < 1 || prefill_n >= kMaxTokens)
     llm_die("usage", "bad sizes");
   times = (double*)calloc((size_t)samples, sizeof(double));
+  llm_memory_kib(&rss_start, &vsz0);
   llm_load(&l, argv[1], argv[2]);
   for (i = 0; i < kMaxTokens; i++) prompt[i] = (int32_t)((i * 37 + 11) % 100);
 
@@ -129,6 +132,11 @@ int main(int argc, char** argv) {
     }
     snprintf(metric, sizeof(metric), "prefill_%lld", (long long)prefill_n);
     report(metric, times, reps, "us");
+  }
+  {
+    double rss2, vsz2;
+    llm_memory_kib(&rss2, &vsz2);
+    printf("RESULT process_rss %.1f %.1f KiB\n", rss2 - rss_start, rss2 - rss_start);
   }
   printf("RESULT cache_rss %.1f %.1f KiB\n", rss1 - rss0, rss1 - rss0);
   printf("RESULT cache_vsz %.1f %.1f KiB\n", vsz1 - vsz0, vsz1 - vsz0);

@@ -9,7 +9,6 @@ use std::collections::HashMap;
 
 use super::args::Args;
 use super::guarded::Guarded;
-use super::kv_cache::blocks::MAX_TREE_SIZE;
 use super::kv_state::KvState;
 use crate::abi::DLDevice;
 use crate::error::{Error, Result};
@@ -371,7 +370,7 @@ impl KvState for RnnState {
         }
         if let Some(t) = tree {
             let total: i64 = append_lengths.iter().sum();
-            if t.len() as i64 != total || t.len() > MAX_TREE_SIZE * seq_ids.len() {
+            if t.len() as i64 != total {
                 crate::bail_value!("Unexpected token tree size for the RNN state.");
             }
             let mut at = 0;
