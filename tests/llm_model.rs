@@ -201,6 +201,65 @@ impl Replay<'_> {
                 self.call("vm.builtin.attention_kv_cache_finish_import", &[id("seq")])
                     .expect(&ctx);
             }
+            "attention_parts" => {
+                let n = step["n"].as_i64().unwrap();
+                self.call(
+                    "vm.builtin.kv_state_begin_forward",
+                    &[shape(&[step["seq"].as_i64().unwrap()]), shape(&[n])],
+                )
+                .expect(&ctx);
+                let e = &self.fx.expected;
+                let (q, k, v) = (
+                    e.tensor(&step["q"]),
+                    e.tensor(&step["k"]),
+                    e.tensor(&step["v"]),
+                );
+                let sm = Any::from(0.25f64);
+                let o = Expected::empty_like(&step["self_o"]);
+                let lse = Expected::empty_like(&step["self_lse"]);
+                self.call(
+                    "vm.builtin.attention_kv_cache_self_attention",
+                    &[
+                        id("layer"),
+                        sm.clone(),
+                        Any::from(q.clone()),
+                        Any::from(k),
+                        Any::from(v),
+                        Any::from(o.clone()),
+                        Any::from(lse.clone()),
+                    ],
+                )
+                .expect(&ctx);
+                e.assert_same(&o, &step["self_o"], &format!("{ctx}: self attention"));
+                e.assert_same(
+                    &lse,
+                    &step["self_lse"],
+                    &format!("{ctx}: self attention lse"),
+                );
+                let o = Expected::empty_like(&step["cross_o"]);
+                let lse = Expected::empty_like(&step["cross_lse"]);
+                self.call(
+                    "vm.builtin.attention_kv_cache_cross_attention",
+                    &[
+                        id("layer"),
+                        sm,
+                        Any::from(q),
+                        Any::from(o.clone()),
+                        Any::from(lse.clone()),
+                    ],
+                )
+                .expect(&ctx);
+                e.assert_same(&o, &step["cross_o"], &format!("{ctx}: cross attention"));
+                e.assert_same(
+                    &lse,
+                    &step["cross_lse"],
+                    &format!("{ctx}: cross attention lse"),
+                );
+                self.call("vm.builtin.kv_state_end_forward", &[])
+                    .expect(&ctx);
+                self.call("vm.builtin.kv_state_popn", &[id("seq"), Any::from(n)])
+                    .expect(&ctx);
+            }
             "bad" => self.bad(step, &ctx),
             other => panic!("{ctx}: unknown op {other}"),
         }
