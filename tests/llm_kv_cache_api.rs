@@ -319,3 +319,182 @@ fn a_kernel_calling_back_into_its_cache_gets_an_error() {
     assert_eq!(pages.view().as_i64(), Some(16));
     slot.lock().unwrap().take();
 }
+
+#[test]
+fn clear_disaggregation_checkpoints_and_mla_refusals() {
+    let log: Log = Arc::default();
+    let cache = create(&create_args(&log, |_| {})).unwrap();
+    let call = |name: &str, args: &[Any]| {
+        let mut all = vec![cache.clone()];
+        all.extend_from_slice(args);
+        global(name).call_values(&all)
+    };
+    let int = |name: &str, args: &[Any]| call(name, args).unwrap().view().as_i64().unwrap();
+    let empty = || {
+        call("vm.builtin.attention_kv_cache_empty", &[])
+            .unwrap()
+            .view()
+            .as_bool()
+            .unwrap()
+    };
+    assert!(empty());
+    let total_pages = int("vm.builtin.attention_kv_cache_get_num_available_pages", &[]);
+    assert_eq!(total_pages, 256 / 16 + 1);
+
+    // Receiving 20 tokens for a new sequence: its slots, as [runs, begin, length...].
+    call("vm.builtin.kv_state_add_sequence", &[Any::from(0i64)]).unwrap();
+    let r = call(
+        "vm.builtin.kv_cache_disagg_prepare_recv",
+        &[Any::from(0i64), Any::from(20i64)],
+    )
+    .unwrap();
+    let dims = tvmrt::object::shape::shape_dims(&r.view().as_object().unwrap())
+        .unwrap()
+        .to_vec();
+    assert_eq!(dims, vec![1, 0, 20], "pages 0 and 1, contiguous");
+    let e = call(
+        "vm.builtin.kv_cache_disagg_mark_send",
+        &[
+            Any::from(0i64),
+            Any::from(0i64),
+            shape(&[1, 0, 20]),
+            Any::from(0i64),
+        ],
+    )
+    .unwrap_err();
+    assert!(e.message.contains("NVSHMEM"), "{e}");
+    assert!(!empty());
+    assert_eq!(
+        int(
+            "vm.builtin.attention_kv_cache_get_total_sequence_length",
+            &[]
+        ),
+        20
+    );
+
+    // MLA calls on an MHA cache.
+    let e = call(
+        "vm.builtin.attention_kv_cache_append_mla_kv",
+        &[Any::from(0i64), Any::from(f32_tensor(&[20, 16]))],
+    )
+    .unwrap_err();
+    assert!(e.message.contains("not an MLA layer"), "{e}");
+    let e = call(
+        "vm.builtin.attention_kv_cache_debug_get_kv_mla",
+        &[
+            Any::from(0i64),
+            Any::from(0i64),
+            Any::from(4i64),
+            Any::from(f32_tensor(&[2, 4, 16])),
+        ],
+    )
+    .unwrap_err();
+    assert!(e.message.contains("Only MLA"), "{e}");
+
+    // Checkpoints: the metadata round-trips, and a changed layout, a repeated or missing group
+    // are refused.
+    let meta = call(
+        "vm.builtin.attention_kv_cache_get_checkpoint_metadata",
+        &[Any::from(0i64)],
+    )
+    .unwrap();
+    let meta = meta.view().as_str().unwrap().to_string();
+    assert!(
+        meta.starts_with("{\"format_version\":1,\"cache_type\":\"relax.vm.PagedAttentionKVCache\"")
+    );
+    let e = call(
+        "vm.builtin.attention_kv_cache_get_checkpoint_metadata",
+        &[Any::from(1i64)],
+    )
+    .unwrap_err();
+    assert!(e.message.contains("only supports sequence id 0"), "{e}");
+    let tampered = meta.replace("\"page_size\":16", "\"page_size\":32");
+    let e = call(
+        "vm.builtin.attention_kv_cache_prepare_import",
+        &[Any::from(0i64), Any::from(tampered.as_str())],
+    )
+    .unwrap_err();
+    assert!(e.message.contains("field \"page_size\" mismatch"), "{e}");
+    assert_eq!(
+        int(
+            "vm.builtin.attention_kv_cache_get_total_sequence_length",
+            &[]
+        ),
+        20,
+        "a refused import changes nothing"
+    );
+    let e = call(
+        "vm.builtin.attention_kv_cache_prepare_import",
+        &[Any::from(0i64), Any::from("{not json")],
+    )
+    .unwrap_err();
+    assert!(e.message.contains("Failed to parse"), "{e}");
+    let group = Tensor::empty(&[1, 2, 2, 2, 16, 16], dtypes::FLOAT32, cpu()).unwrap();
+    call(
+        "vm.builtin.attention_kv_cache_prepare_import",
+        &[Any::from(0i64), Any::from(meta.as_str())],
+    )
+    .unwrap();
+    let e = call(
+        "vm.builtin.attention_kv_cache_get_sequence_length",
+        &[Any::from(0i64)],
+    )
+    .unwrap_err();
+    assert!(
+        e.message.contains("until checkpoint import is finished"),
+        "{e}"
+    );
+    let import = |g: i64| {
+        call(
+            "vm.builtin.attention_kv_cache_import_page_group",
+            &[Any::from(0i64), Any::from(g), Any::from(group.clone())],
+        )
+    };
+    import(0).unwrap();
+    assert!(import(0)
+        .unwrap_err()
+        .message
+        .contains("was already imported"));
+    let e = call(
+        "vm.builtin.attention_kv_cache_finish_import",
+        &[Any::from(0i64)],
+    )
+    .unwrap_err();
+    assert!(e.message.contains("missing group 1"), "{e}");
+    let e = call(
+        "vm.builtin.kv_state_begin_forward",
+        &[shape(&[0]), shape(&[1])],
+    )
+    .unwrap_err();
+    assert!(
+        e.message.contains("before checkpoint import is finished"),
+        "{e}"
+    );
+    import(1).unwrap();
+    call(
+        "vm.builtin.attention_kv_cache_finish_import",
+        &[Any::from(0i64)],
+    )
+    .unwrap();
+    assert_eq!(
+        int(
+            "vm.builtin.attention_kv_cache_get_sequence_length",
+            &[Any::from(0i64)]
+        ),
+        20
+    );
+
+    // Clear: everything free again.
+    call("vm.builtin.kv_state_clear", &[]).unwrap();
+    assert!(empty());
+    assert_eq!(
+        int("vm.builtin.attention_kv_cache_get_num_available_pages", &[]),
+        total_pages
+    );
+    let e = call(
+        "vm.builtin.kv_state_popn",
+        &[Any::from(0i64), Any::from(1i64)],
+    )
+    .unwrap_err();
+    assert!(e.message.contains("cannot be found"), "{e}");
+}
