@@ -106,14 +106,12 @@ impl Shared {
                 qkv.shape()[0]
             );
         }
-        let temp = self
+        let (q, k, v) = r
+            .views
             .temp
             .qkv
             .as_ref()
             .ok_or_else(|| Error::runtime(format!("{F}: the cache has no MHA layer")))?;
-        let q = temp.0.view(&[total, hq, d], cfg.kv_dtype, 0)?;
-        let k = temp.1.view(&[total, hkv, d], cfg.kv_dtype, 0)?;
-        let v = temp.2.view(&[total, hkv, d], cfg.kv_dtype, 0)?;
         let (qkv_view, o_view) = if total != qkv.shape()[0] {
             (
                 qkv.view(&[total, hq + 2 * hkv, d], cfg.kv_dtype, 0)?,
@@ -134,9 +132,9 @@ impl Shared {
             &[
                 arg(&qkv_view),
                 arg(&r.views.q_rope_position_map),
-                arg(&q),
-                arg(&k),
-                arg(&v),
+                arg(q),
+                arg(k),
+                arg(v),
                 rope_arg,
             ],
         )?;
@@ -150,8 +148,8 @@ impl Shared {
                 append,
                 &[
                     arg(&self.pages[local]),
-                    arg(&k),
-                    arg(&v),
+                    arg(k),
+                    arg(v),
                     arg(&r.views.append_position_map),
                 ],
             )
@@ -159,7 +157,7 @@ impl Shared {
         if r.batch.append_before_attn {
             run_append()?;
         }
-        self.attention_internal(&r, layer_id, &q, &k, &v, &o_view, sm_scale)?;
+        self.attention_internal(&r, layer_id, q, k, v, &o_view, sm_scale)?;
         if !r.batch.append_before_attn {
             run_append()?;
         }
@@ -183,7 +181,7 @@ impl Shared {
         let mut is_first_kernel = true;
         if !r.batch.append_before_attn {
             is_first_kernel = false;
-            self.mha_self_attn(r, q, k, v, out, &r.views.merged_attn_lse, sm_scale)?;
+            self.mha_self_attn(r, q, k, v, out, &r.views.temp.merged_attn_lse, sm_scale)?;
         }
         let self_attn_computed = !is_first_kernel;
         let causal = !r.batch.append_before_attn && self.cfg.kind(layer_id) == AttnKind::MhaSliding;
@@ -192,7 +190,7 @@ impl Shared {
             local,
             q,
             out,
-            &r.views.merged_attn_lse,
+            &r.views.temp.merged_attn_lse,
             sm_scale,
             is_first_kernel,
             causal,
@@ -299,7 +297,7 @@ impl Shared {
             let (out, out_lse) = if is_first_kernel {
                 (o, lse)
             } else {
-                (&vw.temp_attn_output, &vw.temp_attn_lse)
+                (&vw.temp.attn_output, &vw.temp.attn_lse)
             };
             let (page_indptr, page_indices, length_info, k_rope_pos, theta, scale) =
                 if sliding_layer {
@@ -396,7 +394,7 @@ impl Shared {
                 )?;
             }
             if !is_first_kernel {
-                self.merge(0, o, lse, &vw.temp_attn_output, &vw.temp_attn_lse)?;
+                self.merge(0, o, lse, &vw.temp.attn_output, &vw.temp.attn_lse)?;
             } else {
                 is_first_kernel = false;
             }
@@ -424,7 +422,7 @@ impl Shared {
             let (out, out_lse) = if is_first_kernel {
                 (o, lse)
             } else {
-                (&vw.temp_attn_output, &vw.temp_attn_lse)
+                (&vw.temp.attn_output, &vw.temp.attn_lse)
             };
             if !r.batch.is_chain_on_depths[d] {
                 crate::bail_value!("Tree attn not able for MLA for now.");
@@ -446,7 +444,7 @@ impl Shared {
                 out_lse,
             )?;
             if !is_first_kernel {
-                self.merge(0, o, lse, &vw.temp_attn_output, &vw.temp_attn_lse)?;
+                self.merge(0, o, lse, &vw.temp.attn_output, &vw.temp.attn_lse)?;
             } else {
                 is_first_kernel = false;
             }

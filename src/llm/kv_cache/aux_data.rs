@@ -4,6 +4,8 @@
 //!
 //! The copies go through [`crate::llm::transfer`].
 
+use std::cell::RefCell;
+
 use crate::abi::DLDevice;
 use crate::dtype::dtypes;
 use crate::error::Result;
@@ -32,11 +34,17 @@ impl Segment {
     }
 }
 
+/// Views kept from earlier forwards: a decode step asks for the same arrays at the same
+/// places every time, and reusing their tensor objects saves allocating them again.
+const KEPT_VIEWS: usize = 64;
+
 /// A merged staging buffer on the host and its copy on the device.
 pub struct AuxBuffer {
     device: DLDevice,
     host: Vec<i32>,
     on_device: Tensor,
+    /// (offset, shape, view) of views handed out over `on_device`.
+    views: RefCell<Vec<(usize, Vec<i64>, Tensor)>>,
 }
 
 impl AuxBuffer {
@@ -46,6 +54,7 @@ impl AuxBuffer {
             device,
             host: Vec::with_capacity(capacity),
             on_device: Tensor::empty(&[capacity.max(ALIGN_ELEMS) as i64], dtypes::INT32, device)?,
+            views: RefCell::new(Vec::new()),
         })
     }
 
@@ -72,6 +81,7 @@ impl AuxBuffer {
         if n > self.on_device.numel() as usize {
             let capacity = n.next_power_of_two();
             self.on_device = Tensor::empty(&[capacity as i64], dtypes::INT32, self.device)?;
+            self.views.get_mut().clear();
         }
         if n == 0 {
             return Ok(());
@@ -89,8 +99,21 @@ impl AuxBuffer {
                 seg.len
             )));
         }
-        self.on_device
-            .view(shape, dtypes::INT32, (seg.offset * 4) as u64)
+        let mut views = self.views.borrow_mut();
+        if let Some((_, _, v)) = views
+            .iter()
+            .find(|(o, s, _)| *o == seg.offset && s == shape)
+        {
+            return Ok(v.clone());
+        }
+        let v = self
+            .on_device
+            .view(shape, dtypes::INT32, (seg.offset * 4) as u64)?;
+        if views.len() == KEPT_VIEWS {
+            views.clear();
+        }
+        views.push((seg.offset, shape.to_vec(), v.clone()));
+        Ok(v)
     }
 
     /// Bytes the device buffer holds.
@@ -126,5 +149,15 @@ mod tests {
         assert_eq!(values(&v), vec![4, 5, 6, 7, 8]);
         assert_eq!(v.data_ptr() as usize % 16, 0);
         assert!(b.device_bytes() >= 12 * 4);
+        // The same array at the same place is the same view; new contents show through.
+        b.reset();
+        let a2 = b.push(&[&[7, 8, 9]]);
+        b.commit().unwrap();
+        let again = b.view(a2, &[3]).unwrap();
+        assert_eq!(
+            again.object().as_ptr(),
+            b.view(a, &[3]).unwrap().object().as_ptr()
+        );
+        assert_eq!(values(&again), vec![7, 8, 9]);
     }
 }

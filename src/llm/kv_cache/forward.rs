@@ -584,6 +584,14 @@ pub fn sync_aux(st: &mut State, sh: &Shared) -> Result<()> {
         return Err(internal("position maps do not match the batch"));
     }
     let nd = batch.num_depths;
+    let temp = match &st.temp_views {
+        Some(t) if t.total == total => t.clone(),
+        _ => {
+            let t = temp_views(sh, total)?;
+            st.temp_views = Some(t.clone());
+            t
+        }
+    };
     let aux = &mut st.aux;
     aux.reset();
     // In TVM's order: the query position map first (offset 0), then per depth.
@@ -668,21 +676,7 @@ pub fn sync_aux(st: &mut State, sh: &Shared) -> Result<()> {
         cur_append_length_indptr: one(cur)?,
         k_ragged_rope_pos_offset: one(kragged)?,
         append_position_map: one(append)?,
-        temp_attn_output: sh.temp.output.view(
-            &[total, cfg.num_qo_heads, cfg.v_head_dim],
-            cfg.kv_dtype,
-            0,
-        )?,
-        temp_attn_lse: sh.temp.lse.view(
-            &[total, cfg.num_qo_heads],
-            crate::dtype::dtypes::FLOAT32,
-            0,
-        )?,
-        merged_attn_lse: sh.temp.merged_lse.view(
-            &[total, cfg.num_qo_heads],
-            crate::dtype::dtypes::FLOAT32,
-            0,
-        )?,
+        temp,
     };
     for t in trees {
         match t {
@@ -701,6 +695,31 @@ pub fn sync_aux(st: &mut State, sh: &Shared) -> Result<()> {
     st.views = Some(views);
     st.dirty = false;
     Ok(())
+}
+
+/// Views of the scratch tensors for `total` tokens.
+fn temp_views(sh: &Shared, total: i64) -> Result<super::state::TempViews> {
+    let cfg = &sh.cfg;
+    let (hq, hkv) = (cfg.num_qo_heads, cfg.num_kv_heads);
+    let qkv = match &sh.temp.qkv {
+        Some((q, k, v)) => Some((
+            q.view(&[total, hq, cfg.qk_head_dim], cfg.kv_dtype, 0)?,
+            k.view(&[total, hkv, cfg.qk_head_dim], cfg.kv_dtype, 0)?,
+            v.view(&[total, hkv, cfg.v_head_dim], cfg.kv_dtype, 0)?,
+        )),
+        None => None,
+    };
+    let f32 = crate::dtype::dtypes::FLOAT32;
+    Ok(super::state::TempViews {
+        total,
+        qkv,
+        attn_output: sh
+            .temp
+            .output
+            .view(&[total, hq, cfg.v_head_dim], cfg.kv_dtype, 0)?,
+        attn_lse: sh.temp.lse.view(&[total, hq], f32, 0)?,
+        merged_attn_lse: sh.temp.merged_lse.view(&[total, hq], f32, 0)?,
+    })
 }
 
 /// The error for attention without a prepared batch.

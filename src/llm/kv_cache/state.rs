@@ -101,8 +101,18 @@ pub struct Views {
     pub cur_append_length_indptr: Tensor,
     pub k_ragged_rope_pos_offset: Tensor,
     pub append_position_map: Tensor,
-    pub temp_attn_output: Tensor,
-    pub temp_attn_lse: Tensor,
+    pub temp: TempViews,
+}
+
+/// Views of the scratch tensors for a batch of `total` tokens (kept while the batch size
+/// stays the same, as in a run of decode steps).
+#[derive(Clone)]
+pub struct TempViews {
+    pub total: i64,
+    /// q, k, v split from fused QKV (when the cache has MHA layers).
+    pub qkv: Option<(Tensor, Tensor, Tensor)>,
+    pub attn_output: Tensor,
+    pub attn_lse: Tensor,
     pub merged_attn_lse: Tensor,
 }
 
@@ -118,6 +128,8 @@ pub struct State {
     /// The device arrays are older than the host arrays.
     pub dirty: bool,
     pub views: Option<Views>,
+    /// The scratch views of the last batch.
+    pub temp_views: Option<TempViews>,
     pub aux: AuxBuffer,
     pub compact_aux: AuxBuffer,
 }
@@ -150,6 +162,7 @@ impl State {
             host: HostArrays::default(),
             dirty: false,
             views: None,
+            temp_views: None,
             aux: AuxBuffer::new(cfg.device, capacity)?,
             compact_aux: AuxBuffer::new(cfg.device, 2 * seqs + 8)?,
         })
