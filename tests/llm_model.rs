@@ -7,7 +7,7 @@
 
 mod llm_support;
 
-use llm_support::{global, obj, shape, Expected, Fixture};
+use llm_support::{global, ints, obj, shape, Expected, Fixture};
 use serde_json::Value;
 use tvmrt::llm::generate::{CacheOptions, LanguageModel};
 use tvmrt::object::ObjectRef;
@@ -21,14 +21,6 @@ struct Replay<'a> {
     cache: Option<ObjectRef>,
     checkpoint: Option<(String, Vec<Tensor>)>,
     forwards: usize,
-}
-
-fn ints(v: &Value) -> Vec<i64> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_i64().unwrap())
-        .collect()
 }
 
 fn tokens(v: &Value) -> Vec<i32> {

@@ -4,7 +4,7 @@
 
 mod llm_support;
 
-use llm_support::{dir, global, shape, Expected, Fixture};
+use llm_support::{dir, global, ints, shape, Expected, Fixture};
 use serde_json::Value;
 use tvmrt::function::Function;
 use tvmrt::module::load_from_file;
@@ -14,14 +14,6 @@ use tvmrt::value::Any;
 
 fn f64_of(v: &Value) -> f64 {
     v.as_f64().unwrap()
-}
-
-fn ints(v: &Value) -> Vec<i64> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_i64().unwrap())
-        .collect()
 }
 
 fn array(items: Vec<Any>) -> Any {

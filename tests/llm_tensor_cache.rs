@@ -6,19 +6,11 @@
 
 mod llm_support;
 
-use llm_support::{dir, global};
+use llm_support::{dir, f32s, global};
 use tvmrt::module::Module;
 use tvmrt::object::containers::array::{array_items, new_array};
 use tvmrt::tensor::Tensor;
 use tvmrt::value::Any;
-
-fn f32s(t: &Tensor) -> Vec<f32> {
-    t.to_vec()
-        .unwrap()
-        .chunks(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
 
 fn tensors(v: &Any) -> Vec<Tensor> {
     let obj = v.view().as_object().unwrap();

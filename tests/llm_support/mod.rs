@@ -36,6 +36,24 @@ pub fn obj(o: &ObjectRef) -> Any {
     Any::from_object(o.clone())
 }
 
+/// The integers of a JSON list.
+pub fn ints(v: &Value) -> Vec<i64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_i64().unwrap())
+        .collect()
+}
+
+/// The values of a float32 tensor.
+pub fn f32s(t: &Tensor) -> Vec<f32> {
+    t.to_vec()
+        .unwrap()
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
 /// The tensors TVM returned.
 pub struct Expected {
     blob: Vec<u8>,
@@ -135,7 +153,7 @@ pub fn argmax_rows(logits: &Tensor) -> Vec<i32> {
             let v: Vec<f32> = row
                 .chunks(4)
                 .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-                .collect();
+                .collect::<Vec<_>>();
             let mut best = 0;
             for i in 1..v.len() {
                 if v[i] > v[best] {

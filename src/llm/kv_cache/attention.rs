@@ -274,7 +274,7 @@ impl Shared {
         o: &Tensor,
         lse: &Tensor,
         sm_scale: f64,
-        mut is_first_kernel: bool,
+        is_first_kernel: bool,
         causal: bool,
     ) -> Result<bool> {
         let cfg = &self.cfg;
@@ -289,16 +289,7 @@ impl Shared {
         };
         let vw = r.views;
         let pages = &self.pages[local];
-        let mut computed = false;
-        for d in 0..r.batch.num_depths {
-            if vw.page_indices[d].shape()[0] == 0 {
-                continue;
-            }
-            let (out, out_lse) = if is_first_kernel {
-                (o, lse)
-            } else {
-                (&vw.temp.attn_output, &vw.temp.attn_lse)
-            };
+        self.over_depths(r, o, lse, is_first_kernel, |d, out, out_lse| {
             let (page_indptr, page_indices, length_info, k_rope_pos, theta, scale) =
                 if sliding_layer {
                     let missing = || super::state::internal("no sliding-window page table");
@@ -393,14 +384,8 @@ impl Shared {
                     out_lse,
                 )?;
             }
-            if !is_first_kernel {
-                self.merge(0, o, lse, &vw.temp.attn_output, &vw.temp.attn_lse)?;
-            } else {
-                is_first_kernel = false;
-            }
-            computed = true;
-        }
-        Ok(computed)
+            Ok(())
+        })
     }
 
     /// `MLACrossAttnInternal`.
@@ -414,16 +399,7 @@ impl Shared {
         sm_scale: f64,
     ) -> Result<bool> {
         let vw = r.views;
-        let mut is_first_kernel = true;
-        for d in 0..r.batch.num_depths {
-            if vw.page_indices[d].shape()[0] == 0 {
-                continue;
-            }
-            let (out, out_lse) = if is_first_kernel {
-                (o, lse)
-            } else {
-                (&vw.temp.attn_output, &vw.temp.attn_lse)
-            };
+        self.over_depths(r, o, lse, true, |d, out, out_lse| {
             if !r.batch.is_chain_on_depths[d] {
                 crate::bail_value!("Tree attn not able for MLA for now.");
             }
@@ -442,14 +418,38 @@ impl Shared {
                 sm_scale,
                 out,
                 out_lse,
-            )?;
-            if !is_first_kernel {
-                self.merge(0, o, lse, &vw.temp.attn_output, &vw.temp.attn_lse)?;
-            } else {
-                is_first_kernel = false;
+            )
+        })
+    }
+
+    /// Runs `attend(depth, out, lse)` for each depth whose page table is not empty: the first
+    /// result goes into `o`/`lse` (unless `is_first_kernel` is false: they hold one already),
+    /// later ones into the scratch tensors, merged into `o`/`lse` right after. Returns whether
+    /// any depth ran.
+    fn over_depths(
+        &self,
+        r: &Ready<'_>,
+        o: &Tensor,
+        lse: &Tensor,
+        mut is_first_kernel: bool,
+        mut attend: impl FnMut(usize, &Tensor, &Tensor) -> Result<()>,
+    ) -> Result<bool> {
+        let vw = r.views;
+        let mut computed = false;
+        for d in 0..r.batch.num_depths {
+            if vw.page_indices[d].shape()[0] == 0 {
+                continue;
             }
+            if is_first_kernel {
+                attend(d, o, lse)?;
+                is_first_kernel = false;
+            } else {
+                attend(d, &vw.temp.attn_output, &vw.temp.attn_lse)?;
+                self.merge(0, o, lse, &vw.temp.attn_output, &vw.temp.attn_lse)?;
+            }
+            computed = true;
         }
-        Ok(!is_first_kernel)
+        Ok(computed)
     }
 
     fn merge(
