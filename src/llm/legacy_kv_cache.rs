@@ -32,6 +32,12 @@ unsafe impl ObjectPayload for LegacyKvCache {
     }
 }
 
+// The payload is shared between threads (the safety claim above): checked here.
+const _: fn() = || {
+    fn shared<T: Send + Sync>() {}
+    shared::<LegacyKvCache>();
+};
+
 fn elem_bytes(t: &Tensor) -> i64 {
     crate::dtype::element_bytes(t.dtype()) as i64
 }

@@ -59,6 +59,12 @@ unsafe impl ObjectPayload for RnnState {
     }
 }
 
+// The payload is shared between threads (the safety claim above): checked here.
+const _: fn() = || {
+    fn shared<T: Send + Sync>() {}
+    shared::<RnnState>();
+};
+
 fn not_found(seq_id: i64) -> Error {
     Error::value(format!(
         "The sequence \"{seq_id}\" cannot be found in the space state storage."

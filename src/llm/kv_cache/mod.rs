@@ -72,6 +72,12 @@ unsafe impl ObjectPayload for PagedKvCache {
     }
 }
 
+// The payload is shared between threads (the safety claim above): checked here.
+const _: fn() = || {
+    fn shared<T: Send + Sync>() {}
+    shared::<PagedKvCache>();
+};
+
 const CREATE: &str = "vm.builtin.paged_attention_kv_cache_create";
 
 impl PagedKvCache {
