@@ -20,7 +20,10 @@
 pub mod api;
 pub mod cpu;
 mod globals;
+pub mod launch;
 pub mod memory;
+#[cfg(feature = "opencl")]
+pub mod opencl;
 pub mod stream;
 
 use once_cell::sync::Lazy;
@@ -58,7 +61,11 @@ pub struct BackEnd {
 }
 
 /// The back ends built into tvmrt. A new back end is a folder beside `cpu.rs` and a line here.
-pub static BACK_ENDS: &[&BackEnd] = &[&cpu::BACK_END];
+pub static BACK_ENDS: &[&BackEnd] = &[
+    &cpu::BACK_END,
+    #[cfg(feature = "opencl")]
+    &opencl::BACK_END,
+];
 
 /// A device module (kernels compiled for a device, imported by a host module), as `tvmrt
 /// inspect` shows it.
