@@ -223,6 +223,26 @@ fn data_spaces_streams_and_scopes() {
         last_error()
     );
     assert_eq!(live_buffers(), before);
+    // TVMFFIEnvTensorAlloc with no DLPack allocator installed: tvmrt's own, on the device.
+    let mut dims = [3i64, 2];
+    let mut proto = DLTensor {
+        data: null_mut(),
+        device: dev,
+        ndim: 2,
+        dtype: dtypes::FLOAT32,
+        shape: dims.as_mut_ptr(),
+        strides: null_mut(),
+        byte_offset: 0,
+    };
+    let mut obj = null_mut();
+    // SAFETY: valid prototype and out pointer.
+    assert_eq!(unsafe { TVMFFIEnvTensorAlloc(&mut proto, &mut obj) }, 0);
+    // SAFETY: a new reference to a tensor object, released below.
+    let t = Tensor::from_object(unsafe { tvmrt::object::ObjectRef::from_raw_owned(obj) }.unwrap())
+        .unwrap();
+    assert_eq!((t.device(), t.shape()), (dev, &[3i64, 2][..]));
+    drop(t);
+    assert_eq!(live_buffers(), before);
     // Streams: OpenCL has one queue per device, as in TVM.
     let mut s = 0x1 as *mut c_void;
     // SAFETY: valid out pointer.
