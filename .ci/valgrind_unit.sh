@@ -3,9 +3,10 @@
 # library pages (mapped), tensors read in place (tensor::serialize), tvm-ffi's dense map layout
 # (containers::map), arrays changed in place and hook callbacks (reflection::structural), a
 # loaded library's own symbol tables (module::dynsym), the random fillers writing tensors
-# (contrib::random), zeroed blocks aligned inside calloc'ed memory (tensor::alloc), and the LLM
-# state's mapped weight shards, int32 uploads and staged auxiliary arrays (llm::). Fails on any
-# memory error.
+# (contrib::random), the device layer (device::: host allocation, zeroed blocks, payload and
+# launch parsing; the OpenCL calls themselves run under valgrind in ctest's memcheck_opencl),
+# and the LLM state's mapped weight shards, int32 uploads and staged auxiliary arrays (llm::).
+# Fails on any memory error.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bin=$(cargo test --lib --no-run --message-format=json 2>/dev/null |
@@ -17,4 +18,4 @@ for line in sys.stdin:
 [ -n "$bin" ] || { echo "valgrind_unit.sh: no unit test binary found"; exit 1; }
 valgrind --quiet --error-exitcode=1 --leak-check=no "$bin" --test-threads 1 \
   mapped:: tensor::serialize containers::map reflection::structural contrib::random \
-  module::dynsym tensor::alloc llm::
+  module::dynsym device:: llm::

@@ -21,25 +21,37 @@
  */
 typedef int32_t (*TVMRTRunOnceFn)(void *cdata);
 
+/**
+ * `cl_int`.
+ */
+typedef int32_t ClInt;
+
+typedef uint32_t ClUint;
+
+typedef uint64_t ClBitfield;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
 
 /**
- * Allocates `nbytes` of 64-byte-aligned scratch memory from this thread's pool; NULL with the
- * error raised on failure. Free it with `TVMBackendFreeWorkspace` on the same thread.
+ * Allocates `nbytes` of scratch memory on a device for a kernel; NULL with the error raised on
+ * failure. On the CPU it is 64-byte aligned and comes from this thread's pool (free it on the
+ * same thread); elsewhere from the device's back end (an OpenCL buffer descriptor, say). Free
+ * it with `TVMBackendFreeWorkspace`.
  */
 void *TVMBackendAllocWorkspace(int device_type,
                                int device_id,
                                uint64_t nbytes,
-                               int _dtype_code_hint,
-                               int _dtype_bits_hint);
+                               int dtype_code_hint,
+                               int dtype_bits_hint);
 
 /**
- * Returns workspace memory to this thread's pool.
+ * Returns workspace memory (to this thread's pool on the CPU).
  *
  * # Safety
- * `ptr` came from `TVMBackendAllocWorkspace` on this thread (anything else is refused).
+ * `ptr` came from `TVMBackendAllocWorkspace` on this device (on this thread for the CPU;
+ * unknown pointers are refused there).
  */
 int TVMBackendFreeWorkspace(int device_type, int device_id, void *ptr);
 
@@ -754,7 +766,8 @@ int TVMModFree(void *mod_);
 int TVMBackendGetFuncFromEnv(void *mod_node, const char *func_name, void **out);
 
 /**
- * Allocates a compact, zero-filled, 64-byte-aligned CPU array (release with `TVMArrayFree`).
+ * Allocates a compact array on a device (release with `TVMArrayFree`); on the CPU it is
+ * zero-filled and 64-byte aligned.
  *
  * # Safety
  * `shape` is null or readable for `ndim` values; `out` is null or writable.
@@ -778,7 +791,8 @@ int TVMArrayFree(DLTensor *handle);
 
 /**
  * Copies `nbytes` from `data` (compact row-major) into the array; `nbytes` must equal the
- * array's size. Like TVM, any CPU `DLTensor*` is accepted, strided ones included.
+ * array's size. Like TVM, any `DLTensor*` is accepted (strided ones too in host memory); the
+ * copy has finished when the call returns.
  *
  * # Safety
  * `handle` is null or a valid `DLTensor` describing live memory; `data` is null or readable
@@ -796,17 +810,20 @@ int TVMArrayCopyFromBytes(DLTensor *handle, void *data, size_t nbytes);
 int TVMArrayCopyToBytes(DLTensor *handle, void *data, size_t nbytes);
 
 /**
- * Copies one array into another: equal byte sizes for compact arrays; strided arrays (views)
- * also need equal shapes and element sizes. `stream` is ignored (CPU).
+ * Copies one array into another: equal byte sizes for compact arrays; strided arrays (views,
+ * host memory only) also need equal shapes and element sizes. A copy between two tensors of
+ * one device is queued on `stream` (null: the default one); copies to or from the host have
+ * finished when the call returns.
  *
  * # Safety
  * `from` and `to` are null or valid `DLTensor`s describing live memory; `to` is writable.
  */
-int TVMArrayCopyFromTo(DLTensor *from, DLTensor *to, void *_stream);
+int TVMArrayCopyFromTo(DLTensor *from, DLTensor *to, void *stream);
 
 /**
- * Allocates `nbytes` of CPU memory aligned to `max(alignment, 64)` (free with
- * `TVMDeviceFreeDataSpace`).
+ * Allocates `nbytes` on a device, aligned to `alignment` (0 or a power of two; at least 64
+ * bytes on the CPU); free with `TVMDeviceFreeDataSpace`. The pointer is the back end's: a host
+ * address on the CPU, a buffer descriptor on OpenCL.
  *
  * # Safety
  * `out_data` is null or writable.
@@ -814,12 +831,13 @@ int TVMArrayCopyFromTo(DLTensor *from, DLTensor *to, void *_stream);
 int TVMDeviceAllocDataSpace(DLDevice dev,
                             size_t nbytes,
                             size_t alignment,
-                            DLDataType _type_hint,
+                            DLDataType type_hint,
                             void **out_data);
 
 /**
- * Allocates CPU memory for a compact tensor of `shape` and `dtype`. `mem_scope` must be null,
- * `""` or `"global"` (TVM's default `DeviceAPI` accepts only those).
+ * Allocates device memory for a compact tensor of `shape` and `dtype` in memory scope
+ * `mem_scope` (null, `""` and `"global"` are plain memory; other scopes only where the back
+ * end has them, as TVM's `DeviceAPI`).
  *
  * # Safety
  * `shape` is null or readable for `ndim` values; `mem_scope` is null or a C string;
@@ -841,20 +859,21 @@ int TVMDeviceAllocDataSpaceWithScope(DLDevice dev,
 int TVMDeviceFreeDataSpace(DLDevice dev, void *ptr);
 
 /**
- * Copies between two `DLTensor`s (any producer; CPU only; see `TVMArrayCopyFromTo`).
+ * Copies between two `DLTensor`s (any producer; see `TVMArrayCopyFromTo`).
  *
  * # Safety
  * `from` and `to` are null or valid `DLTensor`s describing live memory; `to` is writable.
  */
-int TVMDeviceCopyDataFromTo(DLTensor *from, DLTensor *to, void *_stream);
+int TVMDeviceCopyDataFromTo(DLTensor *from, DLTensor *to, void *stream);
 
 /**
- * Waits for a stream: nothing to wait for on the CPU.
+ * Waits until the work queued on `stream` (null: the device's default stream) has finished.
  */
-int TVMSynchronize(int device_type, int device_id, void *_stream);
+int TVMSynchronize(int device_type, int device_id, void *stream);
 
 /**
- * Creates a stream: the CPU has none, so `*out` is null.
+ * Creates a stream on a device (`*out` is null where the device has only its default stream:
+ * the CPU, OpenCL). Free it with `TVMStreamFree`.
  *
  * # Safety
  * `out` is null or writable.
@@ -862,19 +881,22 @@ int TVMSynchronize(int device_type, int device_id, void *_stream);
 int TVMStreamCreate(int device_type, int device_id, void **out);
 
 /**
- * Frees a stream: nothing to free on the CPU.
+ * Frees a stream from `TVMStreamCreate`.
+ *
+ * # Safety
+ * `stream` came from `TVMStreamCreate` on this device and is not used afterwards.
  */
-int TVMStreamFree(int device_type, int device_id, void *_stream);
+int TVMStreamFree(int device_type, int device_id, void *stream);
 
 /**
- * Sets the thread's stream: the CPU has none, so nothing changes.
+ * Makes `handle` the calling thread's current stream for the device.
  */
-int TVMSetStream(int device_type, int device_id, void *_handle);
+int TVMSetStream(int device_type, int device_id, void *handle);
 
 /**
- * Orders two streams: nothing to order on the CPU.
+ * Makes stream `dst` wait for the work queued on `src` so far.
  */
-int TVMStreamStreamSynchronize(int device_type, int device_id, void *_src, void *_dst);
+int TVMStreamStreamSynchronize(int device_type, int device_id, void *src, void *dst);
 
 /**
  * Creates a tensor described by `prototype` that shares `source`'s data and keeps it alive
@@ -888,8 +910,8 @@ int TVMFFITensorCreateUnsafeView(void *source, const DLTensor *prototype, void *
 
 /**
  * Allocates a compact tensor of the prototype's shape, dtype and device through the thread's
- * DLPack allocator, or, when none is installed, tvmrt's own CPU allocation (`out`: a new
- * reference).
+ * DLPack allocator, or, when none is installed, tvmrt's own allocation on that device through
+ * its back end (`out`: a new reference).
  *
  * # Safety
  * `prototype` is null or a valid `DLTensor` (only dtype, ndim, shape, device are read);

@@ -35,6 +35,7 @@ pub fn all() -> Vec<(&'static str, Function)> {
     v.extend(crate::contrib::set_ops::builtins());
     v.extend(crate::contrib::shape_ops::builtins());
     v.extend(crate::tensor::builtins::builtins());
+    v.extend(crate::device::builtins());
     v.extend(crate::module::system_lib::builtins());
     v.extend(crate::vm::builtins());
     v.extend(crate::graph::builtins());

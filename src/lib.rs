@@ -13,6 +13,7 @@ pub mod builtins;
 #[macro_use]
 pub mod capi;
 pub mod contrib;
+pub mod device;
 pub mod dtype;
 pub mod error;
 pub mod function;

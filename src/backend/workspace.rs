@@ -1,5 +1,5 @@
-//! Workspace memory for kernels (`TVMBackendAllocWorkspace` / `TVMBackendFreeWorkspace`) and
-//! aligned allocation for tensor data.
+//! Workspace memory for CPU kernels (`TVMBackendAllocWorkspace` / `TVMBackendFreeWorkspace` with
+//! `kDLCPU`, served by [`crate::device::cpu`]).
 //!
 //! Follows TVM's CPU workspace pool (`src/runtime/workspace_pool.cc`, used per thread by
 //! `cpu_device_api.cc`): each thread keeps its own pool; requests are rounded up to whole 4 KiB
@@ -14,6 +14,7 @@ use std::cell::RefCell;
 use std::ffi::c_void;
 use std::ptr::NonNull;
 
+use crate::device::cpu::{alloc_host, free_host};
 use crate::error::{Error, Result};
 
 /// TVM's `kWorkspacePageSize`: the granularity of workspace blocks.
@@ -21,42 +22,6 @@ pub const WORKSPACE_PAGE_BYTES: usize = 4 << 10;
 
 /// TVM's `kTempAllocaAlignment` (and `kAllocAlignment`): the alignment kernels assume.
 pub const WORKSPACE_ALIGN: usize = 64;
-
-/// Allocates `nbytes` (at least 1) aligned to `align`, which must be a power of two; the memory
-/// is uninitialized. Free it with [`free_aligned`] (or C's `free`).
-pub fn alloc_aligned(nbytes: usize, align: usize) -> Result<*mut c_void> {
-    if !align.is_power_of_two() {
-        return Err(Error::value(format!(
-            "alloc_aligned: alignment {align} is not a power of two"
-        )));
-    }
-    // posix_memalign wants a multiple of sizeof(void*); a stricter alignment satisfies a weaker.
-    let align = align.max(std::mem::size_of::<*mut c_void>());
-    if nbytes > isize::MAX as usize - align {
-        return Err(Error::value(format!(
-            "alloc_aligned: {nbytes} bytes is more than can be allocated"
-        )));
-    }
-    let mut out: *mut c_void = std::ptr::null_mut();
-    // SAFETY: `out` is a valid place for the result; `align` is a power of two and a multiple
-    // of the pointer size, as posix_memalign requires.
-    let rc = unsafe { libc::posix_memalign(&mut out, align, nbytes.max(1)) };
-    if rc != 0 || out.is_null() {
-        return Err(Error::runtime(format!(
-            "alloc_aligned: out of memory allocating {nbytes} bytes aligned to {align}"
-        )));
-    }
-    Ok(out)
-}
-
-/// Frees memory from [`alloc_aligned`]; null is ignored.
-///
-/// # Safety
-/// `ptr` must be null or a live pointer returned by [`alloc_aligned`], not used afterwards.
-pub unsafe fn free_aligned(ptr: *mut c_void) {
-    // SAFETY: by the caller's contract `ptr` came from posix_memalign and is freed once.
-    unsafe { libc::free(ptr) }
-}
 
 #[derive(Clone, Copy, Debug)]
 struct Block {
@@ -94,10 +59,10 @@ impl Pool {
             // Nothing big enough. Like TVM, give back the largest free block (it is too small)
             // so the pool does not keep growing with blocks that never fit again.
             if let Some(old) = self.free.pop() {
-                // SAFETY: free blocks came from alloc_aligned and are owned by the pool.
-                unsafe { free_aligned(old.data.as_ptr()) };
+                // SAFETY: free blocks came from alloc_host and are owned by the pool.
+                unsafe { free_host(old.data.as_ptr()) };
             }
-            let data = alloc_aligned(bytes, WORKSPACE_ALIGN).map_err(|_| oom(nbytes))?;
+            let data = alloc_host(bytes, WORKSPACE_ALIGN).map_err(|_| oom(nbytes))?;
             Block {
                 data: NonNull::new(data).ok_or_else(|| oom(nbytes))?,
                 bytes,
@@ -133,8 +98,8 @@ impl Drop for Pool {
     /// use them, and a leak is safer than a dangling pointer (TVM's `Release` does the same).
     fn drop(&mut self) {
         for block in self.free.drain(..) {
-            // SAFETY: free blocks came from alloc_aligned and nothing refers to them any more.
-            unsafe { free_aligned(block.data.as_ptr()) };
+            // SAFETY: free blocks came from alloc_host and nothing refers to them any more.
+            unsafe { free_host(block.data.as_ptr()) };
         }
     }
 }
@@ -325,8 +290,6 @@ mod tests {
         );
         let e = alloc_workspace(u64::MAX / 2).unwrap_err();
         assert!(e.message.contains("bytes"), "{}", e.message);
-        assert!(alloc_aligned(16, 48).is_err());
-        assert!(alloc_aligned(usize::MAX, 64).is_err());
     }
 
     #[test]
@@ -369,22 +332,5 @@ mod tests {
                 }
             });
         }
-    }
-
-    #[test]
-    fn aligned_helpers() {
-        for align in [1usize, 8, 64, 128, 4096] {
-            let p = alloc_aligned(1000, align).unwrap();
-            assert_eq!(addr(p) % align, 0);
-            // SAFETY: p holds 1000 bytes and is freed once.
-            unsafe {
-                std::ptr::write_bytes(p as *mut u8, 1, 1000);
-                free_aligned(p);
-            }
-        }
-        let p = alloc_aligned(0, 64).unwrap();
-        assert!(!p.is_null());
-        // SAFETY: from alloc_aligned, freed once.
-        unsafe { free_aligned(p) };
     }
 }

@@ -5,22 +5,25 @@ use std::ffi::{c_char, c_int, c_void};
 
 use once_cell::sync::Lazy;
 
+use crate::abi::{DLDevice, DLDeviceType};
 use crate::backend::thread_pool::{self, ParallelGroupEnv, ParallelLambda, RunOnceFn};
-use crate::backend::workspace;
 use crate::capi::boundary::{c_str, non_null, run_or};
 use crate::error::{Error, Result};
 
-/// kDLCPU: the only device tvmrt's backend serves.
-const CPU: c_int = 1;
-
-fn check_cpu(device_type: c_int, device_id: c_int, what: &str) -> Result<()> {
-    if device_type == CPU {
-        Ok(())
-    } else {
-        Err(Error::value(format!(
-            "{what}: device type {device_type} (id {device_id}) is not supported by tvmrt (CPU only)"
-        )))
-    }
+/// The device `(device_type, device_id)` and its back end.
+fn device_api(
+    device_type: c_int,
+    device_id: c_int,
+    what: &str,
+) -> Result<(DLDevice, &'static dyn crate::device::DeviceApi)> {
+    let t = u32::try_from(device_type)
+        .map_err(|_| Error::value(format!("{what}: invalid device_type {device_type}")))?;
+    let dev = DLDevice {
+        device_type: DLDeviceType(t),
+        device_id,
+    };
+    let api = crate::device::api_of(dev).map_err(|e| e.context(what))?;
+    Ok((dev, api))
 }
 
 /// Lets the pool report a failed task's own error: a task sets it on its worker thread
@@ -28,26 +31,36 @@ fn check_cpu(device_type: c_int, device_id: c_int, what: &str) -> Result<()> {
 static TASK_ERRORS: Lazy<()> =
     Lazy::new(|| thread_pool::set_task_error_source(Some(crate::raised::take_raised)));
 
-/// Allocates `nbytes` of 64-byte-aligned scratch memory from this thread's pool; NULL with the
-/// error raised on failure. Free it with `TVMBackendFreeWorkspace` on the same thread.
+/// Allocates `nbytes` of scratch memory on a device for a kernel; NULL with the error raised on
+/// failure. On the CPU it is 64-byte aligned and comes from this thread's pool (free it on the
+/// same thread); elsewhere from the device's back end (an OpenCL buffer descriptor, say). Free
+/// it with `TVMBackendFreeWorkspace`.
 #[no_mangle]
 pub extern "C" fn TVMBackendAllocWorkspace(
     device_type: c_int,
     device_id: c_int,
     nbytes: u64,
-    _dtype_code_hint: c_int,
-    _dtype_bits_hint: c_int,
+    dtype_code_hint: c_int,
+    dtype_bits_hint: c_int,
 ) -> *mut c_void {
     run_or("TVMBackendAllocWorkspace", std::ptr::null_mut(), || {
-        check_cpu(device_type, device_id, "TVMBackendAllocWorkspace")?;
-        workspace::alloc_workspace(nbytes)
+        let (dev, api) = device_api(device_type, device_id, "TVMBackendAllocWorkspace")?;
+        let nbytes = usize::try_from(nbytes).map_err(|_| {
+            Error::value(format!(
+                "TVMBackendAllocWorkspace: {nbytes} bytes is more than can be allocated"
+            ))
+        })?;
+        // TVM's hint: the code and bits given, one lane (out-of-range values are only a hint).
+        let hint = crate::dtype::dtype(dtype_code_hint as u8, dtype_bits_hint as u8, 1);
+        api.alloc_workspace(dev, nbytes, hint)
     })
 }
 
-/// Returns workspace memory to this thread's pool.
+/// Returns workspace memory (to this thread's pool on the CPU).
 ///
 /// # Safety
-/// `ptr` came from `TVMBackendAllocWorkspace` on this thread (anything else is refused).
+/// `ptr` came from `TVMBackendAllocWorkspace` on this device (on this thread for the CPU;
+/// unknown pointers are refused there).
 #[no_mangle]
 pub unsafe extern "C" fn TVMBackendFreeWorkspace(
     device_type: c_int,
@@ -55,8 +68,9 @@ pub unsafe extern "C" fn TVMBackendFreeWorkspace(
     ptr: *mut c_void,
 ) -> c_int {
     ffi_try!("TVMBackendFreeWorkspace", {
-        check_cpu(device_type, device_id, "TVMBackendFreeWorkspace")?;
-        workspace::free_workspace(ptr)
+        let (dev, api) = device_api(device_type, device_id, "TVMBackendFreeWorkspace")?;
+        // SAFETY: per the contract.
+        unsafe { api.free_workspace(dev, ptr) }
     })
 }
 

@@ -11,8 +11,8 @@ use std::ffi::{c_int, c_void};
 
 use crate::abi::{DLManagedTensor, DLManagedTensorVersioned, DLTensor};
 use crate::capi::boundary::{non_null, run_or};
+use crate::device::api::ALLOC_ALIGNMENT;
 use crate::error::{Error, Result};
-use crate::tensor::alloc::ALLOC_ALIGNMENT;
 use crate::tensor::dlpack::ImportRequirements;
 use crate::tensor::Tensor;
 

@@ -4,10 +4,10 @@
 //!
 //! A classic `TVMArrayHandle` is the `DLTensor*` inside a tensor object (object + 24), as in
 //! TVM. The calls that own or share the array (`TVMArrayFree`, `TVMArrayToDLPack`) need such a
-//! handle; the copy calls, like TVM's, accept any CPU `DLTensor*`. tvmrt serves the CPU only:
-//! every other device is refused with a message naming it.
-//! Streams do not exist on the CPU (TVM's CPU device API has none): creating one gives null,
-//! and synchronizing or setting one does nothing.
+//! handle; the copy calls, like TVM's, accept any `DLTensor*`. Devices go through their back
+//! end ([`crate::device`]); a device type with none is refused with a message naming it.
+//! Streams are the back end's: the CPU has none (creating one gives null, synchronizing or
+//! setting one does nothing), OpenCL has one queue per device (null).
 
 use std::ffi::{c_char, c_int, c_void};
 
@@ -15,22 +15,26 @@ use dlpark::ffi::DLPackManagedTensorAllocator;
 
 use crate::abi::{DLDataType, DLDevice, DLDeviceType, DLTensor};
 use crate::capi::boundary::{c_str, non_null, run_or, write_out};
+use crate::device;
 use crate::dtype::dtype;
 use crate::error::{Error, Result};
-use crate::tensor::{alloc, copy, env, layout, Tensor};
+use crate::tensor::{copy, env, layout, Tensor};
 
-/// Fails unless `(device_type, device_id)` is the CPU.
-fn check_cpu_ids(device_type: c_int, device_id: c_int, what: &str) -> Result<()> {
-    if device_type < 0 {
-        return Err(Error::value(format!(
-            "{what}: invalid device_type {device_type}"
-        )));
-    }
+/// The device `(device_type, device_id)` names, checked to have a back end.
+fn device_ids(device_type: c_int, device_id: c_int, what: &str) -> Result<DLDevice> {
+    let t = u32::try_from(device_type)
+        .map_err(|_| Error::value(format!("{what}: invalid device_type {device_type}")))?;
     let dev = DLDevice {
-        device_type: DLDeviceType(device_type as u32),
+        device_type: DLDeviceType(t),
         device_id,
     };
-    layout::check_cpu(dev, what)
+    device::api_of(dev).map_err(|e| e.context(what))?;
+    Ok(dev)
+}
+
+/// The back end of `dev`, with `what` in its error.
+fn api_for(dev: DLDevice, what: &str) -> Result<&'static dyn device::DeviceApi> {
+    device::api_of(dev).map_err(|e| e.context(what))
 }
 
 /// Builds a `DLDataType` from the classic `int` fields, checking their ranges.
@@ -60,7 +64,8 @@ unsafe fn shape_arg<'a>(shape: *const i64, ndim: c_int) -> Result<&'a [i64]> {
     Ok(unsafe { std::slice::from_raw_parts(shape, n) })
 }
 
-/// Allocates a compact, zero-filled, 64-byte-aligned CPU array (release with `TVMArrayFree`).
+/// Allocates a compact array on a device (release with `TVMArrayFree`); on the CPU it is
+/// zero-filled and 64-byte aligned.
 ///
 /// # Safety
 /// `shape` is null or readable for `ndim` values; `out` is null or writable.
@@ -78,14 +83,10 @@ pub unsafe extern "C" fn TVMArrayAlloc(
 ) -> c_int {
     ffi_try!("TVMArrayAlloc", {
         non_null(out, "out")?;
-        check_cpu_ids(device_type, device_id, "TVMArrayAlloc")?;
+        let dev = device_ids(device_type, device_id, "TVMArrayAlloc")?;
         let t = dtype_from_ints(dtype_code, dtype_bits, dtype_lanes)?;
         // SAFETY: per the contract.
         let shape = unsafe { shape_arg(shape, ndim)? };
-        let dev = DLDevice {
-            device_type: DLDeviceType(layout::CPU),
-            device_id,
-        };
         let tensor = Tensor::empty(shape, t, dev)?;
         // SAFETY: checked non-null; writable per the contract.
         unsafe { out.write(tensor.into_handle()) };
@@ -123,7 +124,8 @@ unsafe fn dl_arg<'a>(t: *const DLTensor, what: &str) -> Result<&'a DLTensor> {
 }
 
 /// Copies `nbytes` from `data` (compact row-major) into the array; `nbytes` must equal the
-/// array's size. Like TVM, any CPU `DLTensor*` is accepted, strided ones included.
+/// array's size. Like TVM, any `DLTensor*` is accepted (strided ones too in host memory); the
+/// copy has finished when the call returns.
 ///
 /// # Safety
 /// `handle` is null or a valid `DLTensor` describing live memory; `data` is null or readable
@@ -182,8 +184,10 @@ pub unsafe extern "C" fn TVMArrayCopyToBytes(
     })
 }
 
-/// Copies one array into another: equal byte sizes for compact arrays; strided arrays (views)
-/// also need equal shapes and element sizes. `stream` is ignored (CPU).
+/// Copies one array into another: equal byte sizes for compact arrays; strided arrays (views,
+/// host memory only) also need equal shapes and element sizes. A copy between two tensors of
+/// one device is queued on `stream` (null: the default one); copies to or from the host have
+/// finished when the call returns.
 ///
 /// # Safety
 /// `from` and `to` are null or valid `DLTensor`s describing live memory; `to` is writable.
@@ -191,19 +195,20 @@ pub unsafe extern "C" fn TVMArrayCopyToBytes(
 pub unsafe extern "C" fn TVMArrayCopyFromTo(
     from: *mut DLTensor,
     to: *mut DLTensor,
-    _stream: *mut c_void,
+    stream: *mut c_void,
 ) -> c_int {
     ffi_try!("TVMArrayCopyFromTo", {
         // SAFETY: per the contract.
         let (src, dst) = unsafe { (dl_arg(from, "from")?, dl_arg(to, "to")?) };
         crate::tensor::check_dltensor_writable(to, "TVMArrayCopyFromTo")?;
         // SAFETY: valid descriptors of live memory per the contract.
-        unsafe { copy::copy_dltensor(src, dst) }
+        unsafe { copy::copy_dltensor_on(src, dst, stream) }
     })
 }
 
-/// Allocates `nbytes` of CPU memory aligned to `max(alignment, 64)` (free with
-/// `TVMDeviceFreeDataSpace`).
+/// Allocates `nbytes` on a device, aligned to `alignment` (0 or a power of two; at least 64
+/// bytes on the CPU); free with `TVMDeviceFreeDataSpace`. The pointer is the back end's: a host
+/// address on the CPU, a buffer descriptor on OpenCL.
 ///
 /// # Safety
 /// `out_data` is null or writable.
@@ -212,21 +217,27 @@ pub unsafe extern "C" fn TVMDeviceAllocDataSpace(
     dev: DLDevice,
     nbytes: usize,
     alignment: usize,
-    _type_hint: DLDataType,
+    type_hint: DLDataType,
     out_data: *mut *mut c_void,
 ) -> c_int {
     ffi_try!("TVMDeviceAllocDataSpace", {
         non_null(out_data, "out_data")?;
-        layout::check_cpu(dev, "TVMDeviceAllocDataSpace")?;
-        let p = alloc::alloc_data(nbytes, alignment)?;
+        let api = api_for(dev, "TVMDeviceAllocDataSpace")?;
+        if alignment != 0 && !alignment.is_power_of_two() {
+            return Err(Error::value(format!(
+                "TVMDeviceAllocDataSpace: alignment {alignment} is not a power of two"
+            )));
+        }
+        let p = api.alloc_data_space(dev, nbytes, alignment, type_hint)?;
         // SAFETY: checked non-null; writable per the contract.
         unsafe { out_data.write(p) };
         Ok(())
     })
 }
 
-/// Allocates CPU memory for a compact tensor of `shape` and `dtype`. `mem_scope` must be null,
-/// `""` or `"global"` (TVM's default `DeviceAPI` accepts only those).
+/// Allocates device memory for a compact tensor of `shape` and `dtype` in memory scope
+/// `mem_scope` (null, `""` and `"global"` are plain memory; other scopes only where the back
+/// end has them, as TVM's `DeviceAPI`).
 ///
 /// # Safety
 /// `shape` is null or readable for `ndim` values; `mem_scope` is null or a C string;
@@ -242,24 +253,19 @@ pub unsafe extern "C" fn TVMDeviceAllocDataSpaceWithScope(
 ) -> c_int {
     ffi_try!("TVMDeviceAllocDataSpaceWithScope", {
         non_null(out_data, "out_data")?;
-        layout::check_cpu(dev, "TVMDeviceAllocDataSpaceWithScope")?;
-        if !mem_scope.is_null() {
+        let api = api_for(dev, "TVMDeviceAllocDataSpaceWithScope")?;
+        let scope = if mem_scope.is_null() {
+            None
+        } else {
             // SAFETY: a C string per the contract.
-            let scope = unsafe { c_str(mem_scope, "mem_scope")? };
-            if !scope.is_empty() && scope != "global" {
-                return Err(Error::value(format!(
-                    "TVMDeviceAllocDataSpaceWithScope: memory scope `{scope}` is not supported \
-                     on cpu (only global)"
-                )));
-            }
-        }
+            Some(unsafe { c_str(mem_scope, "mem_scope")? })
+        };
         layout::check_dtype(dtype)?;
         // SAFETY: per the contract.
         let shape = unsafe { shape_arg(shape, ndim)? };
-        let nbytes = layout::shape_bytes(shape, dtype)?;
-        // TVM's `GetDataAlignment`: the element size, at least 64.
-        let elem = crate::dtype::element_bytes(dtype).next_power_of_two();
-        let p = alloc::alloc_data(nbytes, elem)?;
+        let p = api
+            .alloc_data_space_scoped(dev, shape, dtype, scope)
+            .map_err(|e| e.context("TVMDeviceAllocDataSpaceWithScope"))?;
         // SAFETY: checked non-null; writable per the contract.
         unsafe { out_data.write(p) };
         Ok(())
@@ -273,14 +279,13 @@ pub unsafe extern "C" fn TVMDeviceAllocDataSpaceWithScope(
 #[no_mangle]
 pub unsafe extern "C" fn TVMDeviceFreeDataSpace(dev: DLDevice, ptr: *mut c_void) -> c_int {
     ffi_try!("TVMDeviceFreeDataSpace", {
-        layout::check_cpu(dev, "TVMDeviceFreeDataSpace")?;
+        let api = api_for(dev, "TVMDeviceFreeDataSpace")?;
         // SAFETY: per the contract.
-        unsafe { alloc::free_data(ptr) };
-        Ok(())
+        unsafe { api.free_data_space(dev, ptr) }
     })
 }
 
-/// Copies between two `DLTensor`s (any producer; CPU only; see `TVMArrayCopyFromTo`).
+/// Copies between two `DLTensor`s (any producer; see `TVMArrayCopyFromTo`).
 ///
 /// # Safety
 /// `from` and `to` are null or valid `DLTensor`s describing live memory; `to` is writable.
@@ -288,30 +293,32 @@ pub unsafe extern "C" fn TVMDeviceFreeDataSpace(dev: DLDevice, ptr: *mut c_void)
 pub unsafe extern "C" fn TVMDeviceCopyDataFromTo(
     from: *mut DLTensor,
     to: *mut DLTensor,
-    _stream: *mut c_void,
+    stream: *mut c_void,
 ) -> c_int {
     ffi_try!("TVMDeviceCopyDataFromTo", {
         // SAFETY: per the contract.
         let (src, dst) = unsafe { (dl_arg(from, "from")?, dl_arg(to, "to")?) };
         crate::tensor::check_dltensor_writable(to, "TVMDeviceCopyDataFromTo")?;
         // SAFETY: valid descriptors of live memory per the contract.
-        unsafe { copy::copy_dltensor(src, dst) }
+        unsafe { copy::copy_dltensor_on(src, dst, stream) }
     })
 }
 
-/// Waits for a stream: nothing to wait for on the CPU.
+/// Waits until the work queued on `stream` (null: the device's default stream) has finished.
 #[no_mangle]
 pub extern "C" fn TVMSynchronize(
     device_type: c_int,
     device_id: c_int,
-    _stream: *mut c_void,
+    stream: *mut c_void,
 ) -> c_int {
     ffi_try!("TVMSynchronize", {
-        check_cpu_ids(device_type, device_id, "TVMSynchronize")
+        let dev = device_ids(device_type, device_id, "TVMSynchronize")?;
+        api_for(dev, "TVMSynchronize")?.stream_sync(dev, stream)
     })
 }
 
-/// Creates a stream: the CPU has none, so `*out` is null.
+/// Creates a stream on a device (`*out` is null where the device has only its default stream:
+/// the CPU, OpenCL). Free it with `TVMStreamFree`.
 ///
 /// # Safety
 /// `out` is null or writable.
@@ -322,46 +329,51 @@ pub unsafe extern "C" fn TVMStreamCreate(
     out: *mut *mut c_void,
 ) -> c_int {
     ffi_try!("TVMStreamCreate", {
-        check_cpu_ids(device_type, device_id, "TVMStreamCreate")?;
+        non_null(out, "out")?;
+        let dev = device_ids(device_type, device_id, "TVMStreamCreate")?;
+        let s = api_for(dev, "TVMStreamCreate")?.create_stream(dev)?;
         // SAFETY: per the contract.
-        unsafe { write_out(out, std::ptr::null_mut(), "out") }
+        unsafe { write_out(out, s, "out") }
     })
 }
 
-/// Frees a stream: nothing to free on the CPU.
+/// Frees a stream from `TVMStreamCreate`.
+///
+/// # Safety
+/// `stream` came from `TVMStreamCreate` on this device and is not used afterwards.
 #[no_mangle]
-pub extern "C" fn TVMStreamFree(
+pub unsafe extern "C" fn TVMStreamFree(
     device_type: c_int,
     device_id: c_int,
-    _stream: *mut c_void,
+    stream: *mut c_void,
 ) -> c_int {
     ffi_try!("TVMStreamFree", {
-        check_cpu_ids(device_type, device_id, "TVMStreamFree")
+        let dev = device_ids(device_type, device_id, "TVMStreamFree")?;
+        // SAFETY: per the contract.
+        unsafe { api_for(dev, "TVMStreamFree")?.free_stream(dev, stream) }
     })
 }
 
-/// Sets the thread's stream: the CPU has none, so nothing changes.
+/// Makes `handle` the calling thread's current stream for the device.
 #[no_mangle]
-pub extern "C" fn TVMSetStream(
-    device_type: c_int,
-    device_id: c_int,
-    _handle: *mut c_void,
-) -> c_int {
+pub extern "C" fn TVMSetStream(device_type: c_int, device_id: c_int, handle: *mut c_void) -> c_int {
     ffi_try!("TVMSetStream", {
-        check_cpu_ids(device_type, device_id, "TVMSetStream")
+        let dev = device_ids(device_type, device_id, "TVMSetStream")?;
+        api_for(dev, "TVMSetStream")?.set_stream(dev, handle)
     })
 }
 
-/// Orders two streams: nothing to order on the CPU.
+/// Makes stream `dst` wait for the work queued on `src` so far.
 #[no_mangle]
 pub extern "C" fn TVMStreamStreamSynchronize(
     device_type: c_int,
     device_id: c_int,
-    _src: *mut c_void,
-    _dst: *mut c_void,
+    src: *mut c_void,
+    dst: *mut c_void,
 ) -> c_int {
     ffi_try!("TVMStreamStreamSynchronize", {
-        check_cpu_ids(device_type, device_id, "TVMStreamStreamSynchronize")
+        let dev = device_ids(device_type, device_id, "TVMStreamStreamSynchronize")?;
+        api_for(dev, "TVMStreamStreamSynchronize")?.sync_stream_from_to(dev, src, dst)
     })
 }
 
@@ -392,8 +404,8 @@ pub unsafe extern "C" fn TVMFFITensorCreateUnsafeView(
 }
 
 /// Allocates a compact tensor of the prototype's shape, dtype and device through the thread's
-/// DLPack allocator, or, when none is installed, tvmrt's own CPU allocation (`out`: a new
-/// reference).
+/// DLPack allocator, or, when none is installed, tvmrt's own allocation on that device through
+/// its back end (`out`: a new reference).
 ///
 /// # Safety
 /// `prototype` is null or a valid `DLTensor` (only dtype, ndim, shape, device are read);
@@ -427,7 +439,7 @@ pub unsafe extern "C" fn TVMFFIEnvSetStream(
     opt_out_original_stream: *mut *mut c_void,
 ) -> c_int {
     ffi_try!("TVMFFIEnvSetStream", {
-        let old = env::set_stream(device_type, device_id, stream)?;
+        let old = device::stream::set_current(device_type, device_id, stream)?;
         if !opt_out_original_stream.is_null() {
             // SAFETY: writable per the contract.
             unsafe { opt_out_original_stream.write(old) };
@@ -440,7 +452,7 @@ pub unsafe extern "C" fn TVMFFIEnvSetStream(
 #[no_mangle]
 pub extern "C" fn TVMFFIEnvGetStream(device_type: i32, device_id: i32) -> *mut c_void {
     run_or("TVMFFIEnvGetStream", std::ptr::null_mut(), || {
-        Ok(env::get_stream(device_type, device_id))
+        Ok(device::stream::current(device_type, device_id))
     })
 }
 

@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 use crate::abi::{DLDataType, DLTensor};
 use crate::dtype::dtype_to_string;
 use crate::error::{Error, Result};
-use crate::tensor::layout::{check_cpu, dl_shape, dl_strides, is_contiguous};
+use crate::tensor::layout::{dl_shape, dl_strides, is_contiguous};
 use crate::value::AnyView;
 
 /// A compact CPU tensor argument, borrowed for one call.
@@ -34,7 +34,7 @@ impl<'a> TensorArg<'a> {
         // SAFETY: a non-null tensor argument is a live DLTensor for the call (the packed
         // function contract).
         let dl = unsafe { &*p };
-        check_cpu(dl.device, what)?;
+        crate::device::require_host(dl.device, what)?;
         // SAFETY: as above.
         let shape = unsafe { dl_shape(dl, what)? };
         // SAFETY: as above.

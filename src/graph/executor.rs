@@ -1,5 +1,8 @@
 //! The graph executor (TVM ≤ 0.19's `GraphExecutor`, module kind `GraphExecutor`): runs a
-//! [`Graph`] on the CPU by calling the library's compiled functions node by node.
+//! [`Graph`] on one device by calling the library's compiled functions node by node. On a
+//! device other than the CPU (`device_type` 4, OpenCL) the storage pool lives on that device,
+//! the compiled functions are host launchers that start the device's kernels, `set_input`
+//! copies host tensors in and `get_output` returns the device tensor, as in TVM.
 //!
 //! At creation it allocates the storage pool as TVM plans it (one block per `storage_id`, as
 //! large as the largest entry placed there), makes every node entry a view of its block, looks
@@ -21,6 +24,7 @@ use parking_lot::Mutex;
 use super::json::{Graph, NodeOp};
 use super::params::{load_params, Params};
 use crate::abi::{type_code, DLDevice, DLTensor, TVMBackendPackedCFunc, TVMFFIAny, TVMValue};
+use crate::device;
 use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::module::{Module, ModuleKind};
@@ -28,7 +32,6 @@ use crate::object::containers::array::new_array;
 use crate::object::containers::map::{new_map, Entry};
 use crate::object::shape::new_shape;
 use crate::tensor::copy::copy_dltensor;
-use crate::tensor::layout::check_cpu;
 use crate::tensor::Tensor;
 use crate::value::{Any, AnyView};
 
@@ -101,28 +104,35 @@ impl std::fmt::Debug for GraphExecutor {
     }
 }
 
-/// Checks that `devices` (what `default(dev...)` or `create` got) are CPUs, and returns the
-/// first.
+/// Checks that `devices` (what `default(dev...)` or `create` got) have back ends, and returns
+/// the first, where the graph runs (TVM puts every entry there when the graph has no
+/// `device_index`).
 pub fn host_device(devices: &[DLDevice]) -> Result<DLDevice> {
     let first = *devices
         .first()
         .ok_or_else(|| Error::value("graph executor: no device given"))?;
     for d in devices {
-        check_cpu(*d, "graph executor device")?;
+        device::api_of(*d).map_err(|e| e.context("graph executor device"))?;
     }
     Ok(first)
 }
 
 impl GraphExecutor {
     /// Builds an executor for `graph` whose kernels come from `lib` (searched with its
-    /// imports), on `device` (the CPU).
+    /// imports), on `device`.
     pub fn new(graph: Arc<Graph>, lib: Module, device: DLDevice) -> Result<GraphExecutor> {
-        check_cpu(device, "graph executor device")?;
+        device::usable(device).map_err(|e| e.context("graph executor device"))?;
         if let Some(devs) = &graph.device_index {
-            if let Some(d) = devs.iter().find(|&&d| d != 1) {
+            if let Some(d) = devs
+                .iter()
+                .find(|&&d| d as i64 != device.device_type.0 as i64)
+            {
                 crate::bail_value!(
-                    "graph executor: the graph places an entry on device type {d}; tvmrt runs \
-                     graphs on the CPU (device type 1) only"
+                    "graph executor: the graph places an entry on device type {d} ({}) and runs \
+                     on {}; tvmrt runs a graph on one device (heterogeneous graphs are not \
+                     supported)",
+                    device::device_type_name(*d as u32),
+                    device::device_name(device)
                 );
             }
         }
@@ -228,6 +238,14 @@ impl GraphExecutor {
         let what = format!("set_input_zero_copy `{name}`");
         // SAFETY: per the contract.
         unsafe { check_same_layout(src, &state.entries[eid], &what)? };
+        if src.device != self.device {
+            crate::bail_value!(
+                "{what}: the tensor is on {}, the graph runs on {} (a zero-copy input must be \
+                 on the graph's device; set_input copies)",
+                device::device_name(src.device),
+                device::device_name(self.device)
+            );
+        }
         if src.ndim as usize != state.entries[eid].shape().len()
             // SAFETY: `src.shape` holds `ndim` entries (contract).
             || unsafe { std::slice::from_raw_parts(src.shape, src.ndim as usize) }
@@ -451,12 +469,12 @@ impl GraphExecutor {
     }
 }
 
-/// The dtype and element count of `t` match `entry`'s, and it is on the CPU.
+/// The dtype and element count of `t` match `entry`'s, and its device has a back end.
 ///
 /// # Safety
 /// `t` is a valid DLTensor.
 unsafe fn check_same_layout(t: &DLTensor, entry: &Tensor, what: &str) -> Result<()> {
-    check_cpu(t.device, what)?;
+    device::api_of(t.device).map_err(|e| e.context(what))?;
     if t.dtype != entry.dtype() {
         crate::bail_value!(
             "{what}: dtype {} differs from the graph's {}",
@@ -775,7 +793,7 @@ fn run_from_inputs(e: &GraphExecutor, args: &[AnyView<'_>]) -> Result<Any> {
         device_type: crate::abi::DLDeviceType(args[0].expect_i64("device_type")? as u32),
         device_id: args[1].expect_i64("device_id")? as i32,
     };
-    check_cpu(device, "run_from_inputs host device")?;
+    device::api_of(device).map_err(|e| e.context("run_from_inputs host device"))?;
     for pair in args[2..].chunks(2) {
         let t = tensor_arg(&pair[1], "value")?;
         let index = match pair[0].as_str() {

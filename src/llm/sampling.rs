@@ -10,10 +10,10 @@
 
 use super::args::Args;
 use super::std_sort::sort_by;
+use crate::device::require_host;
 use crate::dtype::dtypes;
 use crate::error::{Error, Result};
 use crate::function::Function;
-use crate::tensor::layout::check_cpu;
 use crate::tensor::Tensor;
 use crate::value::{Any, AnyView};
 
@@ -27,7 +27,7 @@ fn check(t: &Tensor, dtype: crate::abi::DLDataType, func: &str, name: &str) -> R
             crate::dtype::dtype_to_string(dtype).unwrap_or_default()
         );
     }
-    check_cpu(t.device(), func)
+    require_host(t.device(), func)
 }
 
 fn read_f32(t: &Tensor) -> Result<Vec<f32>> {

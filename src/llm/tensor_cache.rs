@@ -22,12 +22,12 @@ use serde_json::Value;
 
 use super::args::Args;
 use crate::abi::{DLDataType, DLDevice};
+use crate::device::api::ALLOC_ALIGNMENT;
 use crate::dtype::{dtype_from_str, dtypes};
 use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::module::{Module, ModuleKind};
 use crate::object::containers::array::new_array;
-use crate::tensor::alloc::ALLOC_ALIGNMENT;
 use crate::tensor::layout::{check_shape, data_size, CPU};
 use crate::tensor::Tensor;
 use crate::value::{Any, AnyView};

@@ -1,12 +1,19 @@
-//! Copies between CPU `DLTensor`s and byte buffers, compact or strided.
+//! Copies between `DLTensor`s and byte buffers, on any device.
 //!
-//! TVM's CPU copy (`cpu_device_api.cc`, `CopyDataFromTo`) is a `memcpy` of equal byte sizes and
-//! refuses strided tensors. tvmrt does the same for compact tensors and also copies strided
-//! ones (NumPy-style views, negative strides included) when both sides have the same shape and
-//! element size; sub-byte element types must be compact, since their elements have no address.
+//! Between two tensors in host memory: TVM's CPU copy (`cpu_device_api.cc`, `CopyDataFromTo`)
+//! is a `memcpy` of equal byte sizes and refuses strided tensors. tvmrt does the same for
+//! compact tensors and also copies strided ones (NumPy-style views, negative strides included)
+//! when both sides have the same shape and element size; sub-byte element types must be
+//! compact, since their elements have no address.
+//!
+//! When either side is on a device the host cannot address (OpenCL), the copy goes through that
+//! device's back end ([`crate::device::copy_via_device`]): both sides compact, equal byte
+//! sizes, as TVM's `Tensor::CopyFromTo`. Copies between bytes and a device tensor have finished
+//! when they return (TVM's `CopyFromBytes` / `CopyToBytes` synchronize too).
 
-use super::layout::{self, check_cpu, dl_shape, dl_strides, is_contiguous};
+use super::layout::{self, dl_shape, dl_strides, is_contiguous};
 use crate::abi::DLTensor;
+use crate::device;
 use crate::error::{Error, Result};
 
 /// A checked description of one side of a copy.
@@ -23,7 +30,7 @@ impl<'a> Side<'a> {
     /// # Safety
     /// `t` describes memory valid for the copy (`shape`/`strides` readable for `'a`).
     unsafe fn new(t: &DLTensor, what: &str) -> Result<Side<'a>> {
-        check_cpu(t.device, what)?;
+        device::require_host(t.device, what)?;
         // SAFETY: per the contract.
         let shape = unsafe { dl_shape(t, what)? };
         let nbytes = layout::shape_bytes(shape, t.dtype)
@@ -78,12 +85,30 @@ impl<'a> Side<'a> {
     }
 }
 
-/// Copies `src` into `dst` (both CPU). Equal byte sizes are required; strided sides also need
-/// equal shapes and whole-byte elements.
+/// Copies `src` into `dst`. Equal byte sizes are required; strided sides (host memory only)
+/// also need equal shapes and whole-byte elements.
 ///
 /// # Safety
 /// Both tensors describe live memory of the size their shapes say; `dst` is writable.
 pub unsafe fn copy_dltensor(src: &DLTensor, dst: &DLTensor) -> Result<()> {
+    // SAFETY: per the contract.
+    unsafe { copy_dltensor_on(src, dst, std::ptr::null_mut()) }
+}
+
+/// [`copy_dltensor`], queued on `stream` when a device copies (a device-to-device copy may
+/// still be running when this returns, as in TVM).
+///
+/// # Safety
+/// As [`copy_dltensor`]; `stream` is null or a stream of the copying device.
+pub unsafe fn copy_dltensor_on(
+    src: &DLTensor,
+    dst: &DLTensor,
+    stream: device::StreamHandle,
+) -> Result<()> {
+    if !device::is_host_accessible(src.device) || !device::is_host_accessible(dst.device) {
+        // SAFETY: per the contract.
+        return unsafe { device::copy_via_device(src, dst, stream) };
+    }
     // SAFETY: per the contract.
     let from = unsafe { Side::new(src, "source tensor")? };
     // SAFETY: per the contract.
@@ -123,6 +148,12 @@ pub unsafe fn copy_dltensor(src: &DLTensor, dst: &DLTensor) -> Result<()> {
 /// # Safety
 /// As [`copy_dltensor`] for `dst`.
 pub unsafe fn copy_from_bytes(dst: &DLTensor, bytes: &[u8]) -> Result<()> {
+    if !device::is_host_accessible(dst.device) {
+        // SAFETY: per the contract.
+        let host = unsafe { host_twin(dst, bytes.as_ptr().cast_mut(), bytes.len())? };
+        // SAFETY: `host` describes `bytes` (read only); `dst` per the contract.
+        return unsafe { copy_and_sync(&host, dst) };
+    }
     // SAFETY: per the contract.
     let to = unsafe { Side::new(dst, "tensor")? };
     if bytes.len() != to.nbytes {
@@ -143,6 +174,12 @@ pub unsafe fn copy_from_bytes(dst: &DLTensor, bytes: &[u8]) -> Result<()> {
 /// # Safety
 /// As [`copy_dltensor`] for `src`.
 pub unsafe fn copy_to_bytes(src: &DLTensor, out: &mut [u8]) -> Result<()> {
+    if !device::is_host_accessible(src.device) {
+        // SAFETY: per the contract.
+        let host = unsafe { host_twin(src, out.as_mut_ptr(), out.len())? };
+        // SAFETY: `host` describes `out` (writable); `src` per the contract.
+        return unsafe { copy_and_sync(src, &host) };
+    }
     // SAFETY: per the contract.
     let from = unsafe { Side::new(src, "tensor")? };
     if out.len() != from.nbytes {
@@ -157,6 +194,46 @@ pub unsafe fn copy_to_bytes(src: &DLTensor, out: &mut [u8]) -> Result<()> {
     let bits = src.dtype.bits as usize * src.dtype.lanes as usize;
     // SAFETY: `to` writes only `out`; `from` was checked.
     unsafe { copy_sides(&from, &to, bits) }
+}
+
+/// A compact CPU descriptor of `t`'s shape and dtype over `len` bytes at `data`, after checking
+/// `len` is `t`'s size.
+///
+/// # Safety
+/// `t.shape` is readable for `t.ndim` entries, and stays so while the result is used.
+unsafe fn host_twin(t: &DLTensor, data: *mut u8, len: usize) -> Result<DLTensor> {
+    // SAFETY: per the contract.
+    let expected = unsafe { layout::dl_bytes(t, "tensor")? };
+    if len != expected {
+        return Err(Error::value(format!(
+            "copy between bytes and a tensor on {}: expected {expected} bytes, got {len}",
+            device::device_name(t.device)
+        )));
+    }
+    Ok(DLTensor {
+        data: data.cast(),
+        device: device::cpu(),
+        ndim: t.ndim,
+        dtype: t.dtype,
+        shape: t.shape,
+        strides: std::ptr::null_mut(),
+        byte_offset: 0,
+    })
+}
+
+/// Copies through the device side's back end and waits for the copy to finish.
+///
+/// # Safety
+/// As [`copy_dltensor`].
+unsafe fn copy_and_sync(from: &DLTensor, to: &DLTensor) -> Result<()> {
+    // SAFETY: per the contract.
+    unsafe { device::copy_via_device(from, to, std::ptr::null_mut())? };
+    let dev = if device::is_host_accessible(from.device) {
+        to.device
+    } else {
+        from.device
+    };
+    device::api_of(dev)?.stream_sync(dev, std::ptr::null_mut())
 }
 
 /// # Safety

@@ -1,18 +1,17 @@
-//! The tvm-ffi environment context (`tvm/ffi/extra/c_env_api.h`): the current stream per
-//! device and the DLPack allocator `TVMFFIEnvTensorAlloc` uses.
+//! The tvm-ffi environment context (`tvm/ffi/extra/c_env_api.h`): the DLPack allocator
+//! `TVMFFIEnvTensorAlloc` uses. (The current stream per device, the other half of that context,
+//! is [`crate::device::stream`].)
 //!
-//! Semantics from tvm-ffi `src/ffi/extra/env_context.cc`: both are thread-local; setting the
-//! allocator with `write_to_global_context` also sets a process-wide default that threads
+//! Semantics from tvm-ffi `src/ffi/extra/env_context.cc`: the allocator is thread-local;
+//! setting it with `write_to_global_context` also sets a process-wide default that threads
 //! without their own allocator use; the "original" allocator reported by a set is the thread's
-//! own (null when it had none). The stream table stores any device's stream (it is a context
-//! for kernels, not a device API), null when never set.
+//! own (null when it had none).
 //!
 //! One deliberate difference: with no allocator installed, tvm-ffi's `TVMFFIEnvTensorAlloc`
 //! fails, whereas tvmrt, a deployment runtime with no host framework to ask, allocates the
-//! tensor itself (CPU, 64-byte aligned).
+//! tensor itself, on the prototype's device through its back end.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ffi::c_void;
 
 use dlpark::ffi::DLPackManagedTensorAllocator;
@@ -25,44 +24,10 @@ use crate::abi::{DLManagedTensorVersioned, DLTensor};
 use crate::error::{Error, Result};
 
 thread_local! {
-    static STREAMS: RefCell<HashMap<(i32, i32), usize>> = RefCell::new(HashMap::new());
     static LOCAL_ALLOCATOR: RefCell<DLPackManagedTensorAllocator> = const { RefCell::new(None) };
 }
 
 static GLOBAL_ALLOCATOR: Mutex<DLPackManagedTensorAllocator> = Mutex::new(None);
-
-fn check_device_key(device_type: i32, device_id: i32) -> Result<()> {
-    if device_type < 0 || device_id < 0 {
-        return Err(Error::value(format!(
-            "invalid device (device_type={device_type}, device_id={device_id}): both must be >= 0"
-        )));
-    }
-    Ok(())
-}
-
-/// Sets this thread's stream for a device, returning the previous one (null if none).
-pub fn set_stream(device_type: i32, device_id: i32, stream: *mut c_void) -> Result<*mut c_void> {
-    check_device_key(device_type, device_id)?;
-    let old = STREAMS.with(|s| {
-        let mut s = s.borrow_mut();
-        if stream.is_null() {
-            s.remove(&(device_type, device_id))
-        } else {
-            s.insert((device_type, device_id), stream as usize)
-        }
-    });
-    Ok(old.unwrap_or(0) as *mut c_void)
-}
-
-/// This thread's stream for a device (null when never set).
-pub fn get_stream(device_type: i32, device_id: i32) -> *mut c_void {
-    STREAMS.with(|s| {
-        s.borrow()
-            .get(&(device_type, device_id))
-            .copied()
-            .unwrap_or(0) as *mut c_void
-    })
-}
 
 /// Installs `allocator` for this thread (and as the process default when `global`), returning
 /// the thread's previous own allocator.
@@ -177,23 +142,4 @@ pub unsafe extern "C" fn env_alloc_set_error(
         unsafe { store_alloc_error(error_ctx, &kind, &message) };
         Ok(())
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stream_table_is_per_thread() {
-        let s = 0x1234usize as *mut c_void;
-        assert!(get_stream(2, 0).is_null());
-        assert!(set_stream(2, 0, s).unwrap().is_null());
-        assert_eq!(get_stream(2, 0), s);
-        std::thread::spawn(|| assert!(get_stream(2, 0).is_null()))
-            .join()
-            .unwrap();
-        assert_eq!(set_stream(2, 0, std::ptr::null_mut()).unwrap(), s);
-        assert!(get_stream(2, 0).is_null());
-        assert!(set_stream(-1, 0, s).is_err());
-    }
 }

@@ -4,67 +4,14 @@
 //! rounded up to whole bytes, so sub-byte types are stored packed. All arithmetic is checked:
 //! a shape whose size does not fit in memory is an error, never an overflow or an abort.
 
-use crate::abi::{DLDataType, DLDevice, DLTensor};
+use crate::abi::{DLDataType, DLTensor};
 use crate::error::{Error, Result};
-
-/// `kDLCPU`, the only device tvmrt stores tensors on.
-pub const CPU: u32 = 1;
 
 /// Most dimensions a tensor may have. DLPack sets no limit; the bound keeps a corrupt `ndim`
 /// from sizing an allocation (NumPy stops at 64).
 pub const MAX_NDIM: i32 = 1024;
 
-/// The CPU device `{kDLCPU, 0}`.
-pub const fn cpu() -> DLDevice {
-    DLDevice {
-        device_type: crate::abi::DLDeviceType(CPU),
-        device_id: 0,
-    }
-}
-
-/// TVM's short name of a device type (tvm-ffi `DeviceTypeName`).
-pub fn device_type_name(device_type: u32) -> &'static str {
-    match device_type {
-        1 => "cpu",
-        2 => "cuda",
-        3 => "cuda_host",
-        4 => "opencl",
-        7 => "vulkan",
-        8 => "metal",
-        9 => "vpi",
-        10 => "rocm",
-        11 => "rocm_host",
-        12 => "ext_dev",
-        13 => "cuda_managed",
-        14 => "oneapi",
-        15 => "webgpu",
-        16 => "hexagon",
-        17 => "maia",
-        18 => "trn",
-        _ => "unknown",
-    }
-}
-
-/// A device as TVM prints it: `cuda:0`, or `device_type=99:0` for unknown types.
-pub fn device_name(dev: DLDevice) -> String {
-    let t = dev.device_type.0;
-    match device_type_name(t) {
-        "unknown" => format!("device_type={t}:{}", dev.device_id),
-        name => format!("{name}:{}", dev.device_id),
-    }
-}
-
-/// Fails unless `dev` is the CPU; `what` names the argument.
-pub fn check_cpu(dev: DLDevice, what: &str) -> Result<()> {
-    if dev.device_type.0 == CPU {
-        Ok(())
-    } else {
-        Err(Error::value(format!(
-            "{what}: device {} is not supported by tvmrt (CPU only)",
-            device_name(dev)
-        )))
-    }
-}
+pub use crate::device::{cpu, device_name, device_type_name, CPU};
 
 /// Fails unless `dtype` is one tvmrt can store: int/uint of 1..64 bits, float16/32/64,
 /// bfloat16, bool, complex64/128, handle, the DLPack float8/6/4 formats, with 1..32767 lanes.
@@ -348,20 +295,5 @@ mod tests {
         assert!(is_contiguous(&[1, 3], Some(&[99, 1])));
         assert!(is_contiguous(&[0, 3], Some(&[7, 7])));
         assert!(is_contiguous(&[2, 3], None));
-    }
-
-    #[test]
-    fn device_names() {
-        let cuda = DLDevice {
-            device_type: crate::abi::DLDeviceType(2),
-            device_id: 0,
-        };
-        assert_eq!(device_name(cuda), "cuda:0");
-        let e = check_cpu(cuda, "TVMArrayAlloc").unwrap_err();
-        assert_eq!(
-            e.message,
-            "TVMArrayAlloc: device cuda:0 is not supported by tvmrt (CPU only)"
-        );
-        assert!(check_cpu(cpu(), "x").is_ok());
     }
 }

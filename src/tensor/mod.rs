@@ -20,7 +20,6 @@
 //! carry it) is refused, as NumPy refuses it. A kernel call cannot be checked: TVM's calling
 //! convention does not say which arguments a kernel writes.
 
-pub mod alloc;
 pub mod builtins;
 pub mod copy;
 pub mod dlpack;
@@ -35,17 +34,17 @@ use crate::error::{Error, Result};
 use crate::object::{new_object, ObjectHeader, ObjectPayload, ObjectRef};
 use crate::value::{Any, AnyView};
 
-use self::alloc::AlignedBlock;
 use self::dlpack::{LegacyManaged, VersionedManaged};
-use self::layout::{check_cpu, check_dtype, check_ndim, check_shape, data_size};
+use self::layout::{check_dtype, check_ndim, check_shape, data_size};
+use crate::device::{self, DeviceBlock};
 
 /// `DLPACK_FLAG_BITMASK_READ_ONLY`.
 pub const FLAG_READ_ONLY: u64 = 1;
 
 /// What keeps a tensor's data alive.
 pub(crate) enum DataOwner {
-    /// Memory tvmrt allocated.
-    Block(#[allow(dead_code)] AlignedBlock),
+    /// Memory tvmrt allocated on the tensor's device.
+    Block(#[allow(dead_code)] DeviceBlock),
     /// An imported legacy DLPack tensor (its deleter runs on drop).
     Legacy(#[allow(dead_code)] LegacyManaged),
     /// An imported DLPack 1.x tensor (its deleter runs on drop).
@@ -205,16 +204,26 @@ impl Tensor {
         t
     }
 
-    /// Allocates a zero-filled compact tensor whose data is 64-byte aligned (CPU only).
+    /// Allocates a compact tensor on `device` (any device type with a back end). On the CPU
+    /// the data is 64-byte aligned and zero-filled.
     pub fn empty(shape: &[i64], dtype: DLDataType, device: DLDevice) -> Result<Tensor> {
-        check_cpu(device, "tensor allocation")?;
+        Tensor::empty_scoped(shape, dtype, device, None)
+    }
+
+    /// [`Tensor::empty`] in memory scope `mem_scope` (`None`, `""` and `"global"` are plain
+    /// memory; other scopes only where the back end has them), as TVM's `Tensor::Empty`.
+    pub fn empty_scoped(
+        shape: &[i64],
+        dtype: DLDataType,
+        device: DLDevice,
+        mem_scope: Option<&str>,
+    ) -> Result<Tensor> {
         check_dtype(dtype)?;
         check_ndim(shape.len() as i64)?;
-        let nbytes = data_size(check_shape(shape)?, dtype)?;
-        let block = AlignedBlock::zeroed(nbytes)?;
-        let data = block.as_ptr();
+        check_shape(shape)?;
+        let block = DeviceBlock::alloc_tensor(device, shape, dtype, mem_scope)?;
         let meta = Meta {
-            data,
+            data: block.data(),
             byte_offset: 0,
             device,
             dtype,
@@ -237,17 +246,22 @@ impl Tensor {
         device: DLDevice,
         owner: crate::mapped::Owner,
     ) -> Result<Tensor> {
-        check_cpu(device, "tensor over mapped bytes")?;
+        if device.device_type.0 != device::CPU {
+            return Err(Error::value(format!(
+                "internal: mapped bytes cannot be a tensor on {}",
+                device::device_name(device)
+            )));
+        }
         check_dtype(dtype)?;
         check_ndim(shape.len() as i64)?;
         let nbytes = data_size(check_shape(shape)?, dtype)?;
-        if nbytes != bytes.len() || bytes.as_ptr() as usize % alloc::ALLOC_ALIGNMENT != 0 {
+        if nbytes != bytes.len() || bytes.as_ptr() as usize % device::api::ALLOC_ALIGNMENT != 0 {
             return Err(Error::value(format!(
                 "internal: {} mapped bytes at {:p} cannot hold a tensor of {nbytes} bytes \
                  aligned to {}",
                 bytes.len(),
                 bytes.as_ptr(),
-                alloc::ALLOC_ALIGNMENT
+                device::api::ALLOC_ALIGNMENT
             )));
         }
         let meta = Meta {
@@ -431,13 +445,13 @@ impl Tensor {
         Ok(())
     }
 
-    /// The bytes of a compact CPU tensor.
+    /// The bytes of a compact tensor in host memory (the CPU).
     ///
     /// # Safety
     /// Nothing writes the tensor's data (another clone, a kernel, a DLPack consumer) while the
     /// slice is alive.
     pub unsafe fn as_bytes(&self) -> Result<&[u8]> {
-        check_cpu(self.device(), "as_bytes")?;
+        device::require_host(self.device(), "as_bytes")?;
         if !self.is_contiguous() {
             return Err(Error::value(
                 "as_bytes: the tensor is not contiguous; use copy_to_bytes",
@@ -495,6 +509,31 @@ impl Tensor {
         Ok(copy)
     }
 
+    /// A new compact tensor on `device` (in `mem_scope`) holding a copy of this one, finished
+    /// when this returns (TVM's `Tensor::CopyTo`).
+    pub fn copy_to(&self, device: DLDevice, mem_scope: Option<&str>) -> Result<Tensor> {
+        let out = Tensor::empty_scoped(self.shape(), self.dtype(), device, mem_scope)?;
+        out.copy_from(self)?;
+        let waits_on = if device::is_host_accessible(device) {
+            self.device()
+        } else {
+            device
+        };
+        if !device::is_host_accessible(waits_on) {
+            device::api_of(waits_on)?.stream_sync(waits_on, std::ptr::null_mut())?;
+        }
+        Ok(out)
+    }
+
+    /// This tensor if the host can read it in place, else a copy on the CPU.
+    pub fn to_host(&self) -> Result<Tensor> {
+        if device::is_host_accessible(self.device()) {
+            Ok(self.clone())
+        } else {
+            self.copy_to(device::cpu(), None)
+        }
+    }
+
     /// Copies `src` into this tensor (equal byte sizes; strided sides need equal shapes).
     pub fn copy_from(&self, src: &Tensor) -> Result<()> {
         self.check_writable("copy_from")?;
@@ -504,8 +543,10 @@ impl Tensor {
 
     /// A compact view of `shape` and `dtype` starting `byte_offset` bytes into this compact
     /// tensor (TVM's `NDArray::CreateView`). The view must fit inside this tensor's bytes; it
-    /// keeps this tensor alive. The offset is folded into the view's data pointer so its
-    /// `byte_offset` is 0, as kernels built for offset-free buffers require.
+    /// keeps this tensor alive. Where the device allows pointer arithmetic (the CPU) the offset
+    /// is folded into the view's data pointer so its `byte_offset` is 0, as kernels built for
+    /// offset-free buffers require; elsewhere (OpenCL buffers) the view shares the data pointer
+    /// and carries the offset in `byte_offset`, as TVM's views do.
     pub fn view(&self, shape: &[i64], dtype: DLDataType, byte_offset: u64) -> Result<Tensor> {
         check_dtype(dtype)?;
         check_ndim(shape.len() as i64)?;
@@ -521,14 +562,19 @@ impl Tensor {
                  {have} bytes"
             )));
         }
-        let data = self
-            .data_ptr()
-            .cast::<u8>()
-            .wrapping_add(byte_offset as usize)
-            .cast();
+        let (data, byte_offset) = if device::api_of(self.device())?.pointer_arithmetic() {
+            let data = self
+                .data_ptr()
+                .cast::<u8>()
+                .wrapping_add(byte_offset as usize)
+                .cast();
+            (data, 0)
+        } else {
+            (self.dl().data, self.byte_offset() + byte_offset)
+        };
         let meta = Meta {
             data,
-            byte_offset: 0,
+            byte_offset,
             device: self.device(),
             dtype,
             flags: self.flags(),
@@ -549,7 +595,15 @@ impl Tensor {
     /// `prototype.shape`/`strides` are readable for `ndim` entries, and the memory it describes
     /// lies within this tensor's data.
     pub unsafe fn create_unsafe_view(&self, prototype: &DLTensor) -> Result<Tensor> {
-        check_cpu(prototype.device, "TVMFFITensorCreateUnsafeView prototype")?;
+        const WHAT: &str = "TVMFFITensorCreateUnsafeView prototype";
+        device::api_of(prototype.device).map_err(|e| e.context(WHAT))?;
+        if prototype.device != self.device() {
+            return Err(Error::value(format!(
+                "{WHAT}: the prototype is on {}, the source tensor on {}",
+                device::device_name(prototype.device),
+                device::device_name(self.device())
+            )));
+        }
         check_dtype(prototype.dtype)?;
         // SAFETY: per the contract.
         let shape = unsafe { layout::dl_shape(prototype, "prototype")? };

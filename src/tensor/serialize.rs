@@ -5,9 +5,9 @@
 //! bytes. Used by Relax executables' constants and by graph-executor parameters. Read from a
 //! mapped library, a tensor whose data lies 64-byte aligned views it read-only (no copy).
 
-use super::alloc::ALLOC_ALIGNMENT;
 use super::{layout, Tensor};
 use crate::abi::{DLDataType, DLDevice};
+use crate::device::api::ALLOC_ALIGNMENT;
 use crate::dtype::dtype;
 use crate::error::{Error, Result};
 use crate::mapped;

@@ -44,7 +44,7 @@ fn check_dtype(t: &Tensor, want: DLDataType, func: &str, name: &str) -> Result<(
     if !t.is_contiguous() {
         crate::bail_value!("{func}: {name} is not a compact tensor");
     }
-    crate::tensor::layout::check_cpu(t.device(), func)
+    crate::device::require_host(t.device(), func)
 }
 
 fn check_shape(t: &Tensor, want: &[Option<i64>], func: &str, name: &str) -> Result<()> {

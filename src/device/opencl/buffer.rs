@@ -1,0 +1,170 @@
+//! OpenCL buffers as TVM's runtime represents them: a tensor's `data` is a pointer to a buffer
+//! descriptor whose first field is the `cl_mem` (TVM `opencl_common.h`, `cl::BufferDescriptor`:
+//! "buffer should be the first element here"; its kernel launcher reads the `cl_mem` through
+//! that pointer). So a tensor tvmrt allocates on OpenCL can be handed to code built against TVM's
+//! headers and back.
+//!
+//! Every descriptor tvmrt hands out is recorded while it lives, so a pointer that is not one
+//! (a CPU tensor's data given to an OpenCL kernel, a descriptor already freed, another runtime's
+//! pointer) is refused with a message instead of being read as a descriptor.
+
+use std::collections::HashMap;
+
+use once_cell::sync::Lazy;
+use parking_lot::{RwLock, RwLockReadGuard};
+
+use super::error::{cl_error, ClInt, CL_SUCCESS};
+use super::loader::Handle;
+use super::platform::platform;
+use crate::error::{Error, Result};
+
+/// `CL_MEM_READ_WRITE`.
+const CL_MEM_READ_WRITE: u64 = 1;
+
+/// TVM's `cl::BufferDescriptor`, as far as anyone outside the runtime reads it: the `cl_mem`
+/// first. 64-byte aligned, as generated host code assumes of every data pointer.
+#[repr(C, align(64))]
+pub struct BufferDescriptor {
+    /// The OpenCL buffer (`cl_mem`).
+    pub buffer: Handle,
+}
+
+/// What tvmrt knows of a live descriptor.
+#[derive(Clone, Copy, Debug)]
+pub struct Buffer {
+    /// The `cl_mem`.
+    pub mem: Handle,
+    /// The OpenCL device (tvmrt's id) whose context owns it.
+    pub device_id: i32,
+    /// Its size in bytes.
+    pub nbytes: usize,
+}
+
+// SAFETY: a `cl_mem` may be used from any thread (OpenCL 1.2, appendix A.2).
+unsafe impl Send for Buffer {}
+// SAFETY: as above.
+unsafe impl Sync for Buffer {}
+
+/// Hashes a descriptor address (already unique and 64-byte aligned) with one multiply: the
+/// registry is looked up for every buffer of every launch, where SipHash cost more than the
+/// rest of tvmrt's launch path.
+#[derive(Default)]
+struct AddressHasher(u64);
+
+impl std::hash::Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_usize(&mut self, v: usize) {
+        // Drop the alignment bits, spread the rest over the high bits hashbrown uses.
+        self.0 = ((v as u64) >> 6).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type Registry = HashMap<usize, Buffer, std::hash::BuildHasherDefault<AddressHasher>>;
+
+/// Live descriptors by address.
+static LIVE: Lazy<RwLock<Registry>> = Lazy::new(|| RwLock::new(Registry::default()));
+
+/// Allocates a buffer of `nbytes` (at least 1 byte, OpenCL refuses empty buffers) on device
+/// `device_id`; returns its descriptor.
+pub fn alloc(device_id: i32, nbytes: usize) -> Result<*mut BufferDescriptor> {
+    let p = platform()?;
+    let dev = p.device(device_id)?;
+    if nbytes as u64 > dev.max_alloc {
+        return Err(Error::value(format!(
+            "cannot allocate {nbytes} bytes on opencl:{device_id} ({}): its largest buffer is \
+             {} bytes (CL_DEVICE_MAX_MEM_ALLOC_SIZE)",
+            dev.name, dev.max_alloc
+        )));
+    }
+    let mut rc: ClInt = 0;
+    // SAFETY: a valid context; no host pointer.
+    let mem = unsafe {
+        (p.cl.create_buffer)(
+            dev.context,
+            CL_MEM_READ_WRITE,
+            nbytes.max(1),
+            std::ptr::null_mut(),
+            &mut rc,
+        )
+    };
+    if rc != CL_SUCCESS || mem.is_null() {
+        return Err(cl_error(rc, &format!("clCreateBuffer ({nbytes} bytes)")));
+    }
+    let desc = Box::into_raw(Box::new(BufferDescriptor { buffer: mem }));
+    LIVE.write().insert(
+        desc as usize,
+        Buffer {
+            mem,
+            device_id,
+            nbytes,
+        },
+    );
+    Ok(desc)
+}
+
+/// Releases a descriptor from [`alloc`] and its buffer. A pointer that is not a live descriptor
+/// is refused and left alone.
+///
+/// # Safety
+/// Nothing uses the buffer afterwards (kernels queued on it still run: OpenCL keeps a released
+/// buffer until they finish).
+pub unsafe fn free(desc: *mut BufferDescriptor) -> Result<()> {
+    let Some(b) = LIVE.write().remove(&(desc as usize)) else {
+        return Err(not_a_buffer(desc.cast(), "free"));
+    };
+    // SAFETY: live descriptors come from `Box::into_raw` in `alloc`, and this removal from the
+    // registry gives this call the only right to release it.
+    drop(unsafe { Box::from_raw(desc) });
+    let cl = platform()?.cl;
+    // SAFETY: the buffer was created by `alloc` and released once, here.
+    let rc = unsafe { (cl.release_mem_object)(b.mem) };
+    if rc != CL_SUCCESS {
+        return Err(cl_error(rc, "clReleaseMemObject"));
+    }
+    Ok(())
+}
+
+/// The error for a pointer that is not a live descriptor.
+pub fn not_a_buffer(p: *const std::ffi::c_void, what: &str) -> Error {
+    Error::value(format!(
+        "{what}: {p:p} is not an OpenCL buffer tvmrt allocated (a tensor on another device, or \
+         one already freed)"
+    ))
+}
+
+/// The live descriptors, read-locked: look several up under one lock.
+pub struct LiveBuffers(RwLockReadGuard<'static, Registry>);
+
+impl LiveBuffers {
+    /// Locks the registry for reading.
+    pub fn lock() -> LiveBuffers {
+        LiveBuffers(LIVE.read())
+    }
+
+    /// What `desc` is, if it is a live descriptor.
+    pub fn get(&self, desc: *const std::ffi::c_void) -> Option<Buffer> {
+        self.0.get(&(desc as usize)).copied()
+    }
+}
+
+/// What `desc` is, or an error saying it is not a live descriptor.
+pub fn lookup(desc: *const std::ffi::c_void, what: &str) -> Result<Buffer> {
+    LiveBuffers::lock()
+        .get(desc)
+        .ok_or_else(|| not_a_buffer(desc, what))
+}
+
+/// How many OpenCL buffers tvmrt holds now (tensors, storage, workspaces): what a leak check
+/// compares before and after.
+pub fn live_count() -> usize {
+    LIVE.read().len()
+}
