@@ -16,14 +16,23 @@
 //! - [`cpu`]: `kDLCPU`, host memory, always present.
 //! - `opencl`: `kDLOpenCL` on any OpenCL 1.2+ driver, opened at run time (feature `opencl`,
 //!   on by default).
+//! - `cuda`: `kDLCUDA` and `kDLCUDAHost` on NVIDIA's driver, opened at run time, with NVRTC for
+//!   source modules (feature `cuda`, on by default).
+//!
+//! Shared by the GPU back ends: [`launch`] (function tables, launch extents, argument kinds),
+//! [`payload`] (the `[fmt][table][code]` payload and its two loaders), [`pool`] (workspaces).
 
 pub mod api;
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 mod globals;
 pub mod launch;
 pub mod memory;
 #[cfg(feature = "opencl")]
 pub mod opencl;
+pub mod payload;
+pub mod pool;
 pub mod stream;
 
 use once_cell::sync::Lazy;
@@ -65,6 +74,8 @@ pub static BACK_ENDS: &[&BackEnd] = &[
     &cpu::BACK_END,
     #[cfg(feature = "opencl")]
     &opencl::BACK_END,
+    #[cfg(feature = "cuda")]
+    &cuda::BACK_END,
 ];
 
 /// A device module (kernels compiled for a device, imported by a host module), as `tvmrt
@@ -276,9 +287,9 @@ mod tests {
     #[test]
     fn unregistered_types_are_named() {
         assert!(api(CPU).unwrap().host_accessible());
-        let e = api(2).map(|_| ()).unwrap_err();
+        let e = api(10).map(|_| ()).unwrap_err();
         assert!(
-            e.message.contains("device type 2 (cuda) has no back end"),
+            e.message.contains("device type 10 (rocm) has no back end"),
             "{e}"
         );
         assert!(e.message.contains("cpu"), "{e}");
