@@ -509,6 +509,31 @@ impl Tensor {
         Ok(copy)
     }
 
+    /// A new compact tensor on `device` (in `mem_scope`) holding a copy of this one, finished
+    /// when this returns (TVM's `Tensor::CopyTo`).
+    pub fn copy_to(&self, device: DLDevice, mem_scope: Option<&str>) -> Result<Tensor> {
+        let out = Tensor::empty_scoped(self.shape(), self.dtype(), device, mem_scope)?;
+        out.copy_from(self)?;
+        let waits_on = if device::is_host_accessible(device) {
+            self.device()
+        } else {
+            device
+        };
+        if !device::is_host_accessible(waits_on) {
+            device::api_of(waits_on)?.stream_sync(waits_on, std::ptr::null_mut())?;
+        }
+        Ok(out)
+    }
+
+    /// This tensor if the host can read it in place, else a copy on the CPU.
+    pub fn to_host(&self) -> Result<Tensor> {
+        if device::is_host_accessible(self.device()) {
+            Ok(self.clone())
+        } else {
+            self.copy_to(device::cpu(), None)
+        }
+    }
+
     /// Copies `src` into this tensor (equal byte sizes; strided sides need equal shapes).
     pub fn copy_from(&self, src: &Tensor) -> Result<()> {
         self.check_writable("copy_from")?;

@@ -538,7 +538,8 @@ pub fn call(b: Builtin, vm: Option<&VmState>, args: &[AnyView<'_>], depth: usize
                 let scope = scope.expect_str("alloc_tensor scope")?;
                 if !scope.starts_with("global") {
                     return Err(Error::value(format!(
-                        "alloc_tensor: memory scope `{scope}` is not supported on CPU"
+                        "alloc_tensor: memory scope `{scope}` is not supported by tvmrt (only \
+                         global memory)"
                     )));
                 }
             }
@@ -609,20 +610,24 @@ pub fn call(b: Builtin, vm: Option<&VmState>, args: &[AnyView<'_>], depth: usize
             let t = tensor_of(arg(args, 0, b)?, "vm.builtin.to_device")?;
             let dev_type = int_arg(args, 1, b, "dev_type")?;
             let dev_id = int_arg(args, 2, b, "dev_id")?;
-            if dev_type != 1 {
-                return Err(Error::value(format!(
-                    "vm.builtin.to_device: device type {dev_type} is not supported (tvmrt runs \
-                     on CPU, device type 1)"
-                )));
-            }
-            let dev = crate::abi::DLDevice {
-                device_id: dev_id as i32,
-                ..crate::tensor::layout::cpu()
+            let scope = match args.get(3) {
+                Some(s) => Some(s.expect_str("to_device mem_scope")?),
+                None => None,
             };
-            // TVM's `Tensor::CopyTo` always copies.
-            let out = Tensor::empty(t.shape(), t.dtype(), dev)?;
-            out.copy_from(&t)?;
-            Ok(out.into())
+            let dev = crate::abi::DLDevice {
+                device_type: crate::abi::DLDeviceType(u32::try_from(dev_type).map_err(|_| {
+                    Error::value(format!(
+                        "vm.builtin.to_device: invalid device type {dev_type}"
+                    ))
+                })?),
+                device_id: i32::try_from(dev_id).map_err(|_| {
+                    Error::value(format!("vm.builtin.to_device: invalid device id {dev_id}"))
+                })?,
+            };
+            // TVM's `Tensor::CopyTo`: always a copy, finished when it returns.
+            Ok(t.copy_to(dev, scope)
+                .map_err(|e| e.context("vm.builtin.to_device"))?
+                .into())
         }
         B::ReadIfCond => Ok(Any::from(read_if_cond(arg(args, 0, b)?)?)),
         B::TupleGetItem => {
@@ -640,7 +645,7 @@ pub fn call(b: Builtin, vm: Option<&VmState>, args: &[AnyView<'_>], depth: usize
             args.iter().map(AnyView::to_owned_any).collect(),
         ))),
         B::TensorToShape => {
-            let t = tensor_of(arg(args, 0, b)?, "vm.builtin.tensor_to_shape")?;
+            let t = tensor_of(arg(args, 0, b)?, "vm.builtin.tensor_to_shape")?.to_host()?;
             if t.ndim() != 1 || t.dtype().code.0 != 0 {
                 return Err(Error::new(
                     "InternalError",
@@ -789,7 +794,8 @@ pub fn read_if_cond(v: &AnyView<'_>) -> Result<bool> {
     if let Some(i) = v.as_i64() {
         return Ok(i != 0);
     }
-    let t = tensor_of(v, "vm.builtin.read_if_cond")?;
+    // A condition on a device is read on the host, as TVM copies it to the CPU.
+    let t = tensor_of(v, "vm.builtin.read_if_cond")?.to_host()?;
     let d = t.dtype();
     if !matches!(d.code.0, 0 | 1 | 6) {
         return Err(Error::new(
@@ -808,7 +814,7 @@ pub fn read_if_cond(v: &AnyView<'_>) -> Result<bool> {
         ));
     }
     let p = t.data_ptr();
-    // SAFETY: a live CPU tensor with at least one element of `bits` bits.
+    // SAFETY: a live tensor in host memory with at least one element of `bits` bits.
     let v = unsafe {
         match d.bits {
             1 | 8 => *p.cast::<i8>() as i64,

@@ -26,6 +26,7 @@ use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::module::{Module, ModuleKind};
 use crate::object::{new_object, ObjectPayload, ObjectRef};
+use crate::tensor::Tensor;
 use crate::value::{Any, AnyView};
 
 use super::array::array_items;
@@ -192,9 +193,28 @@ impl VmState {
                 }
             }
         }
-        // Constants stay where they are: every device tvmrt runs on is the CPU.
-        let consts: Vec<Any> = exec.constants.to_vec();
-        let allocators = kinds.into_iter().map(Allocator::new).collect();
+        // Constants move to device 0 once, in their memory scope (TVM's `Init`); on the CPU
+        // they stay where they are (in place in the library when it can).
+        let dev0 = devices[0];
+        let consts: Vec<Any> = exec
+            .constants
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let scope = exec
+                    .memory_scopes
+                    .iter()
+                    .find(|(at, _)| *at == i as i64)
+                    .map(|(_, s)| s.as_str());
+                move_to_device(&c.view(), dev0, scope)
+                    .map_err(|e| e.context(format!("constant {i}")))
+            })
+            .collect::<Result<_>>()?;
+        let allocators = kinds
+            .into_iter()
+            .zip(&devices)
+            .map(|(k, d)| Allocator::new(k, *d))
+            .collect();
         let state = Arc::new_cyclic(|weak: &Weak<VmState>| {
             let ptr = weak.as_ptr() as *mut c_void;
             VmState {
@@ -481,29 +501,44 @@ fn lookup_imports(imports: &[Module], name: &str) -> Result<Option<Function>> {
     Ok(None)
 }
 
-/// Converts an input as TVM's `ConvertArgToDevice` does for a CPU VM: tensor objects and
-/// other values stay, a bare `DLTensor*` is copied into a new tensor, arrays are converted
-/// item by item.
-fn convert_input(v: &AnyView<'_>) -> Result<Any> {
+/// Converts an input as TVM's `ConvertArgToDevice` does, for the VM's device `dev`: a tensor
+/// object on another device is copied to `dev` (one already there stays), a bare `DLTensor*` is
+/// always copied into a new tensor on `dev`, arrays are converted item by item, other values
+/// stay.
+fn convert_input(v: &AnyView<'_>, dev: DLDevice) -> Result<Any> {
+    if v.type_index() == type_index::DL_TENSOR_PTR {
+        let p = v.as_dltensor().unwrap_or(std::ptr::null_mut());
+        crate::error::non_null(p, "DLTensor* input")?;
+        // SAFETY: the caller keeps the tensor alive for the call.
+        let src = unsafe { &*p };
+        // SAFETY: as above.
+        let shape = unsafe { crate::tensor::layout::dl_shape(src, "input")? };
+        let t = Tensor::empty(shape, src.dtype, dev)?;
+        // SAFETY: both describe live memory.
+        unsafe { crate::tensor::copy::copy_dltensor(src, t.dl())? };
+        return Ok(t.into());
+    }
+    move_to_device(v, dev, None)
+}
+
+/// TVM's `ConvertObjectToDevice`: a tensor not on `dev` is copied there (in `scope`), arrays
+/// item by item; anything else is returned as it is.
+fn move_to_device(v: &AnyView<'_>, dev: DLDevice, scope: Option<&str>) -> Result<Any> {
     match v.type_index() {
-        type_index::DL_TENSOR_PTR => {
-            let p = v.as_dltensor().unwrap_or(std::ptr::null_mut());
-            crate::error::non_null(p, "DLTensor* input")?;
-            // SAFETY: the caller keeps the tensor alive for the call.
-            let src = unsafe { &*p };
-            // SAFETY: as above.
-            let shape = unsafe { crate::tensor::layout::dl_shape(src, "input")? };
-            let t = crate::tensor::Tensor::empty(shape, src.dtype, src.device)?;
-            // SAFETY: both describe live memory.
-            unsafe { crate::tensor::copy::copy_dltensor(src, t.dl())? };
-            Ok(t.into())
+        type_index::TENSOR => {
+            let t = Tensor::from_any_view(v, "input")?;
+            if t.device() == dev {
+                Ok(t.into())
+            } else {
+                Ok(t.copy_to(dev, scope)?.into())
+            }
         }
         type_index::ARRAY => {
             let obj = v.as_object().ok_or_else(|| Error::value("null array"))?;
             let items = array_items(&obj).unwrap_or(&[]);
             let conv = items
                 .iter()
-                .map(convert_input)
+                .map(|item| convert_input(item, dev))
                 .collect::<Result<Vec<_>>>()?;
             Ok(Any::from_object(super::array::new_array(conv)))
         }
@@ -565,7 +600,9 @@ impl VmModule {
         })
     }
 
-    /// `vm_initialization(device_type, device_id, allocator_type, ...)`.
+    /// `vm_initialization(device_type, device_id, allocator_type, ...)`: the devices, the first
+    /// one where the model runs and the last one the host (TVM 0.27 passes `(4, 0, 2, 1, 0, 2)`
+    /// for OpenCL device 0 and the CPU).
     pub fn init(&self, args: &[AnyView<'_>]) -> Result<()> {
         if args.is_empty() || args.len() % 3 != 0 {
             return Err(Error::value(format!(
@@ -580,19 +617,16 @@ impl VmModule {
             let dt = c[0].expect_i64("device_type")?;
             let id = c[1].expect_i64("device_id")?;
             let kind = AllocatorKind::from_code(c[2].expect_i64("allocator_type")?)?;
-            if dt != 1 {
-                return Err(Error::value(format!(
-                    "vm_initialization: device type {dt} ({}) is not supported: tvmrt runs \
-                     Relax models on the CPU (device type 1)",
-                    crate::tensor::layout::device_type_name(dt as u32)
-                )));
-            }
+            let dt =
+                u32::try_from(dt).map_err(|_| Error::value(format!("invalid device type {dt}")))?;
             let id = i32::try_from(id)
                 .map_err(|_| Error::value(format!("device id {id} is out of range")))?;
-            devices.push(DLDevice {
+            let dev = DLDevice {
+                device_type: crate::abi::DLDeviceType(dt),
                 device_id: id,
-                ..crate::tensor::layout::cpu()
-            });
+            };
+            crate::device::api_of(dev).map_err(|e| e.context("vm_initialization"))?;
+            devices.push(dev);
             kinds.push(kind);
         }
         let imports = self.exec_module.imports();
@@ -632,6 +666,8 @@ impl VmModule {
                 f.num_args
             )));
         }
+        // Inputs go to the VM's first device (TVM's `SetInput`).
+        let dev = self.state()?.devices()[0];
         let mut conv = Vec::with_capacity(inputs.len());
         for (i, v) in inputs.iter().enumerate() {
             if with_param_module && i + 1 == inputs.len() {
@@ -641,7 +677,7 @@ impl VmModule {
                 })?;
                 conv.push(get.call(&[])?);
             } else {
-                conv.push(convert_input(v)?);
+                conv.push(convert_input(v, dev)?);
             }
         }
         self.io.lock().0.inputs.insert(name.to_string(), conv);
@@ -707,9 +743,10 @@ impl VmModule {
         if info.kind != FuncKind::VMFunc {
             return Err(unsupported_tir(name));
         }
+        let dev = state.devices()[0];
         let inputs = args[3..]
             .iter()
-            .map(convert_input)
+            .map(|v| convert_input(v, dev))
             .collect::<Result<Vec<_>>>()?;
         let base = state.func_values.0[idx]
             .view()

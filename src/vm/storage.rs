@@ -1,9 +1,9 @@
 //! VM memory: allocators (`vm_initialization` allocator kinds) and storage objects
 //! (`vm.builtin.alloc_storage`), from which `vm.builtin.alloc_tensor` carves tensors.
 //!
-//! A storage's memory is a 1-D `uint8` tvmrt tensor (64-byte aligned, as TVM's
-//! `kAllocAlignment`); a tensor allocated in a storage is a view of it and keeps it alive, as a
-//! TVM tensor keeps its `Storage` alive. TVM (`src/runtime/memory/memory_manager.cc`,
+//! A storage's memory is a 1-D `uint8` tvmrt tensor on the allocator's device (64-byte aligned
+//! on the CPU, as TVM's `kAllocAlignment`; an OpenCL buffer on OpenCL); a tensor allocated in a
+//! storage is a view of it and keeps it alive, as a TVM tensor keeps its `Storage` alive. TVM (`src/runtime/memory/memory_manager.cc`,
 //! `naive_allocator.h`, `pooled_allocator.h`):
 //! - the naive allocator (kind 1) allocates exactly the bytes asked for and frees them when
 //!   the last user goes;
@@ -15,7 +15,7 @@
 
 use parking_lot::Mutex;
 
-use crate::abi::{type_index, DLDataType, DLTensor};
+use crate::abi::{type_index, DLDataType, DLDevice, DLTensor};
 use crate::dtype::dtypes;
 use crate::error::{Error, Result};
 use crate::object::{new_object, ObjectPayload, ObjectRef};
@@ -46,20 +46,27 @@ impl AllocatorKind {
     }
 }
 
-/// A CPU allocator of storage blocks.
+/// An allocator of storage blocks on one device.
 pub struct Allocator {
     kind: AllocatorKind,
+    device: DLDevice,
     /// Pooled only: blocks by rounded size (a model uses few sizes, so a list beats a hash).
     pool: Mutex<Vec<(usize, Vec<Tensor>)>>,
 }
 
 impl Allocator {
-    /// A new allocator of `kind`.
-    pub fn new(kind: AllocatorKind) -> Allocator {
+    /// A new allocator of `kind` on `device`.
+    pub fn new(kind: AllocatorKind, device: DLDevice) -> Allocator {
         Allocator {
             kind,
+            device,
             pool: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The device its blocks live on.
+    pub fn device(&self) -> DLDevice {
+        self.device
     }
 
     /// The kind.
@@ -70,7 +77,7 @@ impl Allocator {
     /// A block of at least `nbytes` bytes (exactly, for the naive allocator).
     pub fn alloc(&self, nbytes: usize) -> Result<Tensor> {
         match self.kind {
-            AllocatorKind::Naive => new_block(nbytes),
+            AllocatorKind::Naive => new_block(nbytes, self.device),
             AllocatorKind::Pooled => {
                 let size = nbytes
                     .checked_next_multiple_of(PAGE_SIZE)
@@ -89,7 +96,7 @@ impl Allocator {
                 if let Some(b) = blocks.iter().find(|b| b.object().strong_count() == 1) {
                     return Ok(b.clone());
                 }
-                let b = new_block(size)?;
+                let b = new_block(size, self.device)?;
                 blocks.push(b.clone());
                 Ok(b)
             }
@@ -111,10 +118,10 @@ impl Allocator {
     }
 }
 
-fn new_block(nbytes: usize) -> Result<Tensor> {
+fn new_block(nbytes: usize, device: DLDevice) -> Result<Tensor> {
     let n = i64::try_from(nbytes)
         .map_err(|_| Error::value(format!("cannot allocate {nbytes} bytes")))?;
-    Tensor::empty(&[n], dtypes::UINT8, crate::tensor::layout::cpu())
+    Tensor::empty(&[n], dtypes::UINT8, device)
 }
 
 /// Payload of a storage object (TVM `vm.Storage`). tvmrt gives it the generic object type
@@ -158,7 +165,9 @@ unsafe impl ObjectPayload for StorageTensorObj {
 }
 
 /// A tensor of `shape` and `dtype` at `offset` bytes into a storage's block
-/// (`StorageObj::AllocTensor`), keeping the block alive.
+/// (`StorageObj::AllocTensor`), keeping the block alive. Where the device allows pointer
+/// arithmetic (the CPU) the offset is folded into the data pointer; elsewhere the tensor shares
+/// the block's pointer and carries the offset in `byte_offset`, as TVM's.
 pub fn alloc_tensor_in(
     block: &Tensor,
     offset: i64,
@@ -194,19 +203,24 @@ pub fn alloc_tensor_in(
     } else {
         (dims.as_mut_ptr(), dims[ndim..].as_mut_ptr())
     };
-    let dl = DLTensor {
+    let device = block.device();
+    let folds = device.device_type.0 == crate::device::CPU
+        || crate::device::api_of(device)?.pointer_arithmetic();
+    let (data, byte_offset) = if folds {
         // In bounds: checked above against the block's size.
-        data: block
-            .data_ptr()
-            .cast::<u8>()
-            .wrapping_add(offset as usize)
-            .cast(),
-        device: block.device(),
+        let p = block.data_ptr().cast::<u8>().wrapping_add(offset as usize);
+        (p.cast(), 0)
+    } else {
+        (block.dl().data, block.byte_offset() + offset as u64)
+    };
+    let dl = DLTensor {
+        data,
+        device,
         ndim: ndim as i32,
         dtype,
         shape: shape_ptr,
         strides: strides_ptr,
-        byte_offset: 0,
+        byte_offset,
     };
     let obj = new_object(StorageTensorObj {
         dl,
@@ -222,7 +236,7 @@ mod tests {
 
     #[test]
     fn pooled_reuses_free_blocks_only() {
-        let a = Allocator::new(AllocatorKind::Pooled);
+        let a = Allocator::new(AllocatorKind::Pooled, crate::device::cpu());
         let b1 = a.alloc(100).unwrap();
         assert_eq!(b1.nbytes(), PAGE_SIZE);
         let p1 = b1.data_ptr();
@@ -245,7 +259,7 @@ mod tests {
 
     #[test]
     fn naive_is_exact_and_bounds_are_checked() {
-        let a = Allocator::new(AllocatorKind::Naive);
+        let a = Allocator::new(AllocatorKind::Naive, crate::device::cpu());
         let b = a.alloc(16).unwrap();
         assert_eq!(b.nbytes(), 16);
         assert!(alloc_tensor_in(&b, 0, &[4], dtypes::FLOAT32).is_ok());

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[path = "../module_support/mod.rs"]
-mod module_support;
+pub mod module_support;
 
 pub use module_support::fixtures;
 

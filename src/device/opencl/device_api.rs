@@ -375,3 +375,8 @@ pub fn pooled_workspaces() -> usize {
     let pool = WORKSPACES.lock();
     pool.free.len() + pool.in_use.len()
 }
+
+/// Workspace buffers in use (allocated and not yet freed).
+pub fn workspaces_in_use() -> usize {
+    WORKSPACES.lock().in_use.len()
+}
