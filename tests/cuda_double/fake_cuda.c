@@ -55,7 +55,8 @@ struct kernel {
   int n_params, param_size[MAX_PARAMS];
   int static_shared, max_dynamic_shared;
 };
-struct module { int live, device, n_kernels; struct kernel kernels[MAX_KERNELS]; };
+/* `any_name`: PTX the double cannot read (compressed in a fatbin): every name is a kernel. */
+struct module { int live, device, n_kernels, any_name; struct kernel kernels[MAX_KERNELS]; };
 struct stream { int live, device; };
 struct event { int live; };
 
@@ -452,15 +453,21 @@ static CUresult load(struct module *m, const uint8_t *img) {
     uint64_t end = rd16(img + 6) + rd64(img + 8);
     const uint8_t *ptx = NULL;
     size_t ptx_n = 0;
+    int compressed_ptx = 0;
     for (uint64_t at = rd16(img + 6); at < end; at += rd32(img + at + 4) + rd64(img + at + 8)) {
       const uint8_t *e = img + at;
       int kind = rd16(e), entry_sm = (int)rd32(e + 28), compressed = (rd64(e + 40) & 0x2000) != 0;
       const uint8_t *payload = e + rd32(e + 4);
-      if (compressed) continue;
+      if (compressed) {
+        /* The driver decompresses; the double cannot read it, and takes the PTX on trust. */
+        if (kind == 1 && entry_sm <= device_sm) compressed_ptx = 1;
+        continue;
+      }
       if (kind == 2 && entry_sm / 10 == device_sm / 10 && entry_sm <= device_sm)
         return read_cubin(m, payload, rd64(e + 8), &sm) ? INVALID_IMAGE : OK;
       if (kind == 1 && entry_sm <= device_sm) { ptx = payload; ptx_n = rd64(e + 8); }
     }
+    if (!ptx && compressed_ptx) { m->any_name = 1; return OK; }
     if (!ptx) return NO_BINARY_FOR_GPU;
     return read_ptx(m, (const char *)ptx, ptx_n, &sm) ? INVALID_IMAGE : OK;
   }
@@ -517,6 +524,11 @@ CUresult cuModuleGetFunction(void **out, void *mod, const char *name) {
   if (!m || !m->live) return INVALID_HANDLE;
   for (int i = 0; i < m->n_kernels; i++)
     if (!strcmp(m->kernels[i].name, name)) { *out = &m->kernels[i]; return OK; }
+  if (m->any_name && m->n_kernels < MAX_KERNELS) {
+    add_kernel(m, name, strlen(name));
+    *out = &m->kernels[m->n_kernels - 1];
+    return OK;
+  }
   return NOT_FOUND;
 }
 CUresult cuFuncGetAttribute(int *v, int attr, void *f) {
@@ -627,4 +639,12 @@ void fake_cuda_set_kernel(const char *name, kernel_impl f) {
     impls[i].f = f;
   }
   pthread_mutex_unlock(&lock);
+}
+/* The device of the live allocation holding `p` (-1: none; -2: page-locked host memory). */
+int fake_cuda_pointer_device(uint64_t p) {
+  pthread_mutex_lock(&lock);
+  struct alloc *a = find((uintptr_t)p, 1, 0);
+  int d = a ? a->device : (find((uintptr_t)p, 1, 1) ? -2 : -1);
+  pthread_mutex_unlock(&lock);
+  return d;
 }

@@ -135,6 +135,11 @@ pub struct FakeDriver {
     log: unsafe extern "C" fn() -> *const c_char,
     reset: unsafe extern "C" fn(),
     set_kernel: unsafe extern "C" fn(*const c_char, Option<KernelImpl>),
+    pointer_device: unsafe extern "C" fn(u64) -> c_int,
+    /// The driver's own `cuMemAlloc_v2`, as another library (PyTorch) would call it.
+    pub mem_alloc: unsafe extern "C" fn(*mut u64, usize) -> c_int,
+    /// The driver's own `cuMemFree_v2`.
+    pub mem_free: unsafe extern "C" fn(u64) -> c_int,
     _lib: libloading::Library,
 }
 
@@ -177,6 +182,9 @@ pub fn fake_driver() -> &'static FakeDriver {
             log: sym!("fake_cuda_log"),
             reset: sym!("fake_cuda_reset"),
             set_kernel: sym!("fake_cuda_set_kernel"),
+            pointer_device: sym!("fake_cuda_pointer_device"),
+            mem_alloc: sym!("cuMemAlloc_v2"),
+            mem_free: sym!("cuMemFree_v2"),
             path,
             _lib: lib,
         }
@@ -227,6 +235,12 @@ impl FakeDriver {
     pub fn reset(&self) {
         // SAFETY: a plain call.
         unsafe { (self.reset)() }
+    }
+
+    /// The device of the live allocation holding `addr` (-1: none, -2: page-locked memory).
+    pub fn pointer_device(&self, addr: u64) -> i32 {
+        // SAFETY: a plain query.
+        unsafe { (self.pointer_device)(addr) }
     }
 
     /// Runs `f` on the host for each launch of `kernel`.
