@@ -457,8 +457,9 @@ fn bench_reports_latency() {
     ]);
     let lines: Vec<&str> = out.lines().collect();
     assert!(
-        lines[0]
-            .ends_with("mlp.so `main` (Relax VM function): 10 runs after 5 warm-up, 1 thread(s)"),
+        lines[0].ends_with(
+            "mlp.so `main` (Relax VM function) on cpu:0: 10 runs after 5 warm-up, 1 thread(s)"
+        ),
         "{out}"
     );
     assert!(lines[1].starts_with("  median "), "{out}");

@@ -49,6 +49,9 @@ __all__ = [
     "VirtualMachine",
     "cpu",
     "device",
+    "empty",
+    "opencl",
+    "tensor",
     "from_dlpack",
     "get_global_func",
     "library_path",
@@ -230,8 +233,27 @@ def cpu(dev_id: int = 0) -> Device:
     return Device(_ffi.DEVICE_TYPES["cpu"], dev_id)
 
 
+def opencl(dev_id: int = 0) -> Device:
+    """OpenCL device ``dev_id`` ``(kDLOpenCL, dev_id)``, as ``tvm.opencl()`` names it."""
+    return Device(_ffi.DEVICE_TYPES["opencl"], dev_id)
+
+
+def empty(shape, dtype="float32", device=None) -> Tensor:
+    """A new tensor of ``shape`` and ``dtype`` on ``device`` (the CPU by default)."""
+    return _ffi.empty(shape, dtype, device)
+
+
+def tensor(arr, device=None) -> Tensor:
+    """A copy of ``arr`` (a numpy array or any DLPack producer) on ``device`` (the CPU by
+    default), as ``tvm.runtime.tensor``. ``t.numpy()`` copies it back."""
+    import numpy as np
+
+    a = arr if isinstance(arr, np.ndarray) else np.from_dlpack(arr)
+    return _ffi.empty(a.shape, str(a.dtype), device).copyfrom(a)
+
+
 def device(dev_type, index: int = 0) -> Device:
-    """A device by TVM's name or DLPack code: ``device("cpu")``, ``device("cpu:0")``,
+    """A device by TVM's name or DLPack code: ``device("cpu")``, ``device("opencl:1")``,
     ``device(1, 0)``."""
     if isinstance(dev_type, str):
         name, _, idx = dev_type.partition(":")
@@ -250,11 +272,16 @@ def device(dev_type, index: int = 0) -> Device:
 
 
 class VirtualMachine:
-    """Runs a Relax model's functions, as ``tvm.relax.VirtualMachine`` does on CPU::
+    """Runs a Relax model's functions, as ``tvm.relax.VirtualMachine`` does::
 
     vm = tvmrt.VirtualMachine(tvmrt.load_module("model.so"), tvmrt.cpu())
     y = vm["main"](x)                       # or, statefully:
     vm.set_input("main", x); vm.invoke_stateful("main"); y = vm.get_outputs("main")
+
+    On a device (``tvmrt.opencl()`` for a model built for OpenCL) the VM runs there with the
+    CPU as its host, as TVM does: ``set_input`` uploads host arrays, ``vm["main"]`` takes
+    tensors on the device (``tvmrt.tensor(x, dev)``), and outputs stay on the device
+    (``.numpy()`` copies them back).
     """
 
     #: TVM's ``VirtualMachine.POOLED_ALLOCATOR``.
@@ -264,10 +291,12 @@ class VirtualMachine:
 
     def __init__(self, executable: Module, device=None):
         device_type, device_id = device if device is not None else cpu()
-        if device_type != self.CPU:
-            raise ValueError(f"tvmrt runs Relax models on the CPU only, got device {device}")
+        self.device = Device(int(device_type), int(device_id))
         self.module = executable["vm_load_executable"]()
-        self.module["vm_initialization"](device_type, device_id, self.POOLED_ALLOCATOR)
+        init = [device_type, device_id, self.POOLED_ALLOCATOR]
+        if device_type != self.CPU:
+            init += [self.CPU, 0, self.POOLED_ALLOCATOR]  # the host, as TVM adds it
+        self.module["vm_initialization"](*init)
 
     def __getitem__(self, name: str) -> Function:
         f = self.module.get_function(name, False)

@@ -214,6 +214,14 @@ def _load(path: str) -> ctypes.CDLL:
         "TVMFFITensorToDLPack": (c_int, [c_void_p, POINTER(c_void_p)]),
         "TVMFFITensorToDLPackVersioned": (c_int, [c_void_p, POINTER(c_void_p)]),
         "TVMFFIDataTypeFromString": (c_int, [POINTER(TVMFFIByteArray), POINTER(DLDataType)]),
+        # Tensors on devices (the classic C calls; a TVMArrayHandle is the object + 24).
+        "TVMArrayAlloc": (
+            c_int,
+            [POINTER(c_int64), c_int, c_int, c_int, c_int, c_int, c_int, POINTER(c_void_p)],
+        ),
+        "TVMArrayCopyFromBytes": (c_int, [c_void_p, c_void_p, ctypes.c_size_t]),
+        "TVMArrayCopyToBytes": (c_int, [c_void_p, c_void_p, ctypes.c_size_t]),
+        "TVMArrayCopyFromTo": (c_int, [c_void_p, c_void_p, c_void_p]),
     }
     for name, (res, args) in sig.items():
         f = getattr(handle, name)
@@ -426,13 +434,68 @@ class Tensor(Object):
         return _capsule(out.value, versioned=False)
 
     def numpy(self):
-        """A numpy array viewing this tensor's data."""
+        """This tensor as a numpy array: a view of the data on the CPU, a copy of it (made when
+        this returns) for a tensor on another device."""
         import numpy as np
 
-        return np.from_dlpack(self)
+        if self._dl.device.device_type == DEVICE_TYPES["cpu"]:
+            return np.from_dlpack(self)
+        out = np.empty(self.shape, dtype=np.dtype(self.dtype))
+        check(
+            lib().TVMArrayCopyToBytes(self._handle + OBJECT_HEADER_SIZE, out.ctypes.data, out.nbytes),
+            "Tensor.numpy",
+        )
+        return out
+
+    def copyfrom(self, source) -> "Tensor":
+        """Copies a numpy array (or any DLPack producer) of the same shape and dtype into this
+        tensor, on whatever device it is."""
+        import numpy as np
+
+        arr = np.ascontiguousarray(np.from_dlpack(source) if not isinstance(source, np.ndarray)
+                                   else source)
+        if tuple(arr.shape) != self.shape or str(arr.dtype) != self.dtype:
+            raise ValueError(
+                f"copyfrom: expected shape {self.shape} and dtype {self.dtype}, got "
+                f"{tuple(arr.shape)} and {arr.dtype}"
+            )
+        check(
+            lib().TVMArrayCopyFromBytes(self._handle + OBJECT_HEADER_SIZE, arr.ctypes.data, arr.nbytes),
+            "Tensor.copyfrom",
+        )
+        return self
+
+    def copyto(self, device) -> "Tensor":
+        """A copy of this tensor on ``device`` (a :class:`Device` or ``(type, id)``)."""
+        out = empty(self.shape, self.dtype, device)
+        check(
+            lib().TVMArrayCopyFromTo(
+                self._handle + OBJECT_HEADER_SIZE, out._handle + OBJECT_HEADER_SIZE, None
+            ),
+            "Tensor.copyto",
+        )
+        return out
 
     def __repr__(self):
         return f"tvmrt.Tensor(shape={self.shape}, dtype={self.dtype})"
+
+
+def empty(shape, dtype="float32", device=None) -> Tensor:
+    """A new compact tensor on ``device`` (the CPU by default). CPU memory is zeroed; device
+    memory is left as the driver gives it."""
+    device_type, device_id = device if device is not None else (DEVICE_TYPES["cpu"], 0)
+    dims = tuple(int(d) for d in shape)
+    arr = (c_int64 * max(len(dims), 1))(*dims)
+    t = DLDataType()
+    check(lib().TVMFFIDataTypeFromString(byref(TVMFFIByteArray.of(str(dtype).encode())), byref(t)),
+          f"dtype {dtype!r}")
+    out = c_void_p()
+    check(
+        lib().TVMArrayAlloc(arr, len(dims), t.code, t.bits, t.lanes, int(device_type),
+                            int(device_id), byref(out)),
+        "empty",
+    )
+    return Tensor(out.value - OBJECT_HEADER_SIZE)
 
 
 class DLTensorView:

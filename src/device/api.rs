@@ -119,6 +119,13 @@ pub trait DeviceApi: Send + Sync + 'static {
     /// generated host code calls before launching kernels).
     fn set_device(&self, dev: DLDevice) -> Result<()>;
 
+    /// Fails, saying why, unless `dev` exists and can be used now (the driver is there, the id
+    /// is in range). Callers that set up work for a device (a VM, a graph executor) check first
+    /// so that the error names the device rather than a later allocation.
+    fn check_exists(&self, _dev: DLDevice) -> Result<()> {
+        Ok(())
+    }
+
     /// An attribute of `dev`; `None` when the back end does not know it (as TVM leaves the
     /// result unset).
     fn get_attr(&self, dev: DLDevice, attr: DeviceAttr) -> Result<Any>;

@@ -148,6 +148,14 @@ fn no_back_end(what: String) -> Error {
     ))
 }
 
+/// The device API of `dev`, after checking that the device exists and can be used now
+/// ([`DeviceApi::check_exists`]).
+pub fn usable(dev: DLDevice) -> Result<&'static dyn DeviceApi> {
+    let api = api_of(dev)?;
+    api.check_exists(dev)?;
+    Ok(api)
+}
+
 /// Fails unless the host can read `dev`'s memory directly; `what` names the caller.
 pub fn require_host(dev: DLDevice, what: &str) -> Result<()> {
     if api_of(dev).map_err(|e| e.context(what))?.host_accessible() {

@@ -121,7 +121,7 @@ impl GraphExecutor {
     /// Builds an executor for `graph` whose kernels come from `lib` (searched with its
     /// imports), on `device`.
     pub fn new(graph: Arc<Graph>, lib: Module, device: DLDevice) -> Result<GraphExecutor> {
-        device::api_of(device).map_err(|e| e.context("graph executor device"))?;
+        device::usable(device).map_err(|e| e.context("graph executor device"))?;
         if let Some(devs) = &graph.device_index {
             if let Some(d) = devs
                 .iter()

@@ -371,6 +371,8 @@ pub struct ModuleNode {
     pub constants: Option<crate::vm::exec::ConstantTotals>,
     /// For a graph executor factory (TVM <= 0.19 model): its graph.
     pub graph: Option<GraphSummary>,
+    /// For a device module (`opencl`, ...): its code format and kernels.
+    pub device: Option<crate::device::DeviceModuleInfo>,
 }
 
 /// A graph executor model, as `tvmrt inspect` shows it.
@@ -562,8 +564,10 @@ fn candidate_names(m: &Module) -> Vec<String> {
 /// functions of library modules.
 pub fn module_tree(root: &Module, lib: Option<&LibraryInfo>) -> ModuleNode {
     fn walk(m: &Module, lib: Option<&LibraryInfo>, depth: usize) -> ModuleNode {
-        let (functions, functions_complete) = match (m.kind(), lib) {
-            ("library", Some(info)) => (info.function_names(), true),
+        let device = crate::device::describe_module(m);
+        let (functions, functions_complete) = match (m.kind(), lib, &device) {
+            (_, _, Some(d)) => (d.kernels.iter().map(|k| k.name.clone()).collect(), true),
+            ("library", Some(info), _) => (info.function_names(), true),
             _ => (
                 candidate_names(m)
                     .into_iter()
@@ -590,6 +594,7 @@ pub fn module_tree(root: &Module, lib: Option<&LibraryInfo>) -> ModuleNode {
                 .downcast::<crate::vm::exec::ExecutableModule>()
                 .map(|em| em.executable().constant_totals()),
             graph: graph_summary(m),
+            device,
         }
     }
     walk(root, lib, 0)

@@ -574,6 +574,13 @@ impl LibraryState {
         self.classic_ctx.register_root(classic_root.import_list());
         for m in ffi_libs {
             self.ffi_ctx.register_root(m.import_list());
+            // Classic code searches from the root, as TVM; when the root is gone but the
+            // library module lives on (a graph executor keeps only the library of its
+            // factory), the library's own imports (its device modules) still serve it, where
+            // TVM's context would dangle.
+            if m.as_ptr() != classic_root.as_ptr() {
+                self.classic_ctx.register_root(m.import_list());
+            }
         }
     }
 }

@@ -625,7 +625,7 @@ impl VmModule {
                 device_type: crate::abi::DLDeviceType(dt),
                 device_id: id,
             };
-            crate::device::api_of(dev).map_err(|e| e.context("vm_initialization"))?;
+            crate::device::usable(dev).map_err(|e| e.context("vm_initialization"))?;
             devices.push(dev);
             kinds.push(kind);
         }

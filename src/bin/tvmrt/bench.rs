@@ -96,12 +96,16 @@ pub fn main(args: Args) -> tvmrt::Result<()> {
     }
     let p = Prepared::new(&args.call)?;
     // The first call also checks that the function runs at all.
+    // Each timed call includes waiting for the device to finish it (kernels on OpenCL are
+    // queued when the call returns).
     let start = Instant::now();
     p.call()?;
+    p.sync()?;
     let mut estimate = start.elapsed();
     for _ in 1..args.warmup {
         let t = Instant::now();
         p.call()?;
+        p.sync()?;
         estimate = t.elapsed();
     }
     let bar = if estimate * args.repeat as u32 > PROGRESS_AFTER {
@@ -120,6 +124,7 @@ pub fn main(args: Args) -> tvmrt::Result<()> {
     for _ in 0..args.repeat {
         let t = Instant::now();
         p.call()?;
+        p.sync()?;
         times.push(t.elapsed());
         if let Some(b) = &bar {
             b.inc(1);
@@ -138,6 +143,7 @@ pub fn main(args: Args) -> tvmrt::Result<()> {
             "warmup": args.warmup.max(1),
             "runs": lat.runs,
             "threads": threads,
+            "device": tvmrt::device::device_name(args.call.device),
             "median_ns": lat.median.as_nanos() as u64,
             "p90_ns": lat.p90.as_nanos() as u64,
             "min_ns": lat.min.as_nanos() as u64,
@@ -148,10 +154,11 @@ pub fn main(args: Args) -> tvmrt::Result<()> {
         return Ok(());
     }
     println!(
-        "{} `{}` ({}): {} runs after {} warm-up, {threads} thread(s)",
+        "{} `{}` ({}) on {}: {} runs after {} warm-up, {threads} thread(s)",
         args.call.library,
         p.function,
         p.kind(),
+        tvmrt::device::device_name(args.call.device),
         lat.runs,
         args.warmup.max(1)
     );

@@ -83,6 +83,14 @@ fn tree_json(n: &ModuleNode) -> Value {
             "in_place": c.in_place,
             "in_place_bytes": c.in_place_bytes,
         })),
+        "device_module": n.device.as_ref().map(|d| json!({
+            "format": d.format,
+            "kernels": d.kernels.iter().map(|k| json!({
+                "name": k.name,
+                "arg_types": k.arg_types,
+                "launch_params": k.launch_params,
+            })).collect::<Vec<_>>(),
+        })),
         "graph": n.graph.as_ref().map(|g| {
             let tensors = |list: &[tvmrt::introspect::GraphTensor]| {
                 list.iter()
@@ -151,7 +159,14 @@ fn print_tree(n: &ModuleNode, prefix: &str, last: bool, root: bool) {
     } else {
         ("|- ", format!("{prefix}|  "))
     };
-    let functions = if n.functions.is_empty() {
+    let functions = if let Some(d) = &n.device {
+        let count = d.kernels.len();
+        format!(
+            "device module, code format `{}`, {count} kernel{}",
+            d.format,
+            if count == 1 { "" } else { "s" }
+        )
+    } else if n.functions.is_empty() {
         String::from("no functions found")
     } else if n.functions_complete {
         format!("functions: {}", n.functions.join(", "))
@@ -192,6 +207,16 @@ fn print_tree(n: &ModuleNode, prefix: &str, last: bool, root: bool) {
             if !names.is_empty() {
                 println!("{detail}  calls {label}: {}", names.join(", "));
             }
+        }
+    }
+    if let Some(d) = &n.device {
+        for k in &d.kernels {
+            println!(
+                "{detail}kernel {}({})  launch: {}",
+                k.name,
+                k.arg_types.join(", "),
+                k.launch_params.join(", ")
+            );
         }
     }
     if let Some(g) = &n.graph {

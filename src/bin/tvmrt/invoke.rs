@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::str::FromStr;
 
-use tvmrt::abi::{type_index, DLDataType};
+use tvmrt::abi::{type_index, DLDataType, DLDevice};
 use tvmrt::dtype::dtype_from_str;
 use tvmrt::introspect::signature::{Dim, Signature};
 use tvmrt::introspect::{self, LibraryInfo};
@@ -42,6 +42,17 @@ pub struct CallArgs {
     /// The file's format when its extension does not tell (`so`, or a registered loader's).
     #[arg(long, value_name = "FMT")]
     pub format: Option<String>,
+
+    /// The device to run on: `cpu` (the default) or `opencl[:N]` for a library built for
+    /// OpenCL. Inputs are uploaded to it, outputs copied back.
+    #[arg(long, value_name = "DEVICE", default_value = "cpu", value_parser = parse_device)]
+    pub device: DLDevice,
+}
+
+fn parse_device(text: &str) -> std::result::Result<DLDevice, String> {
+    let dev = tvmrt::device::parse_device(text).map_err(|e| e.message.clone())?;
+    tvmrt::device::api_of(dev).map_err(|e| e.message.clone())?;
+    Ok(dev)
 }
 
 /// An output tensor's dtype and shape (`float32:4x4`).
@@ -133,12 +144,16 @@ struct GraphCall {
 }
 
 impl GraphCall {
-    /// Creates the executor on the CPU, as `factory["default"](tvm.cpu())`.
-    fn new(factory: &Module, summary: &tvmrt::introspect::GraphSummary) -> Result<GraphCall> {
+    /// Creates the executor on `device`, as `factory["default"](device)`.
+    fn new(
+        factory: &Module,
+        summary: &tvmrt::introspect::GraphSummary,
+        device: DLDevice,
+    ) -> Result<GraphCall> {
         let create = factory
             .get_function(&summary.module_name, false)?
             .ok_or_else(|| Error::runtime("the graph executor factory lost its create function"))?;
-        let exec = create.call_values(&[Any::from(tvmrt::tensor::layout::cpu())])?;
+        let exec = create.call_values(&[Any::from(device)])?;
         let exec = Module::from_view(&exec.view(), "the graph executor")?;
         let get = |name: &str| -> Result<Function> {
             exec.get_function(name, false)?
@@ -261,6 +276,8 @@ pub struct Prepared {
     args: Vec<Any>,
     /// The function name.
     pub function: String,
+    /// Where it runs.
+    device: DLDevice,
 }
 
 /// 1-based, human label of argument `k` (TVM numbers arguments from 0).
@@ -319,7 +336,8 @@ impl Prepared {
         let module = load_from_file(&path, &format).map_err(|e| load_error(&path, e))?;
         log::debug!(target: "tvmrt::cli", "loaded `{}`: root module `{}`", a.library, module.kind());
 
-        let mut callee = resolve(&module, &a.function, info.as_ref(), &a.library)?;
+        let device = a.device;
+        let mut callee = resolve(&module, &a.function, info.as_ref(), &a.library, device)?;
         let mut given = Vec::with_capacity(a.inputs.len());
         for (k, text) in a.inputs.iter().enumerate() {
             let named =
@@ -367,11 +385,17 @@ impl Prepared {
             }
         };
 
+        // Kernels and VM functions take tensors on their device; a graph executor's set_input
+        // uploads host tensors itself.
+        let input_device = match callee {
+            Callee::Graph(_) => cpu(),
+            _ => device,
+        };
         let mut inputs = Vec::with_capacity(given.len());
         for (k, (g, text)) in given.into_iter().zip(&a.inputs).enumerate() {
             let value = match g {
                 Given::Scalar(v) => v,
-                Given::Array(arr) => Tensor::empty(&arr.shape, arr.dtype, cpu())
+                Given::Array(arr) => Tensor::empty(&arr.shape, arr.dtype, input_device)
                     .and_then(|t| t.copy_from_bytes(&arr.data).map(|()| Any::from(t)))
                     .map_err(|e| {
                         Error::new(
@@ -387,7 +411,7 @@ impl Prepared {
         }
         let mut outs = Vec::with_capacity(outputs.len());
         for (k, spec) in outputs.into_iter().enumerate() {
-            let t = Tensor::empty(&spec.shape, spec.dtype, cpu()).map_err(|e| {
+            let t = Tensor::empty(&spec.shape, spec.dtype, device).map_err(|e| {
                 Error::new(
                     e.kind.clone(),
                     format!(
@@ -411,7 +435,17 @@ impl Prepared {
             outputs: outs,
             args,
             function: a.function.clone(),
+            device,
         })
+    }
+
+    /// Waits until the device has finished what the calls queued (kernels on OpenCL run
+    /// after the call returns).
+    pub fn sync(&self) -> Result<()> {
+        if tvmrt::device::is_host_accessible(self.device) {
+            return Ok(());
+        }
+        tvmrt::device::api_of(self.device)?.stream_sync(self.device, std::ptr::null_mut())
     }
 
     /// `packed function` (a compiled kernel or any module function) / `Relax VM function`.
@@ -462,7 +496,26 @@ impl Prepared {
             }
             None => format!("calling `{}`: {msg}", self.function),
         };
-        Error::new(e.kind.clone(), msg)
+        Error::new(e.kind.clone(), msg + &self.device_hint(&e.message))
+    }
+
+    /// When a kernel refused its tensors' device (TVM's `... device_type ..., expected
+    /// opencl`), the option that runs it where it was built for.
+    fn device_hint(&self, message: &str) -> String {
+        if !message.contains("device_type") {
+            return String::new();
+        }
+        let wanted = message
+            .rsplit("expected ")
+            .next()
+            .map(|w| w.trim().trim_end_matches(['`', '.']).to_string())
+            .unwrap_or_default();
+        match tvmrt::device::device_type_from_name(&wanted) {
+            Some(t) if t != self.device.device_type.0 => {
+                format!(" (the library was built for {wanted}: run with --device {wanted})")
+            }
+            _ => String::new(),
+        }
     }
 
     /// The outputs after a call: the kernel's destination tensors, then whatever the call
@@ -538,16 +591,22 @@ fn load_error(path: &str, e: Error) -> Error {
 
 /// Finds `name`: through the Relax VM when the root module is a VM executable that has it,
 /// else as a compiled function of the module or its imports.
-fn resolve(module: &Module, name: &str, info: Option<&LibraryInfo>, path: &str) -> Result<Callee> {
+fn resolve(
+    module: &Module,
+    name: &str,
+    info: Option<&LibraryInfo>,
+    path: &str,
+    device: DLDevice,
+) -> Result<Callee> {
     if let Some(summary) = tvmrt::introspect::graph_summary(module) {
         if name == summary.module_name || name == "run" {
             log::debug!(target: "tvmrt::cli", "`{name}`: the graph executor model");
-            return Ok(Callee::Graph(GraphCall::new(module, &summary)?));
+            return Ok(Callee::Graph(GraphCall::new(module, &summary, device)?));
         }
     }
     let mut vm_error = None;
     if module.implements_function("vm_load_executable", false) {
-        let vm = make_vm(module)?;
+        let vm = make_vm(module, device)?;
         // The VM refuses names that are not Relax functions (the executable's kernels, which
         // are then found in the imported library below).
         match vm.get_function(name, false) {
@@ -577,9 +636,10 @@ fn resolve(module: &Module, name: &str, info: Option<&LibraryInfo>, path: &str) 
     )))
 }
 
-/// Creates a VM for an executable as TVM's `relax.VirtualMachine` does on CPU:
-/// `vm = exec["vm_load_executable"](); vm["vm_initialization"](kDLCPU, 0, pooled)`.
-fn make_vm(exec: &Module) -> Result<Module> {
+/// Creates a VM for an executable as TVM's `relax.VirtualMachine` does:
+/// `vm = exec["vm_load_executable"](); vm["vm_initialization"](kDLCPU, 0, pooled)` on the CPU,
+/// `(device, pooled, kDLCPU, 0, pooled)` on another device (the CPU is the host).
+fn make_vm(exec: &Module, device: DLDevice) -> Result<Module> {
     /// TVM's `VirtualMachine.POOLED_ALLOCATOR`.
     const POOLED_ALLOCATOR: i64 = 2;
     let load = exec
@@ -595,12 +655,19 @@ fn make_vm(exec: &Module) -> Result<Module> {
     let init = vm
         .get_function("vm_initialization", false)?
         .ok_or_else(|| Error::runtime("the Relax VM has no `vm_initialization` function"))?;
-    init.call_values(&[
-        Any::from(1i64),
-        Any::from(0i64),
+    let mut args = vec![
+        Any::from(device.device_type.0 as i64),
+        Any::from(device.device_id as i64),
         Any::from(POOLED_ALLOCATOR),
-    ])
-    .map_err(|e| {
+    ];
+    if !tvmrt::device::is_host_accessible(device) {
+        args.extend([
+            Any::from(1i64),
+            Any::from(0i64),
+            Any::from(POOLED_ALLOCATOR),
+        ]);
+    }
+    init.call_values(&args).map_err(|e| {
         Error::new(
             e.kind.clone(),
             format!("initializing the Relax VM: {}", one_line(&e.message)),

@@ -178,6 +178,11 @@ impl DeviceApi for OpenClDeviceApi {
         Ok(())
     }
 
+    fn check_exists(&self, dev: DLDevice) -> Result<()> {
+        check_opencl_side(dev)?;
+        platform()?.device(dev.device_id).map(drop)
+    }
+
     fn get_attr(&self, dev: DLDevice, attr: DeviceAttr) -> Result<Any> {
         if attr == DeviceAttr::Exist {
             // Asking is not an error: no OpenCL, no platform or no such device is 0.
