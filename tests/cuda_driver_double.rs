@@ -38,88 +38,6 @@ fn setup() -> &'static FakeDriver {
     fake_driver()
 }
 
-// Host versions of the fixtures' kernels, from TVM's CUDA source (tests/fixtures/cuda/*.so).
-
-/// `*(T*)params[i]`.
-unsafe fn param<T: Copy>(params: *mut *mut c_void, i: usize) -> T {
-    *(*params.add(i)).cast::<T>()
-}
-
-/// `add_kernel(float* A, float* B, float* C, int n)`: i = blockIdx.x * 64 + threadIdx.x.
-unsafe extern "C" fn add_kernel(params: *mut *mut c_void, grid: *const u32, block: *const u32) {
-    let (a, b, c) = (
-        param::<*const f32>(params, 0),
-        param::<*const f32>(params, 1),
-        param::<*mut f32>(params, 2),
-    );
-    let n = param::<i32>(params, 3);
-    for i in 0..(*grid * *block) as i32 {
-        if i < n {
-            *c.add(i as usize) = *a.add(i as usize) + *b.add(i as usize);
-        }
-    }
-}
-
-/// `axpk_kernel(float* X, float* Y, float alpha, int k, int n)`.
-unsafe extern "C" fn axpk_kernel(params: *mut *mut c_void, grid: *const u32, block: *const u32) {
-    let (x, y) = (param::<*const f32>(params, 0), param::<*mut f32>(params, 1));
-    let (alpha, k, n) = (
-        param::<f32>(params, 2),
-        param::<i32>(params, 3),
-        param::<i32>(params, 4),
-    );
-    for i in 0..(*grid * *block) as i32 {
-        if i < n {
-            *y.add(i as usize) = *x.add(i as usize) * alpha + k as f32;
-        }
-    }
-}
-
-/// `mul_2d_kernel(float* A, float* B, float* C, int m, int n)`: row blockIdx.y, column
-/// blockIdx.x * 32 + threadIdx.x.
-unsafe extern "C" fn mul_2d_kernel(params: *mut *mut c_void, grid: *const u32, block: *const u32) {
-    let (a, b, c) = (
-        param::<*const f32>(params, 0),
-        param::<*const f32>(params, 1),
-        param::<*mut f32>(params, 2),
-    );
-    let n = param::<i32>(params, 4) as usize;
-    let (gx, gy) = (*grid as usize, *grid.add(1) as usize);
-    for row in 0..gy {
-        for col in 0..gx * *block as usize {
-            if col < n {
-                let i = row * n + col;
-                *c.add(i) = *a.add(i) * *b.add(i);
-            }
-        }
-    }
-}
-
-/// `matmul_kernel(float* W, float* X, float* Y)`: Y = X @ W, 64 x 64.
-unsafe extern "C" fn matmul_kernel(params: *mut *mut c_void, _g: *const u32, _b: *const u32) {
-    let (w, x, y) = (
-        param::<*const f32>(params, 0),
-        param::<*const f32>(params, 1),
-        param::<*mut f32>(params, 2),
-    );
-    for i in 0..64 {
-        for j in 0..64 {
-            let mut acc = 0f32;
-            for k in 0..64 {
-                acc += *x.add(i * 64 + k) * *w.add(k * 64 + j);
-            }
-            *y.add(i * 64 + j) = acc;
-        }
-    }
-}
-
-fn register_kernels(fake: &FakeDriver) {
-    fake.set_kernel("add_kernel", add_kernel);
-    fake.set_kernel("axpk_kernel", axpk_kernel);
-    fake.set_kernel("mul_2d_kernel", mul_2d_kernel);
-    fake.set_kernel("matmul_kernel", matmul_kernel);
-}
-
 fn assert_close(what: &str, got: &[f32], want: &[f32]) {
     assert_eq!(got.len(), want.len(), "{what}");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
@@ -202,7 +120,6 @@ fn memory_and_copies_in_every_direction() {
 fn kernels_of_every_format_run_with_tvms_arguments() {
     let _s = serial();
     let fake = setup();
-    register_kernels(fake);
     let manifest = manifest();
     let formats = [
         "elementwise.so",
@@ -297,7 +214,6 @@ fn kernels_of_every_format_run_with_tvms_arguments() {
 fn dynamic_shared_memory_as_the_launch_tags_say() {
     let _s = serial();
     let fake = setup();
-    register_kernels(fake);
     let manifest = manifest();
     let case = manifest["cases"]
         .as_array()
@@ -428,7 +344,6 @@ fn bad_launches_are_refused_before_the_driver() {
 fn streams_events_and_the_current_stream() {
     let _s = serial();
     let fake = setup();
-    register_kernels(fake);
     let dev = Any::from(cuda(0));
     fake.reset();
     let create = registry::get_required("runtime.Device_StreamCreate").unwrap();
@@ -769,7 +684,6 @@ fn run_add(file: &str) -> tvmrt::Result<Vec<f32>> {
 #[ignore = "run by architectures_the_device_cannot_run in a child process"]
 fn child_on_sm75() {
     let fake = setup();
-    register_kernels(fake);
     let e = run_add("elementwise_cubin.so").unwrap_err();
     assert!(
         e.message
@@ -792,8 +706,7 @@ fn child_on_sm75() {
 #[test]
 #[ignore = "run by architectures_the_device_cannot_run in a child process"]
 fn child_on_sm90() {
-    let fake = setup();
-    register_kernels(fake);
+    setup();
     let e = run_add("elementwise_cubin.so").unwrap_err();
     assert!(
         e.message.contains("sm_90") && e.message.contains("cubin for sm_80"),

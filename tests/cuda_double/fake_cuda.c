@@ -12,9 +12,10 @@
  *   code, CUDA_ERROR_INVALID_PTX and a JIT log for PTX);
  * - launches are recorded (function, grid, block, dynamic shared memory, stream, and for PTX
  *   kernels each parameter's bytes), and refused as the driver does when the block is too
- *   large or the dynamic shared memory exceeds the function's allowance; a test may register a
- *   host implementation of a kernel (fake_cuda_set_kernel), which a launch then runs over the
- *   grid, so values can be checked end to end.
+ *   large or the dynamic shared memory exceeds the function's allowance; the fixtures' kernels
+ *   (add_kernel, axpk_kernel, mul_2d_kernel, matmul_kernel of tests/fixtures/cuda) run on the
+ *   host, written from TVM's CUDA source, so values can be checked end to end (a test may add
+ *   others with fake_cuda_set_kernel).
  *
  * Configuration (read at cuInit): FAKE_CUDA_DEVICES (default 1), FAKE_CUDA_SM (default 80),
  * FAKE_CUDA_SHARED_OPTIN (default 166912, an A100's opt-in shared memory per block).
@@ -75,8 +76,47 @@ static char call_log[LOG_SIZE];
 static size_t log_len;
 
 typedef void (*kernel_impl)(void **params, const unsigned *grid, const unsigned *block);
-static struct { char name[128]; kernel_impl f; } impls[16];
-static int n_impls;
+
+/* Host versions of the CUDA fixtures' kernels (tests/fixtures/cuda), written from TVM's CUDA
+ * source, so that launches compute what the GPU would. */
+#define P(T, i) (*(T *)params[i])
+static void emulate_add_kernel(void **params, const unsigned *grid, const unsigned *block) {
+  float *a = P(float *, 0), *b = P(float *, 1), *c = P(float *, 2);
+  int n = P(int, 3); /* i = blockIdx.x * 64 + threadIdx.x */
+  for (int i = 0; i < (int)(grid[0] * block[0]); i++)
+    if (i < n) c[i] = a[i] + b[i];
+}
+static void emulate_axpk_kernel(void **params, const unsigned *grid, const unsigned *block) {
+  float *x = P(float *, 0), *y = P(float *, 1), alpha = P(float, 2);
+  int k = P(int, 3), n = P(int, 4);
+  for (int i = 0; i < (int)(grid[0] * block[0]); i++)
+    if (i < n) y[i] = x[i] * alpha + (float)k;
+}
+static void emulate_mul_2d_kernel(void **params, const unsigned *grid, const unsigned *block) {
+  float *a = P(float *, 0), *b = P(float *, 1), *c = P(float *, 2);
+  int n = P(int, 4); /* row blockIdx.y, column blockIdx.x * 32 + threadIdx.x */
+  for (unsigned row = 0; row < grid[1]; row++)
+    for (int col = 0; col < (int)(grid[0] * block[0]); col++)
+      if (col < n) c[row * n + col] = a[row * n + col] * b[row * n + col];
+}
+static void emulate_matmul_kernel(void **params, const unsigned *grid, const unsigned *block) {
+  const float *w = P(float *, 0), *x = P(float *, 1);
+  float *y = P(float *, 2); /* Y = X @ W, 64 x 64 */
+  (void)grid; (void)block;
+  for (int i = 0; i < 64; i++)
+    for (int j = 0; j < 64; j++) {
+      float acc = 0;
+      for (int k = 0; k < 64; k++) acc += x[i * 64 + k] * w[k * 64 + j];
+      y[i * 64 + j] = acc;
+    }
+}
+#undef P
+
+static struct { char name[128]; kernel_impl f; } impls[16] = {
+  {"add_kernel", emulate_add_kernel}, {"axpk_kernel", emulate_axpk_kernel},
+  {"mul_2d_kernel", emulate_mul_2d_kernel}, {"matmul_kernel", emulate_matmul_kernel},
+};
+static int n_impls = 4;
 
 static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #include <stdarg.h>

@@ -158,6 +158,11 @@ impl DeviceApi for CudaDeviceApi {
         context::set_current(dev.device_id)
     }
 
+    fn check_exists(&self, dev: DLDevice) -> Result<()> {
+        check_cuda_side(dev, super::DEVICE_TYPE)?;
+        context::device(dev.device_id).map(drop)
+    }
+
     fn get_attr(&self, dev: DLDevice, kind: DeviceAttr) -> Result<Any> {
         if kind == DeviceAttr::Exist {
             // Asking is not an error: no driver or no such device is 0, as TVM answers.
@@ -358,6 +363,12 @@ impl DeviceApi for CudaHostApi {
 
     fn set_device(&self, dev: DLDevice) -> Result<()> {
         check_cuda_side(dev, super::HOST_DEVICE_TYPE)
+    }
+
+    fn check_exists(&self, dev: DLDevice) -> Result<()> {
+        check_cuda_side(dev, super::HOST_DEVICE_TYPE)?;
+        // Page-locked memory needs the driver and a device to own it.
+        context::device(0).map(drop)
     }
 
     fn get_attr(&self, dev: DLDevice, kind: DeviceAttr) -> Result<Any> {
