@@ -222,6 +222,7 @@ def _load(path: str) -> ctypes.CDLL:
         "TVMArrayCopyFromBytes": (c_int, [c_void_p, c_void_p, ctypes.c_size_t]),
         "TVMArrayCopyToBytes": (c_int, [c_void_p, c_void_p, ctypes.c_size_t]),
         "TVMArrayCopyFromTo": (c_int, [c_void_p, c_void_p, c_void_p]),
+        "TVMFFIEnvGetStream": (c_void_p, [c_int, c_int]),
     }
     for name, (res, args) in sig.items():
         f = getattr(handle, name)
@@ -607,10 +608,19 @@ def tensor_from_dlpack(obj) -> Tensor:
         obj = np.ascontiguousarray(obj)
     if not hasattr(obj, "__dlpack__"):
         raise TypeError(f"expected a tensor or an object with __dlpack__, got {type(obj).__name__}")
+    kwargs = {}
+    if hasattr(obj, "__dlpack_device__"):
+        dev_type, dev_id = obj.__dlpack_device__()
+        if int(dev_type) == DEVICE_TYPES["cuda"]:
+            # The DLPack protocol: the consumer names the stream it will use, so the producer
+            # (PyTorch, CuPy) can order its pending work before it: tvmrt's current stream for
+            # the device, or 1, CUDA's legacy default stream, when none was set.
+            stream = lib().TVMFFIEnvGetStream(int(dev_type), int(dev_id))
+            kwargs["stream"] = stream if stream else 1
     try:
-        capsule = obj.__dlpack__(max_version=(1, 0))
+        capsule = obj.__dlpack__(max_version=(1, 0), **kwargs)
     except TypeError:  # a producer without DLPack 1.x keywords
-        capsule = obj.__dlpack__()
+        capsule = obj.__dlpack__(**kwargs)
     out = c_void_p()
     if _PyCapsule_IsValid(capsule, _NAME_VERSIONED):
         ptr = _PyCapsule_GetPointer(capsule, _NAME_VERSIONED)

@@ -258,6 +258,15 @@ pub fn parse_device(text: &str) -> Result<DLDevice> {
     })
 }
 
+/// Why a driver library could not be opened: libloading's error and its cause (`dlopen`'s own
+/// text, "libcuda.so.1: cannot open shared object file: No such file or directory").
+pub fn library_error(e: &libloading::Error) -> String {
+    match std::error::Error::source(e) {
+        Some(cause) => format!("{e}: {cause}"),
+        None => e.to_string(),
+    }
+}
+
 /// What `module` is as a device module, if a back end loaded it.
 pub fn describe_module(module: &Module) -> Option<DeviceModuleInfo> {
     BACK_ENDS.iter().find_map(|b| (b.describe_module)(module))

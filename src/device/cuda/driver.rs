@@ -209,7 +209,8 @@ fn open() -> std::result::Result<Cu, String> {
         format!(
             "CUDA is not available: cannot open the NVIDIA driver library `{name}` ({e}); install \
              the NVIDIA driver (it provides libcuda.so.1), or set {LIBRARY_ENV} to the library's \
-             path"
+             path",
+            e = crate::device::library_error(&e)
         )
     })?;
     macro_rules! sym {

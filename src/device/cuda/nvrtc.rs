@@ -193,7 +193,11 @@ fn open() -> std::result::Result<Nvrtc, String> {
                 found = Some((name, lib));
                 break;
             }
-            Err(e) => tried.push(format!("{} ({e})", name.display())),
+            Err(e) => tried.push(format!(
+                "{} ({})",
+                name.display(),
+                crate::device::library_error(&e)
+            )),
         }
     }
     let Some((path, library)) = found else {
