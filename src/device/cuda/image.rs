@@ -150,7 +150,8 @@ impl Image {
     }
 
     /// The entry the driver would run on a device of `device_sm` (a matching cubin first,
-    /// then PTX it can compile), or an error naming what the image holds.
+    /// then PTX it can compile), or an error naming the device (`device`, with its
+    /// architecture) and what the image holds.
     pub fn select(&self, device_sm: u32, device: &str) -> Result<&Entry> {
         let runs = |e: &&Entry| {
             if e.ptx {
@@ -175,14 +176,10 @@ impl Image {
                 Error::new(
                     "CUDAError",
                     format!(
-                        "the CUDA module cannot run on {device} (compute capability {}.{}, sm_{}): \
-                         it holds {}; rebuild it for this architecture (target \"arch\": \
-                         \"sm_{}\") or include PTX for an older one",
-                        device_sm / 10,
-                        device_sm % 10,
-                        device_sm,
+                        "the CUDA module cannot run on {device}: it holds {}; rebuild it for \
+                         this architecture (target \"arch\": \"sm_{device_sm}\") or include PTX \
+                         for an older one",
                         held.join(", "),
-                        device_sm
                     ),
                 )
             })
@@ -483,9 +480,13 @@ mod tests {
         let err = img.check_kernel("missing").unwrap_err();
         assert!(err.message.contains("does not define it"), "{err}");
         assert_eq!(img.select(86, "cuda:0").unwrap().arch.sm, 80);
-        let err = img.select(75, "cuda:0").unwrap_err();
-        assert!(err.message.contains("PTX for compute_80"), "{err}");
-        assert!(err.message.contains("sm_75"), "{err}");
+        let err = img.select(75, "cuda:0 (sm_75)").unwrap_err();
+        assert!(
+            err.message
+                .contains("cannot run on cuda:0 (sm_75): it holds PTX for compute_80"),
+            "{err}"
+        );
+        assert!(err.message.contains("\"arch\": \"sm_75\""), "{err}");
     }
 
     #[test]
