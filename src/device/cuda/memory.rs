@@ -51,27 +51,54 @@ pub fn live_count() -> usize {
     LIVE.lock().len()
 }
 
-/// Fails unless `addr` is memory a kernel on `device` can use: a live tvmrt block of that
-/// device, or memory the driver says is that device's, page-locked or managed. `what` names the
-/// argument.
-pub fn check_kernel_pointer(
+/// Fails unless each of `addrs` (argument index, address) is memory a kernel on `device` can
+/// use: null, a live tvmrt block of that device, or memory the driver says is that device's,
+/// page-locked or managed. `what(i)` names argument `i`. tvmrt's own blocks are looked up under
+/// one lock; only other memory (a PyTorch tensor's) costs a driver call.
+pub fn check_kernel_pointers(
+    addrs: &[(usize, CuDevicePtr)],
+    device: i32,
+    what: &dyn Fn(usize) -> String,
+) -> Result<()> {
+    // Memory tvmrt did not allocate (allocates only when there is some).
+    let mut unknown: Vec<(usize, CuDevicePtr)> = Vec::new();
+    {
+        let live = LIVE.lock();
+        for &(i, addr) in addrs {
+            if addr == 0 {
+                continue;
+            }
+            let block = live
+                .range(..=(false, addr))
+                .next_back()
+                .map(|(_, b)| *b)
+                .filter(|b| !b.host && addr < b.start + b.size.max(1) as u64);
+            match block {
+                Some(b) if b.device == device => {}
+                Some(b) => {
+                    return Err(Error::value(format!(
+                        "{}: its memory is on cuda:{}, the kernel runs on cuda:{device}",
+                        what(i),
+                        b.device
+                    )))
+                }
+                None => unknown.push((i, addr)),
+            }
+        }
+    }
+    for &(i, addr) in &unknown {
+        check_with_driver(i, addr, device, what)?;
+    }
+    Ok(())
+}
+
+/// Asks the driver whether `addr`, which tvmrt did not allocate, is usable on `device`.
+fn check_with_driver(
+    i: usize,
     addr: CuDevicePtr,
     device: i32,
-    what: &dyn Fn() -> String,
+    what: &dyn Fn(usize) -> String,
 ) -> Result<()> {
-    if addr == 0 {
-        return Ok(());
-    }
-    if let Some(b) = containing(addr) {
-        if b.device == device {
-            return Ok(());
-        }
-        return Err(Error::value(format!(
-            "{}: its memory is on cuda:{}, the kernel runs on cuda:{device}",
-            what(),
-            b.device
-        )));
-    }
     let c = cu()?;
     let mut kind: u32 = 0;
     // SAFETY: a writable `CUmemorytype`; any address may be asked about.
@@ -86,7 +113,7 @@ pub fn check_kernel_pointer(
         return Err(Error::value(format!(
             "{}: {addr:#x} is not CUDA memory (a host tensor given to a CUDA kernel? copy it to \
              the device first)",
-            what()
+            what(i)
         )));
     }
     match kind {
@@ -104,14 +131,14 @@ pub fn check_kernel_pointer(
             if rc == CUDA_SUCCESS && ordinal != device {
                 return Err(Error::value(format!(
                     "{}: its memory is on cuda:{ordinal}, the kernel runs on cuda:{device}",
-                    what()
+                    what(i)
                 )));
             }
             Ok(())
         }
         other => Err(Error::value(format!(
             "{}: {addr:#x} is CUDA memory of type {other}, which a kernel cannot use",
-            what()
+            what(i)
         ))),
     }
 }

@@ -40,7 +40,7 @@ use super::driver::{
     LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
 };
 use super::image::{source_kernels, Image, ImageKind};
-use super::memory::check_kernel_pointer;
+use super::memory::check_kernel_pointers;
 use super::nvrtc::nvrtc;
 use crate::device::launch::{ArgKind, FunctionInfo, LaunchConfig, WorkLoad};
 use crate::device::payload::{payload_loaders, DevicePayload};
@@ -481,8 +481,13 @@ impl Kernel {
             big_ptrs = vec![std::ptr::null_mut(); n];
             (&mut big_values, &mut big_ptrs)
         };
+        let what_i = |i: usize| format!("CUDA kernel `{}` argument {i}", self.name);
+        // Buffer addresses, checked together under one lock of the block table below.
+        let mut small_buffers = [(0usize, 0u64); 16];
+        let mut big_buffers = Vec::new();
+        let mut n_buffers = 0;
         for (i, (kind, v)) in self.args.iter().zip(args).enumerate() {
-            let what = || format!("CUDA kernel `{}` argument {i}", self.name);
+            let what = || what_i(i);
             values[i] = match kind {
                 ArgKind::Buffer => {
                     let addr = buffer_address(v, dev, &what)?;
@@ -495,7 +500,12 @@ impl Kernel {
                         ptrs[i] = addr as usize as *mut c_void;
                         continue;
                     }
-                    check_kernel_pointer(addr, dev.ordinal, &what)?;
+                    if n_buffers < small_buffers.len() {
+                        small_buffers[n_buffers] = (i, addr);
+                    } else {
+                        big_buffers.push((i, addr));
+                    }
+                    n_buffers += 1;
                     addr
                 }
                 ArgKind::I64 | ArgKind::I32 | ArgKind::U32 => {
@@ -520,6 +530,12 @@ impl Kernel {
                 }
             };
         }
+        check_kernel_pointers(
+            &small_buffers[..n_buffers.min(small_buffers.len())],
+            dev.ordinal,
+            &what_i,
+        )?;
+        check_kernel_pointers(&big_buffers, dev.ordinal, &what_i)?;
         for i in 0..n {
             if !self.tensor_map[i] || self.args[i] != ArgKind::Buffer {
                 ptrs[i] = (&mut values[i] as *mut u64).cast();
