@@ -61,6 +61,15 @@ if ! command -v cc >/dev/null || ! command -v c++ >/dev/null; then
   step "installing a C/C++ compiler"
   apt_install gcc g++ || failed+=("install compilers")
 fi
+# OpenCL for the device tests (issue 22): the ICD loader and POCL, which runs OpenCL on the CPU.
+# No OpenCL headers or link-time library are needed: tvmrt opens libOpenCL.so.1 at run time.
+if ! ldconfig -p 2>/dev/null | grep -q 'libOpenCL\.so\.1' ||
+  ! ls /etc/OpenCL/vendors/*.icd >/dev/null 2>&1; then
+  step "installing OpenCL (ocl-icd-libopencl1, pocl-opencl-icd)"
+  apt_install ocl-icd-libopencl1 pocl-opencl-icd || failed+=("install OpenCL (POCL)")
+fi
+# POCL caches the kernels it compiles; keep them in target/ (hermetic, reused across steps).
+export POCL_CACHE_DIR="${POCL_CACHE_DIR:-$PWD/target/pocl-cache}"
 
 # The header as the tree has it, before any build regenerates it.
 header_before=$(mktemp)
@@ -101,6 +110,10 @@ run "python wheel: build, install, test" python/test_wheel.sh
 # outputs on TVM v0.19.0's runtime are recorded in tests/fixtures/graph (about 1 s).
 run "graph models: TVM 0.19's outputs" \
   python3 tests/fixtures/graph/record.py --runtime target/debug/libtvmrt.so --check
+# The classic graph model on OpenCL (POCL), against what TVM v0.19.0's runtime built with
+# USE_OPENCL=ON gave on POCL (tests/fixtures/opencl/graph_cl.expected.json; about 2 s).
+run "graph model on OpenCL: TVM 0.19's outputs" \
+  python3 tests/fixtures/graph/record.py --runtime target/debug/libtvmrt.so --opencl --check
 # tvm-ffi's own Python suite with libtvmrt.so swapped in; fails below the recorded pass count
 # (about 45 s on 2 cores, plus about 20 s the first time to build its venv and fetch the sdist).
 run "tvm-ffi suite on tvmrt" conformance/tvm_ffi/run.sh --ci

@@ -3,9 +3,9 @@
 # library pages (mapped), tensors read in place (tensor::serialize), tvm-ffi's dense map layout
 # (containers::map), arrays changed in place and hook callbacks (reflection::structural), a
 # loaded library's own symbol tables (module::dynsym), the random fillers writing tensors
-# (contrib::random), and the CUDA back end's code readers and block table (device::cuda,
-# device::payload; the driver calls run under valgrind in ctest's memcheck_cuda). Fails on any
-# memory error.
+# (contrib::random), and the device layer (device::: host allocation, payload and launch
+# parsing, the CUDA code readers and block table; the OpenCL and CUDA calls themselves run under
+# valgrind in ctest's memcheck_opencl and memcheck_cuda). Fails on any memory error.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bin=$(cargo test --lib --no-run --message-format=json 2>/dev/null |
@@ -17,4 +17,4 @@ for line in sys.stdin:
 [ -n "$bin" ] || { echo "valgrind_unit.sh: no unit test binary found"; exit 1; }
 valgrind --quiet --error-exitcode=1 --leak-check=no "$bin" --test-threads 1 \
   mapped:: tensor::serialize containers::map reflection::structural contrib::random \
-  module::dynsym device::cuda device::payload
+  module::dynsym device::

@@ -5,7 +5,7 @@ mod cli_support;
 
 use std::process::{Command, Output};
 
-use cli_support::{fixtures, tvmrt};
+use cli_support::{fails, fixtures, ok, tvmrt};
 
 fn fixture(name: &str) -> String {
     fixtures().join(name).to_string_lossy().into_owned()
@@ -17,21 +17,6 @@ fn stdout(o: &Output) -> String {
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = tvmrt(args);
-    assert!(o.status.success(), "tvmrt {args:?} failed: {}", stderr(&o));
-    stdout(&o)
-}
-
-/// Runs a command expected to fail with one line on stderr; returns that line.
-fn fails(args: &[&str]) -> String {
-    let o = tvmrt(args);
-    assert_eq!(o.status.code(), Some(1), "tvmrt {args:?}: {}", stdout(&o));
-    let err = stderr(&o);
-    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err:?}");
-    err.trim_end().to_string()
 }
 
 fn manifest() -> serde_json::Value {

@@ -7,7 +7,7 @@ mod cli_support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use cli_support::{fixtures, tvmrt};
+use cli_support::{fails, fixtures, ok, tvmrt};
 
 fn lib(name: &str) -> String {
     fixtures().join(name).to_string_lossy().into_owned()
@@ -19,26 +19,6 @@ fn data(name: &str) -> String {
         .join(name)
         .to_string_lossy()
         .into_owned()
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = tvmrt(args);
-    assert!(
-        o.status.success(),
-        "tvmrt {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// Runs a command expected to fail; returns its one line of error.
-fn fails(args: &[&str]) -> String {
-    let o = tvmrt(args);
-    let err = String::from_utf8_lossy(&o.stderr).trim_end().to_string();
-    assert_eq!(o.status.code(), Some(1), "tvmrt {args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "not one line: {err:?}");
-    assert!(err.starts_with("tvmrt: "), "{err}");
-    err
 }
 
 /// A fresh empty directory for one test.

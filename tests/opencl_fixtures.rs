@@ -213,6 +213,26 @@ fn classic_graph_model_on_opencl_gives_tvm_0_19_results() {
     )
     .unwrap();
     assert_eq!(values(&host), values(&outs[1]));
+    // A zero-copy input must already be on the graph's device.
+    let host = Tensor::empty(&[1, 70], tvmrt::dtype::dtypes::FLOAT32, cpu()).unwrap();
+    let e = call(
+        &func(&exec, "set_input_zero_copy"),
+        &[Any::from("x"), Any::from(host)],
+    )
+    .unwrap_err();
+    assert!(
+        e.message
+            .contains("the tensor is on cpu:0, the graph runs on opencl:0"),
+        "{e:?}"
+    );
+    let on_device = Tensor::empty(&[1, 70], tvmrt::dtype::dtypes::FLOAT32, opencl(0)).unwrap();
+    on_device.copy_from(&outs[0]).unwrap();
+    call(
+        &func(&exec, "set_input_zero_copy"),
+        &[Any::from("x"), Any::from(on_device)],
+    )
+    .unwrap();
+    call(&func(&exec, "run"), &[]).unwrap();
     // The graph places its entries on OpenCL: an executor on the CPU is refused.
     let e = call(&func(&factory, "default"), &[Any::from(cpu())]).unwrap_err();
     assert!(

@@ -238,6 +238,14 @@ impl GraphExecutor {
         let what = format!("set_input_zero_copy `{name}`");
         // SAFETY: per the contract.
         unsafe { check_same_layout(src, &state.entries[eid], &what)? };
+        if src.device != self.device {
+            crate::bail_value!(
+                "{what}: the tensor is on {}, the graph runs on {} (a zero-copy input must be \
+                 on the graph's device; set_input copies)",
+                device::device_name(src.device),
+                device::device_name(self.device)
+            );
+        }
         if src.ndim as usize != state.entries[eid].shape().len()
             // SAFETY: `src.shape` holds `ndim` entries (contract).
             || unsafe { std::slice::from_raw_parts(src.shape, src.ndim as usize) }

@@ -109,31 +109,13 @@ pub fn format_bytes(data: &[u8]) -> String {
     out
 }
 
-/// DLPack device type names as tvm-ffi prints them.
-fn device_name(t: u32) -> &'static str {
-    match t {
-        1 => "cpu",
-        2 => "cuda",
-        3 => "cuda_host",
-        4 => "opencl",
-        7 => "vulkan",
-        8 => "metal",
-        9 => "vpi",
-        10 => "rocm",
-        11 => "rocm_host",
-        12 => "ext_dev",
-        13 => "cuda_managed",
-        14 => "oneapi",
-        15 => "webgpu",
-        16 => "hexagon",
-        17 => "maia",
-        18 => "trn",
-        _ => "unknown",
-    }
-}
-
+/// A device as tvm-ffi prints it (`cuda:0`; unknown types as `unknown:N`).
 fn device_str(d: DLDevice) -> String {
-    format!("{}:{}", device_name(d.device_type.0), d.device_id)
+    format!(
+        "{}:{}",
+        crate::device::device_type_name(d.device_type.0),
+        d.device_id
+    )
 }
 
 fn dtype_str(d: crate::abi::DLDataType) -> String {

@@ -17,3 +17,24 @@ pub fn tvmrt(args: &[&str]) -> Output {
         .output()
         .expect("spawn tvmrt")
 }
+
+/// Runs a command expected to succeed; returns its standard output.
+pub fn ok(args: &[&str]) -> String {
+    let o = tvmrt(args);
+    assert!(
+        o.status.success(),
+        "tvmrt {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Runs a command expected to fail (exit code 1); returns its one line of error.
+pub fn fails(args: &[&str]) -> String {
+    let o = tvmrt(args);
+    let err = String::from_utf8_lossy(&o.stderr).trim_end().to_string();
+    assert_eq!(o.status.code(), Some(1), "tvmrt {args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "not one line: {err:?}");
+    assert!(err.starts_with("tvmrt: "), "{err}");
+    err
+}

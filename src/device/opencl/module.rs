@@ -327,10 +327,10 @@ impl Kernel {
         let live = LiveBuffers::lock();
         for (i, (kind, v)) in self.args.iter().zip(args).enumerate() {
             let what = || format!("OpenCL kernel `{}` argument {i}", self.name);
-            let (size, value): (usize, *const c_void);
-            let (mut v32, mut v64) = ([0u8; 4], [0u8; 8]);
-            let mem: Handle;
-            match kind {
+            // The argument's bytes as the kernel takes them (32-bit scalars narrowed as TVM's
+            // pack_args, with static_cast).
+            let mut bytes = [0u8; 8];
+            let size = match kind {
                 ArgKind::Buffer => {
                     let ptr = v
                         .as_opaque_ptr()
@@ -343,44 +343,32 @@ impl Kernel {
                             b.device_id
                         );
                     }
-                    mem = b.mem;
-                    size = std::mem::size_of::<Handle>();
-                    value = (&mem as *const Handle).cast();
+                    let handle = (b.mem as usize).to_ne_bytes();
+                    bytes[..handle.len()].copy_from_slice(&handle);
+                    handle.len()
                 }
                 ArgKind::I32 | ArgKind::U32 | ArgKind::I64 => {
                     let x = v.as_i64().ok_or_else(|| v.type_mismatch(&what(), "int"))?;
-                    // Narrowed as TVM's pack_args (static_cast).
                     if *kind == ArgKind::I64 {
-                        v64 = x.to_ne_bytes();
+                        bytes = x.to_ne_bytes();
                     } else {
-                        v32 = (x as i32).to_ne_bytes();
+                        bytes[..4].copy_from_slice(&(x as i32).to_ne_bytes());
                     }
-                    size = kind.size(0);
-                    value = if size == 8 {
-                        v64.as_ptr()
-                    } else {
-                        v32.as_ptr()
-                    }
-                    .cast();
+                    kind.size(0)
                 }
                 ArgKind::F32 | ArgKind::F64 => {
                     let x = v
                         .as_f64()
                         .ok_or_else(|| v.type_mismatch(&what(), "float"))?;
                     if *kind == ArgKind::F64 {
-                        v64 = x.to_ne_bytes();
+                        bytes = x.to_ne_bytes();
                     } else {
-                        v32 = (x as f32).to_ne_bytes();
+                        bytes[..4].copy_from_slice(&(x as f32).to_ne_bytes());
                     }
-                    size = kind.size(0);
-                    value = if size == 8 {
-                        v64.as_ptr()
-                    } else {
-                        v32.as_ptr()
-                    }
-                    .cast();
+                    kind.size(0)
                 }
-            }
+            };
+            let value: *const c_void = bytes.as_ptr().cast();
             // SAFETY: `kernel` is this slot's, used under its lock; `value` points to `size`
             // bytes alive until the call returns (OpenCL copies argument values).
             let rc = unsafe { (cl.set_kernel_arg)(kernel, i as u32, size, value) };
