@@ -38,21 +38,11 @@ fn tvmrt(args: &[&str], driver: Option<&str>) -> Output {
 }
 
 fn ok(args: &[&str]) -> String {
-    let o = tvmrt(args, None);
-    assert!(
-        o.status.success(),
-        "tvmrt {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    cli_support::succeeded(tvmrt(args, None), args)
 }
 
 fn fails(args: &[&str], driver: Option<&str>) -> String {
-    let o = tvmrt(args, driver);
-    let err = String::from_utf8_lossy(&o.stderr).trim_end().to_string();
-    assert_ne!(o.status.code(), Some(0), "tvmrt {args:?} succeeded");
-    assert!(err.lines().count() <= 3, "{err}");
-    err
+    cli_support::failed(tvmrt(args, driver), args)
 }
 
 fn npy_f32(path: &Path) -> Vec<f32> {

@@ -13,10 +13,8 @@
 
 mod cuda_support;
 
-use std::ffi::c_void;
-use std::time::Duration;
-
 use cuda_support::*;
+use std::ffi::c_void;
 use tvmrt::device::cuda::live_blocks;
 use tvmrt::function::registry;
 use tvmrt::tensor::Tensor;
@@ -649,18 +647,6 @@ fn relax_model_runs_on_cuda() {
         );
         assert_eq!(fake.live_modules(), 0);
     }
-}
-
-fn in_child(inner: &str, env: &[(&str, String)]) {
-    let out = spawn_test(inner, env, Duration::from_secs(120)).wait();
-    assert!(!out.timed_out, "{inner} hung");
-    assert_eq!(
-        out.code,
-        Some(0),
-        "{inner}:\n{}\n{}",
-        out.stdout,
-        out.stderr
-    );
 }
 
 #[test]

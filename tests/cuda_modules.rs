@@ -6,8 +6,6 @@
 
 mod cuda_support;
 
-use std::time::Duration;
-
 use cuda_support::*;
 use tvmrt::device::cuda::image::{Image, ImageKind};
 use tvmrt::device::cuda::module::CudaModule;
@@ -281,18 +279,6 @@ fn classic_loader_reads_tvm_0_20_payloads() {
     assert_eq!(consumed as usize, n);
     let m = tvmrt::module::Module::from_view(&out.view(), "module").unwrap();
     assert!(m.implements_function("mul_2d_kernel", false));
-}
-
-fn in_child(inner: &str, env: &[(&str, String)]) {
-    let out = spawn_test(inner, env, Duration::from_secs(120)).wait();
-    assert!(!out.timed_out, "{inner} hung");
-    assert_eq!(
-        out.code,
-        Some(0),
-        "{inner}:\n{}\n{}",
-        out.stdout,
-        out.stderr
-    );
 }
 
 #[test]

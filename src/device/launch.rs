@@ -12,6 +12,7 @@ use crate::abi::DLDataType;
 use crate::dtype::dtype_to_string;
 use crate::error::{Error, Result};
 use crate::module::blob::{Reader, Writer};
+use crate::value::AnyView;
 
 /// The last launch tag of a kernel that takes a dynamic shared memory size.
 pub const DYN_SHARED_MEMORY_TAG: &str = "tirx.use_dyn_shared_memory";
@@ -332,6 +333,32 @@ impl LaunchConfig {
     /// Arguments after the kernel's own: the extents, then the dynamic shared memory size.
     pub fn num_launch_args(&self) -> usize {
         self.slots.len() + usize::from(self.dyn_shared_memory)
+    }
+
+    /// The launch extents of a host launcher's call to a kernel function: checks the argument
+    /// count (the kernel's own, then the launch arguments) and reads the trailing Ints. `api`
+    /// names the back end in messages (`CUDA`, `OpenCL`).
+    pub fn extract_call(&self, api: &str, kernel: &str, args: &[AnyView<'_>]) -> Result<WorkLoad> {
+        let expected = self.num_call_args();
+        if args.len() != expected {
+            crate::bail_type!(
+                "{api} kernel `{kernel}` expects {expected} arguments ({} kernel arguments, then \
+                 launch extents), got {}",
+                self.base,
+                args.len()
+            );
+        }
+        // At most 12 extents and a shared memory size (`new` refuses repeated tags).
+        let mut tail = [0i64; 13];
+        for (k, v) in args[self.base..].iter().enumerate() {
+            tail[k] = v.as_i64().ok_or_else(|| {
+                v.type_mismatch(
+                    &format!("{api} kernel `{kernel}` launch argument {}", self.base + k),
+                    "int",
+                )
+            })?;
+        }
+        self.extract(kernel, &tail[..args.len() - self.base])
     }
 
     /// The launch extents from a call's trailing integer arguments (`tail`, as many as

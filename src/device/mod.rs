@@ -88,6 +88,22 @@ pub struct DeviceModuleInfo {
     pub kernels: Vec<KernelInfo>,
 }
 
+impl DeviceModuleInfo {
+    /// The view of a module whose code is in `format`, with this function table.
+    pub fn new(format: String, table: &[launch::FunctionInfo]) -> DeviceModuleInfo {
+        let mut kernels: Vec<KernelInfo> = table
+            .iter()
+            .map(|f| KernelInfo {
+                name: f.name.clone(),
+                arg_types: f.arg_type_names(),
+                launch_params: f.launch_param_tags.clone(),
+            })
+            .collect();
+        kernels.sort_by(|a, b| a.name.cmp(&b.name));
+        DeviceModuleInfo { format, kernels }
+    }
+}
+
 /// A kernel of a device module.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelInfo {

@@ -33,12 +33,17 @@ impl DevicePayload {
 
     /// The payload as TVM 0.21+ saves it.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut w = Writer::new();
-        w.write_string(&self.fmt);
-        write_function_table(&mut w, &self.table);
-        w.write_bytes(&self.code);
-        w.into_inner()
+        write_payload(&self.fmt, &self.table, &self.code)
     }
+}
+
+/// A payload from its parts, as TVM 0.21+ saves it.
+pub fn write_payload(fmt: &str, table: &[FunctionInfo], code: &[u8]) -> Vec<u8> {
+    let mut w = Writer::new();
+    w.write_string(fmt);
+    write_function_table(&mut w, table);
+    w.write_bytes(code);
+    w.into_inner()
 }
 
 /// The loaders of a module kind made from a payload, with TVM's names (`names[0]` =

@@ -20,7 +20,7 @@ pub use module_support::{compile_shared, dl_dtype, read_npy, scratch_in};
 pub use reliability_support::fixtures;
 use reliability_support::module_support;
 #[allow(unused_imports)]
-pub use reliability_support::{spawn_test, ChildOutcome};
+pub use reliability_support::{in_child, spawn_test, ChildOutcome};
 
 /// `cuda:<id>`.
 pub fn cuda(id: i32) -> DLDevice {

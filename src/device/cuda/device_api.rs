@@ -437,15 +437,9 @@ impl DeviceApi for CudaHostApi {
             // SAFETY: per the contract.
             return unsafe { CudaDeviceApi.copy_bytes(from, to, nbytes, type_hint, stream) };
         }
-        if nbytes == 0 {
-            return Ok(());
-        }
-        let src = from.data.cast::<u8>().wrapping_add(from.offset);
-        let dst = to.data.cast::<u8>().wrapping_add(to.offset);
-        // SAFETY: both sides are host memory holding `nbytes` from their offsets (trait
-        // contract); `copy` allows overlap.
-        unsafe { std::ptr::copy(src.cast_const(), dst, nbytes) };
-        Ok(())
+        // Host memory on both sides: a plain memory copy, as the CPU's.
+        // SAFETY: per the contract.
+        unsafe { crate::device::cpu::CpuDeviceApi.copy_bytes(from, to, nbytes, type_hint, stream) }
     }
 
     fn stream_sync(&self, _dev: DLDevice, stream: StreamHandle) -> Result<()> {

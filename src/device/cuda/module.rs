@@ -44,7 +44,7 @@ use super::memory::check_kernel_pointers;
 use super::nvrtc::nvrtc;
 use crate::device::launch::{ArgKind, FunctionInfo, LaunchConfig, WorkLoad};
 use crate::device::payload::{payload_loaders, DevicePayload};
-use crate::device::{device_name, DeviceModuleInfo, KernelInfo};
+use crate::device::{device_name, DeviceModuleInfo};
 use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::module::{Module, ModuleKind};
@@ -225,18 +225,6 @@ impl CudaModule {
 
     /// What `tvmrt inspect` shows.
     pub fn describe(&self) -> DeviceModuleInfo {
-        let mut kernels: Vec<KernelInfo> = self
-            .inner
-            .payload
-            .table
-            .iter()
-            .map(|f| KernelInfo {
-                name: f.name.clone(),
-                arg_types: f.arg_type_names(),
-                launch_params: f.launch_param_tags.clone(),
-            })
-            .collect();
-        kernels.sort_by(|a, b| a.name.cmp(&b.name));
         let format = match &self.inner.code {
             Code::Binary(img, _) => {
                 let archs: Vec<String> = img.entries.iter().map(|e| e.to_string()).collect();
@@ -244,7 +232,7 @@ impl CudaModule {
             }
             Code::Source(_) => "cuda (CUDA C source, compiled with NVRTC at first use)".into(),
         };
-        DeviceModuleInfo { format, kernels }
+        DeviceModuleInfo::new(format, &self.inner.payload.table)
     }
 }
 
@@ -441,30 +429,7 @@ impl Kernel {
 
     /// Launches the kernel with a host launcher's arguments.
     fn launch(&self, inner: &Inner, args: &[AnyView<'_>]) -> Result<()> {
-        let expected = self.launch.num_call_args();
-        if args.len() != expected {
-            crate::bail_type!(
-                "CUDA kernel `{}` expects {expected} arguments ({} kernel arguments, then launch \
-                 extents), got {}",
-                self.name,
-                self.args.len(),
-                args.len()
-            );
-        }
-        // At most 12 extents and a shared memory size (LaunchConfig refuses repeated tags).
-        let mut tail = [0i64; 13];
-        let base = self.args.len();
-        for (k, v) in args[base..].iter().enumerate() {
-            tail[k] = v.as_i64().ok_or_else(|| {
-                v.type_mismatch(
-                    &format!("CUDA kernel `{}` launch argument {}", self.name, base + k),
-                    "int",
-                )
-            })?;
-        }
-        let work = self
-            .launch
-            .extract(&self.name, &tail[..args.len() - base])?;
+        let work = self.launch.extract_call("CUDA", &self.name, args)?;
         let device_id = context::current();
         let dev = bind(device_id)?;
         let f = self.func(inner, dev)?;
