@@ -650,6 +650,59 @@ fn relax_model_runs_on_cuda() {
 }
 
 #[test]
+fn classic_graph_model_runs_on_cuda() {
+    // TVM 0.19's layout: the factory imports the host library, which imports a `cuda` module
+    // read through runtime.module.loadbinary_cuda (TVM 0.19's function table, PTX).
+    let _s = serial();
+    let fake = setup();
+    let before = live(fake);
+    let expected: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir().join("graph_cuda.expected.json")).unwrap(),
+    )
+    .unwrap();
+    {
+        let factory = load("graph_cuda.so");
+        let exec = call(&func(&factory, "default"), &[Any::from(cuda(0))]).unwrap();
+        let exec = tvmrt::module::Module::from_view(&exec.view(), "executor").unwrap();
+        let blob = std::fs::read(dir().join("graph_cuda.inputs.bin")).unwrap();
+        let params = tvmrt::graph::params::load_params(&blob).unwrap();
+        let (name, x) = &params[0];
+        assert_eq!((name.as_str(), x.device()), ("x", tvmrt::device::cpu()));
+        // set_input uploads the host input; the outputs live on the device.
+        call(
+            &func(&exec, "set_input"),
+            &[Any::from("x"), Any::from(x.clone())],
+        )
+        .unwrap();
+        fake.reset();
+        call(&func(&exec, "run"), &[]).unwrap();
+        let names: Vec<String> = fake
+            .launches()
+            .iter()
+            .map(|l| l.kernel().to_string())
+            .collect();
+        assert_eq!(names, ["add_relu_kernel", "scale_kernel"]);
+        assert!(
+            fake.log().contains("cuMemcpyDtoDAsync(280)"),
+            "__copy is a device copy"
+        );
+        for i in 0..2 {
+            let out = call(&func(&exec, "get_output"), &[Any::from(i as i64)]).unwrap();
+            let out = Tensor::from_any_view(&out.view(), "output").unwrap();
+            assert_eq!(out.device(), cuda(0));
+            let want: Vec<f32> = expected["outputs"][i]["values"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap() as f32)
+                .collect();
+            assert_eq!(download(&out), want, "output {i}");
+        }
+    }
+    assert_eq!(live(fake), before, "the executor's storage freed");
+}
+
+#[test]
 fn architectures_the_device_cannot_run() {
     in_child("child_on_sm75", &[("FAKE_CUDA_SM", "75".into())]);
     in_child("child_on_sm90", &[("FAKE_CUDA_SM", "90".into())]);

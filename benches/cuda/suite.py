@@ -2,7 +2,9 @@
 """The CUDA fixture suite on a real GPU: every library of tests/fixtures/cuda in every format it
 ships (TVM 0.27's CUDA source, compiled by tvmrt with NVRTC; NVRTC's PTX, cubin and fatbin),
 each call case run on cuda:0 through the tvmrt Python package and compared with numpy's answer
-as TVM's CPU runtime recorded it (data/*.out*.npy); then the Relax MLP's `main`. Prints one line
+as TVM's CPU runtime recorded it (data/*.out*.npy), the Relax MLP's `main` among them; then the
+classic graph model graph_cuda.so (TVM 0.19's layout, loadbinary_cuda) through the graph
+executor. Prints one line
 per case and `cuda suite: N passed, N failed`.
 
 The fixtures target sm_80: an sm_80 cubin runs on compute capability 8.x only, so on another
@@ -98,6 +100,24 @@ def main():
                     report(False, what, msg)
                     if os.environ.get("VERBOSE"):
                         traceback.print_exc()
+    # The classic (TVM 0.19 layout) graph model: a GraphExecutorFactory whose library imports a
+    # cuda module (PTX for compute_80) through runtime.module.loadbinary_cuda.
+    what = "graph_cuda.so default(cuda:0)"
+    try:
+        sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "graph"))
+        import gen  # the generator's deterministic input values
+        from tvmrt import graph_executor
+
+        expected = json.loads((FIX / "graph_cuda.expected.json").read_text())
+        m = graph_executor.GraphModule(tvmrt.load_module(FIX / "graph_cuda.so")["default"](dev))
+        m.set_input("x", np.array(gen.values(70, 12), dtype="float32").reshape(1, 70))
+        m.run()
+        for i, out in enumerate(expected["outputs"]):
+            np.testing.assert_allclose(m.get_output(i).numpy().ravel(), out["values"],
+                                       rtol=1e-6, atol=0)
+        report(True, what)
+    except Exception as e:  # noqa: BLE001
+        report(False, what, str(e).splitlines()[0] if str(e) else type(e).__name__)
     print(f"cuda suite: {passed} passed, {failed} failed")
     return 0 if failed == 0 and passed > 0 else 1
 

@@ -13,13 +13,14 @@
  * - launches are recorded (function, grid, block, dynamic shared memory, stream, and for PTX
  *   kernels each parameter's bytes), and refused as the driver does when the block is too
  *   large or the dynamic shared memory exceeds the function's allowance; the fixtures' kernels
- *   (add_kernel, axpk_kernel, mul_2d_kernel, matmul_kernel of tests/fixtures/cuda) run on the
- *   host, written from TVM's CUDA source, so values can be checked end to end (a test may add
+ *   (add_kernel, axpk_kernel, mul_2d_kernel, matmul_kernel of tests/fixtures/cuda, and the
+ *   classic graph model's add_relu_kernel and scale_kernel) run on the host, written from TVM's CUDA source, so values can be checked end to end (a test may add
  *   others with fake_cuda_set_kernel).
  *
  * Configuration (read at cuInit): FAKE_CUDA_DEVICES (default 1), FAKE_CUDA_SM (default 80),
  * FAKE_CUDA_SHARED_OPTIN (default 166912, an A100's opt-in shared memory per block).
  * Inspection: the fake_cuda_* functions at the end. Thread-safe (one lock). */
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -110,13 +111,27 @@ static void emulate_matmul_kernel(void **params, const unsigned *grid, const uns
       y[i * 64 + j] = acc;
     }
 }
+/* The classic graph model's (tests/fixtures/cuda/gen_classic.py): i = blockIdx.x * 32 + tid. */
+static void emulate_add_relu_kernel(void **params, const unsigned *grid, const unsigned *block) {
+  float *a = P(float *, 0), *b = P(float *, 1), *c = P(float *, 2);
+  int n = P(int, 3);
+  for (int i = 0; i < (int)(grid[0] * block[0]); i++)
+    if (i < n) c[i] = fmaxf(a[i] + b[i], 0.0f);
+}
+static void emulate_scale_kernel(void **params, const unsigned *grid, const unsigned *block) {
+  float *a = P(float *, 0), *b = P(float *, 1), s = P(float, 2);
+  int n = P(int, 3);
+  for (int i = 0; i < (int)(grid[0] * block[0]); i++)
+    if (i < n) b[i] = a[i] * s;
+}
 #undef P
 
 static struct { char name[128]; kernel_impl f; } impls[16] = {
   {"add_kernel", emulate_add_kernel}, {"axpk_kernel", emulate_axpk_kernel},
   {"mul_2d_kernel", emulate_mul_2d_kernel}, {"matmul_kernel", emulate_matmul_kernel},
+  {"add_relu_kernel", emulate_add_relu_kernel}, {"scale_kernel", emulate_scale_kernel},
 };
-static int n_impls = 4;
+static int n_impls = 6;
 
 static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #include <stdarg.h>
