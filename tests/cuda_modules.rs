@@ -127,26 +127,35 @@ fn image_selection_follows_the_driver_rules() {
 #[test]
 fn tvm_source_compiles_with_nvrtc() {
     use_venv_nvrtc();
+    // Every source fixture for sm_80 (the fixtures' architecture); the elementwise one also for
+    // older and newer ones. Each compile takes one to three seconds here.
+    let mut builds = vec![
+        ("elementwise.so", 75, ImageKind::Cubin, 75),
+        ("elementwise.so", 90, ImageKind::Cubin, 90),
+        // An architecture this NVRTC (12.9) does not know: PTX for the newest one below it,
+        // which the driver compiles for the device.
+        ("elementwise.so", 200, ImageKind::Ptx, 121),
+    ];
     for file in ["elementwise.so", "matmul_dyn.so", "mlp.so"] {
+        builds.push((file, 80, ImageKind::Cubin, 80));
+    }
+    for (file, sm, kind, arch) in builds {
         let (_lib, m) = module_of(file);
         let cm = m.downcast::<CudaModule>().unwrap();
-        for (sm, kind, arch) in [
-            (80, ImageKind::Cubin, 80),
-            (75, ImageKind::Cubin, 75),
-            (90, ImageKind::Cubin, 90),
-            // An architecture this NVRTC (12.9) does not know: PTX for the newest one below it,
-            // which the driver compiles for the device.
-            (200, ImageKind::Ptx, 121),
-        ] {
-            let code = cm.compile_for(sm).unwrap().unwrap();
-            let img = Image::parse(&code).unwrap();
-            assert_eq!(img.kind, kind, "{file} for sm_{sm}");
-            assert_eq!(img.entries[0].arch.sm, arch, "{file} for sm_{sm}");
-            for f in cm.functions() {
-                img.check_kernel(&f.name).unwrap();
-            }
-            assert!(img.select(sm, "cuda:0").is_ok());
+        let code = cm.compile_for(sm).unwrap().unwrap();
+        let img = Image::parse(&code).unwrap();
+        assert_eq!(img.kind, kind, "{file} for sm_{sm}");
+        assert_eq!(img.entries[0].arch.sm, arch, "{file} for sm_{sm}");
+        for f in cm.functions() {
+            img.check_kernel(&f.name).unwrap();
         }
+        assert!(img.select(sm, "cuda:0").is_ok());
+        // Compiled once per architecture.
+        let again = cm.compile_for(sm).unwrap().unwrap();
+        assert!(
+            std::sync::Arc::ptr_eq(&code, &again),
+            "{file}: cached for sm_{sm}"
+        );
     }
     let (_lib, m) = module_of("elementwise_ptx.so");
     let cm = m.downcast::<CudaModule>().unwrap();
