@@ -650,6 +650,39 @@ fn relax_model_runs_on_cuda() {
 }
 
 #[test]
+fn threads_launch_at_once() {
+    // Four threads share one library and its kernel functions; each binds the device's context
+    // and keeps its own current device and stream.
+    let _s = serial();
+    let fake = setup();
+    let before = live(fake);
+    let lib = load("elementwise_cubin.so");
+    let want = npy_f32("data/add.n1000.out0.npy");
+    std::thread::scope(|scope| {
+        for t in 0..4 {
+            let (lib, want) = (&lib, &want);
+            scope.spawn(move || {
+                let dev = cuda(t % 2);
+                let ta = upload("data/add.n1000.in0.npy", dev);
+                let tb = upload("data/add.n1000.in1.npy", dev);
+                for round in 0..20 {
+                    let out = Tensor::empty(&[1000], F32, dev).unwrap();
+                    call(
+                        &func(lib, "add"),
+                        &[ta.clone().into(), tb.clone().into(), out.clone().into()],
+                    )
+                    .unwrap();
+                    assert_close(&format!("thread {t} round {round}"), &download(&out), want);
+                }
+            });
+        }
+    });
+    drop(lib);
+    assert_eq!(live(fake), before);
+    assert_eq!(fake.live_modules(), 0);
+}
+
+#[test]
 fn classic_graph_model_runs_on_cuda() {
     // TVM 0.19's layout: the factory imports the host library, which imports a `cuda` module
     // read through runtime.module.loadbinary_cuda (TVM 0.19's function table, PTX).
