@@ -14,7 +14,7 @@ use std::ffi::c_void;
 
 use super::context::{self, bind};
 use super::driver::{
-    attr, check, cu, CuDevicePtr, Handle, EVENT_DISABLE_TIMING, STREAM_NON_BLOCKING,
+    attr, check, check_release, cu, CuDevicePtr, Handle, EVENT_DISABLE_TIMING, STREAM_NON_BLOCKING,
 };
 use super::memory::{self, Block};
 use crate::abi::{DLDataType, DLDevice};
@@ -213,7 +213,7 @@ impl DeviceApi for CudaDeviceApi {
         })?;
         bind(b.device)?;
         // SAFETY: a live allocation of this device, freed once (removed from the table).
-        check(unsafe { (cu()?.mem_free)(b.start) }, "cuMemFree")
+        check_release(unsafe { (cu()?.mem_free)(b.start) }, "cuMemFree")
     }
 
     unsafe fn copy_bytes(
@@ -303,7 +303,7 @@ impl DeviceApi for CudaDeviceApi {
         }
         bind(dev.device_id)?;
         // SAFETY: per the trait's contract, a stream this API created on `dev`.
-        check(unsafe { (cu()?.stream_destroy)(stream) }, "cuStreamDestroy")
+        check_release(unsafe { (cu()?.stream_destroy)(stream) }, "cuStreamDestroy")
     }
 
     fn stream_sync(&self, dev: DLDevice, stream: StreamHandle) -> Result<()> {
@@ -420,7 +420,7 @@ impl DeviceApi for CudaHostApi {
         })?;
         bind(0)?;
         // SAFETY: a live cuMemAllocHost block, freed once (removed from the table).
-        check(unsafe { (cu()?.mem_free_host)(ptr) }, "cuMemFreeHost")
+        check_release(unsafe { (cu()?.mem_free_host)(ptr) }, "cuMemFreeHost")
     }
 
     unsafe fn copy_bytes(

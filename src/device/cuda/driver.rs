@@ -329,6 +329,16 @@ pub fn cu_error(rc: CuResult, call: &str) -> Error {
     Error::new("CUDAError", format!("{call} failed: {what}{hint}"))
 }
 
+/// Turns the status of a release (a free, an unload, a destroy) into a result. As TVM's
+/// `CUDA_DRIVER_CALL`, `CUDA_ERROR_DEINITIALIZED` is success: at process exit the driver may be
+/// gone before the last tensors are released, and there is nothing left to free.
+pub fn check_release(rc: CuResult, call: &str) -> Result<()> {
+    if rc == CUDA_ERROR_DEINITIALIZED {
+        return Ok(());
+    }
+    check(rc, call)
+}
+
 /// Turns a driver status into a result.
 pub fn check(rc: CuResult, call: &str) -> Result<()> {
     if rc == CUDA_SUCCESS {
