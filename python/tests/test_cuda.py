@@ -92,6 +92,29 @@ class CudaTests(unittest.TestCase):
         vm.invoke_stateful("main")
         self.assertEqual(vm.get_outputs("main").device, tvmrt.cuda())
 
+    def test_nvrtc_found_in_pip_packages(self):
+        import sys
+
+        from tvmrt import _ffi
+
+        root = Path(tempfile.mkdtemp(prefix="tvmrt_pip_"))
+        lib = root / "nvidia" / "cuda_nvrtc" / "lib"
+        lib.mkdir(parents=True)
+        for name in ["libnvrtc.so.12", "libnvrtc-builtins.so.12.9", "libnvrtc.alt.so.12"]:
+            (lib / name).write_bytes(b"")
+        (root / "nvidia" / "cuda_nvrtc" / "__init__.py").write_text("")
+        saved = {k: v for k, v in sys.modules.items() if k == "nvidia" or k.startswith("nvidia.")}
+        for k in saved:
+            del sys.modules[k]
+        sys.path.insert(0, str(root))
+        try:
+            self.assertEqual(_ffi.find_pip_nvrtc(), str(lib / "libnvrtc.so.12"))
+        finally:
+            sys.path.remove(str(root))
+            for k in [k for k in sys.modules if k == "nvidia" or k.startswith("nvidia.")]:
+                del sys.modules[k]
+            sys.modules.update(saved)
+
     def test_dlpack_keeps_cuda_tensors_on_the_device(self):
         t = tvmrt.tensor(np.arange(4, dtype="float32"), tvmrt.cuda())
         self.assertEqual(t.__dlpack_device__(), (2, 0))

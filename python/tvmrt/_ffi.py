@@ -173,16 +173,44 @@ def find_library() -> str:
     )
 
 
+def find_pip_nvrtc() -> str | None:
+    """NVRTC from the pip packages this Python can import (``nvidia-cuda-nvrtc-cu12``:
+    ``nvidia/cuda_nvrtc/lib``; CUDA 13's ``nvidia-cuda-nvrtc``: ``nvidia/cu13/lib``), newest
+    first; None when neither is installed."""
+    import importlib.util
+
+    for package in ("nvidia.cu13", "nvidia.cuda_nvrtc"):
+        try:
+            spec = importlib.util.find_spec(package)
+        except (ImportError, ValueError):
+            continue
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            libs = sorted(
+                (p for p in (Path(root) / "lib").glob("libnvrtc.so*")
+                 if "builtins" not in p.name and ".alt." not in p.name),
+                reverse=True,
+            )
+            if libs:
+                return str(libs[0])
+    return None
+
+
 _lib = None
 _lib_lock = threading.Lock()
 
 
 def lib() -> ctypes.CDLL:
-    """The loaded libtvmrt (loaded on first use)."""
+    """The loaded libtvmrt (loaded on first use). NVRTC, which tvmrt opens only to compile a
+    CUDA module's source, is pointed to in the pip packages when ``TVMRT_NVRTC_LIBRARY`` does
+    not name one (the library then finds CUDA's headers beside it)."""
     global _lib
     if _lib is None:
         with _lib_lock:
             if _lib is None:
+                if "TVMRT_NVRTC_LIBRARY" not in os.environ:
+                    nvrtc = find_pip_nvrtc()
+                    if nvrtc:
+                        os.environ["TVMRT_NVRTC_LIBRARY"] = nvrtc
                 _lib = _load(find_library())
     return _lib
 
