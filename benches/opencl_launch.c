@@ -1,10 +1,10 @@
 /* Per-launch cost of a tiny OpenCL kernel: through tvmrt against a minimal hand-written OpenCL
  * host program (the floor), in the same run, on the same device and the same kernel source.
  *
- *   tvmrt, host launcher   TVMFuncCall of `add` in tests/fixtures/opencl/elementwise.so (the
- *                          host code TVM 0.27 generated: argument checks, __tvm_set_device,
- *                          the kernel looked up once, then tvmrt's OpenCL launch), on device
- *                          arrays from TVMArrayAlloc
+ *   tvmrt, host launcher   TVMFFIFunctionCall of `add` in tests/fixtures/opencl/elementwise.so
+ *                          (the host code TVM 0.27 generated: argument checks,
+ *                          __tvm_set_device, the kernel looked up once, then tvmrt's OpenCL
+ *                          launch), on device arrays from TVMArrayAlloc passed as DLTensor*
  *   tvmrt, kernel directly TVMFFIFunctionCall of the `opencl` module's `add_kernel` with the
  *                          buffers and launch extents (tvmrt's launch path alone)
  *   floor                  clSetKernelArg x 4 + clEnqueueNDRangeKernel on a kernel built by
@@ -12,7 +12,8 @@
  *
  * Each loop queues N launches and waits for the queue once (clFinish / TVMSynchronize), so a
  * launch's cost includes the device running it, alike for all three. The loops alternate for
- * ROUNDS rounds; the figures are the median (and best) ns per launch over the rounds.
+ * ROUNDS rounds, in a rotated order; the figures are the median (and best) ns per launch over
+ * the rounds.
  *
  * Usage: opencl_launch ELEMENTWISE_SO [N [ROUNDS [ELEMENTS]]] */
 #define _POSIX_C_SOURCE 200809L
@@ -77,6 +78,14 @@ static TVMFFIAny any_ptr(void* p) {
   return a;
 }
 
+static TVMFFIAny any_dltensor(DLTensor* t) {
+  TVMFFIAny a;
+  memset(&a, 0, sizeof(a));
+  a.type_index = kTVMFFIDLTensorPtr;
+  a.v_ptr = t;
+  return a;
+}
+
 static TVMFFIAny call1(TVMFFIObjectHandle f, TVMFFIAny* args, int n) {
   TVMFFIAny out;
   memset(&out, 0, sizeof(out));
@@ -117,12 +126,11 @@ typedef struct {
   int n;
   size_t global_size, local_size;
   TVMFunctionHandle add, add_kernel;
-  TVMValue hv[3];
-  int hcodes[3];
+  TVMFFIAny hargs[3];
   TVMFFIAny kargs[6];
 } Loops;
 
-__attribute__((noinline)) static void loop_floor(Loops* l, int count) {
+static inline void body_floor(Loops* l, int count) {
   int i;
   for (i = 0; i < count; i++) {
     CHECK_CL(clSetKernelArg(l->kernel, 0, sizeof(cl_mem), &l->bufs[0]));
@@ -134,16 +142,19 @@ __attribute__((noinline)) static void loop_floor(Loops* l, int count) {
   }
 }
 
-__attribute__((noinline)) static void loop_host(Loops* l, int count) {
+static inline void body_host(Loops* l, int count) {
   int i;
   for (i = 0; i < count; i++) {
-    TVMValue ret;
-    int rc;
-    CHECK_TVM(TVMFuncCall(l->add, l->hv, l->hcodes, 3, &ret, &rc));
+    TVMFFIAny out;
+    out.type_index = kTVMFFINone;
+    if (TVMFFIFunctionCall(l->add, l->hargs, 3, &out) != 0) {
+      fprintf(stderr, "add failed: %s\n", TVMGetLastError());
+      exit(1);
+    }
   }
 }
 
-__attribute__((noinline)) static void loop_direct(Loops* l, int count) {
+static inline void body_direct(Loops* l, int count) {
   int i;
   for (i = 0; i < count; i++) {
     TVMFFIAny out;
@@ -153,6 +164,16 @@ __attribute__((noinline)) static void loop_direct(Loops* l, int count) {
       exit(1);
     }
   }
+}
+
+/* Timed (and counted) loops, and the warm-up, which builds the kernels outside them. */
+__attribute__((noinline)) static void loop_floor(Loops* l, int count) { body_floor(l, count); }
+__attribute__((noinline)) static void loop_host(Loops* l, int count) { body_host(l, count); }
+__attribute__((noinline)) static void loop_direct(Loops* l, int count) { body_direct(l, count); }
+__attribute__((noinline)) static void warm_up(Loops* l) {
+  body_floor(l, 100);
+  body_host(l, 100);
+  body_direct(l, 100);
 }
 
 /* Waits until every launch has run (both queues). */
@@ -167,7 +188,7 @@ int main(int argc, char** argv) {
   int64_t elements = argc > 4 ? atoll(argv[4]) : 256;
   const int64_t threads = 64, groups = (elements + threads - 1) / threads;
   double floor_ns[64], host_ns[64], direct_ns[64];
-  int r, i;
+  int r;
   if (argc < 2 || rounds < 1 || rounds > 64 || n_launch < 1) {
     fprintf(stderr, "usage: %s ELEMENTWISE_SO [N [ROUNDS<=64 [ELEMENTS]]]\n", argv[0]);
     return 2;
@@ -183,11 +204,7 @@ int main(int argc, char** argv) {
   CHECK_TVM(TVMArrayAlloc(&elements, 1, kDLFloat, 32, 1, kDLOpenCL, 0, &a));
   CHECK_TVM(TVMArrayAlloc(&elements, 1, kDLFloat, 32, 1, kDLOpenCL, 0, &b));
   CHECK_TVM(TVMArrayAlloc(&elements, 1, kDLFloat, 32, 1, kDLOpenCL, 0, &c));
-  TVMValue hv[3];
-  int hcodes[3] = {kTVMDLTensorHandle, kTVMDLTensorHandle, kTVMDLTensorHandle};
-  hv[0].v_handle = a;
-  hv[1].v_handle = b;
-  hv[2].v_handle = c;
+  TVMFFIAny hargs[3] = {any_dltensor(a), any_dltensor(b), any_dltensor(c)};
   TVMFFIAny kargs[6] = {any_ptr(a->data), any_ptr(b->data), any_ptr(c->data),
                         any_int(elements), any_int(groups), any_int(threads)};
 
@@ -236,29 +253,28 @@ int main(int argc, char** argv) {
   l.local_size = local_size;
   l.add = add;
   l.add_kernel = add_kernel;
-  memcpy(l.hv, hv, sizeof(hv));
-  memcpy(l.hcodes, hcodes, sizeof(hcodes));
+  memcpy(l.hargs, hargs, sizeof(hargs));
   memcpy(l.kargs, kargs, sizeof(kargs));
 
   /* Warm up all three (kernel builds, first launches). */
-  loop_floor(&l, 100);
-  loop_host(&l, 100);
-  loop_direct(&l, 100);
+  warm_up(&l);
   drain(&l);
 
+  /* Each round runs the three loops in a rotated order, so none always goes first. */
   for (r = 0; r < rounds; r++) {
-    uint64_t t0 = now_ns();
-    loop_floor(&l, n_launch);
-    drain(&l);
-    floor_ns[r] = (double)(now_ns() - t0) / n_launch;
-    t0 = now_ns();
-    loop_host(&l, n_launch);
-    drain(&l);
-    host_ns[r] = (double)(now_ns() - t0) / n_launch;
-    t0 = now_ns();
-    loop_direct(&l, n_launch);
-    drain(&l);
-    direct_ns[r] = (double)(now_ns() - t0) / n_launch;
+    int k;
+    for (k = 0; k < 3; k++) {
+      int which = (r + k) % 3;
+      uint64_t t0 = now_ns();
+      if (which == 0) loop_floor(&l, n_launch);
+      if (which == 1) loop_host(&l, n_launch);
+      if (which == 2) loop_direct(&l, n_launch);
+      drain(&l);
+      double ns = (double)(now_ns() - t0) / n_launch;
+      if (which == 0) floor_ns[r] = ns;
+      if (which == 1) host_ns[r] = ns;
+      if (which == 2) direct_ns[r] = ns;
+    }
   }
 
   double fm, fb, hm, hb, dm, db;

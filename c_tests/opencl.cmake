@@ -1,9 +1,15 @@
 # OpenCL from C through both doors (c_tests/opencl.c), on the OpenCL fixtures of
-# tests/fixtures/opencl; CI runs it on POCL. POCL's kernel cache goes under the build folder.
+# tests/fixtures/opencl; CI runs it on POCL.
 tvmrt_add_program(opencl tvmrt::tvmrt c_tests/opencl.c)
 target_link_libraries(opencl PRIVATE m)
 set(TVMRT_OPENCL_FIXTURES "${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures/opencl")
-set(TVMRT_POCL_CACHE "POCL_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/pocl-cache")
+# POCL's kernel cache: the environment's (CI shares target/pocl-cache across its steps), else
+# one under the build folder.
+if(DEFINED ENV{POCL_CACHE_DIR})
+  set(TVMRT_POCL_CACHE "POCL_CACHE_DIR=$ENV{POCL_CACHE_DIR}")
+else()
+  set(TVMRT_POCL_CACHE "POCL_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/pocl-cache")
+endif()
 add_test(NAME opencl COMMAND opencl "${TVMRT_OPENCL_FIXTURES}")
 set_tests_properties(opencl PROPERTIES TIMEOUT 300 ENVIRONMENT "${TVMRT_POCL_CACHE}")
 # Under valgrind, a small case (load, device arrays, one kernel, copies, errors, frees): no

@@ -170,9 +170,12 @@ impl OpenClDeviceApi {
 impl DeviceApi for OpenClDeviceApi {
     fn set_device(&self, dev: DLDevice) -> Result<()> {
         check_opencl_side(dev)?;
-        if platform::initialized() {
-            // Checked now when it costs nothing; otherwise at the first use of the device.
-            platform()?.device(dev.device_id)?;
+        // Checked now when the devices are known (one load: host launchers call this before
+        // every launch); otherwise at the first use of the device.
+        if let Some(n) = platform::known_device_count() {
+            if dev.device_id as usize >= n {
+                platform()?.device(dev.device_id)?;
+            }
         }
         CURRENT.with(|c| c.set(dev.device_id));
         Ok(())

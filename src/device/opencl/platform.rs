@@ -6,6 +6,8 @@
 
 use std::ffi::c_void;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use once_cell::sync::OnceCell;
 
 use super::error::{cl_error, ClInt, CL_DEVICE_NOT_FOUND, CL_PLATFORM_NOT_FOUND_KHR, CL_SUCCESS};
@@ -63,15 +65,31 @@ unsafe impl Sync for Platform {}
 
 static PLATFORM: OnceCell<std::result::Result<Platform, Error>> = OnceCell::new();
 
+/// How many devices were found (0 until they have been looked for, or when none were): read
+/// on every `__tvm_set_device`, so it is one atomic load.
+static DEVICE_COUNT: AtomicUsize = AtomicUsize::new(0);
+
 /// The devices, found on first use; the same error every time when there are none (no
 /// `libOpenCL.so.1`, no driver, no device).
 pub fn platform() -> Result<&'static Platform> {
-    PLATFORM.get_or_init(find).as_ref().map_err(Clone::clone)
+    PLATFORM
+        .get_or_init(|| {
+            let found = find();
+            if let Ok(p) = &found {
+                DEVICE_COUNT.store(p.devices.len(), Ordering::Release);
+            }
+            found
+        })
+        .as_ref()
+        .map_err(Clone::clone)
 }
 
-/// Whether the devices have been looked for already (without looking).
-pub fn initialized() -> bool {
-    PLATFORM.get().is_some()
+/// The number of devices when they have been found already, without looking for them.
+pub fn known_device_count() -> Option<usize> {
+    match DEVICE_COUNT.load(Ordering::Acquire) {
+        0 => None,
+        n => Some(n),
+    }
 }
 
 impl Platform {
