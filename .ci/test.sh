@@ -89,6 +89,10 @@ layers_one_way() {
 run "layers point one way" layers_one_way
 run "cargo fmt --check" cargo fmt --all -- --check
 run "cargo clippy --all-targets -D warnings" cargo clippy --all-targets -- -D warnings
+# NVRTC, CUDA's headers and nvfatbin from PyPI (.ci/requirements/cuda.txt, ~95 MB download
+# once): the CUDA tests compile TVM's CUDA source with it. No GPU or NVIDIA driver is needed:
+# those tests open a test double of the driver (tests/cuda_double/fake_cuda.c).
+run "cuda venv (NVRTC from PyPI)" .ci/venv.sh cuda
 run "cargo test" cargo test --no-fail-fast
 # The unit tests of the raw-memory code once more, under valgrind memcheck (about 10 s).
 run "unit tests under valgrind" .ci/valgrind_unit.sh

@@ -4,9 +4,9 @@
 # (containers::map), arrays changed in place and hook callbacks (reflection::structural), a
 # loaded library's own symbol tables (module::dynsym), the random fillers writing tensors
 # (contrib::random), the device layer (device::: host allocation, zeroed blocks, payload and
-# launch parsing; the OpenCL calls themselves run under valgrind in ctest's memcheck_opencl),
-# and the LLM state's mapped weight shards, int32 uploads and staged auxiliary arrays (llm::).
-# Fails on any memory error.
+# launch parsing, the CUDA code readers and block table; the OpenCL and CUDA calls themselves run
+# under valgrind in ctest's memcheck_opencl and memcheck_cuda), and the LLM state's mapped
+# weight shards, int32 uploads and staged auxiliary arrays (llm::). Fails on any memory error.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bin=$(cargo test --lib --no-run --message-format=json 2>/dev/null |

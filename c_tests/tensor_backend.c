@@ -34,7 +34,7 @@ static void test_alloc_and_copy(void) {
     CHECK(TVMArrayCopyFromTo(a, c, NULL) != 0, "copy between different sizes accepted");
     CHECK_OK(TVMArrayFree(c));
   }
-  CHECK_FAILS_WITH(TVMArrayAlloc(shape, 2, kDLFloat, 32, 1, kDLCUDA, 0, &c), "cuda");
+  CHECK_FAILS_WITH(TVMArrayAlloc(shape, 2, kDLFloat, 32, 1, kDLROCM, 0, &c), "rocm");
   CHECK_FAILS_WITH(TVMArrayAlloc(shape, -1, kDLFloat, 32, 1, kDLCPU, 0, &c), "ndim");
   CHECK(TVMArrayAlloc(shape, 2, kDLFloat, 32, 1, kDLCPU, 0, NULL) != 0, "null out accepted");
   CHECK_OK(TVMArrayFree(a));
@@ -91,7 +91,7 @@ static void test_workspace(void) {
   CHECK(q == p, "a LIFO free/alloc of the same size did not reuse the block");
   CHECK_OK(TVMBackendFreeWorkspace(kDLCPU, 0, q));
   CHECK_FAILS_WITH(TVMBackendFreeWorkspace(kDLCPU, 0, q), "");
-  CHECK(TVMBackendAllocWorkspace(kDLCUDA, 0, 16, kDLFloat, 32) == NULL, "cuda workspace");
+  CHECK(TVMBackendAllocWorkspace(kDLROCM, 0, 16, kDLFloat, 32) == NULL, "rocm workspace");
 }
 
 #define SLOTS 64

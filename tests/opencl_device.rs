@@ -11,7 +11,6 @@ mod opencl_support;
 
 use std::ffi::c_void;
 use std::ptr::null_mut;
-use std::time::Duration;
 
 use opencl_support::*;
 use tvmrt::abi::{DLDataType, DLDevice, DLTensor};
@@ -576,19 +575,6 @@ fn payloads_truncated_unbuildable_or_binary_are_refused() {
 }
 
 /// Runs `inner` (an ignored test of this file) in a child process with `env`.
-fn in_child(inner: &str, env: &[(&str, String)]) -> ChildOutcome {
-    let out = spawn_test(inner, env, Duration::from_secs(120)).wait();
-    assert!(!out.timed_out, "{inner} hung");
-    assert_eq!(
-        out.code,
-        Some(0),
-        "{inner}:\n{}\n{}",
-        out.stdout,
-        out.stderr
-    );
-    out
-}
-
 #[test]
 fn a_machine_without_an_opencl_platform_gets_a_clear_error() {
     in_child(

@@ -12,7 +12,8 @@ use tvmrt::tensor::Tensor;
 use tvmrt::{Any, Function};
 
 const CPU: i32 = 1;
-const CUDA: i32 = 2;
+/// `kDLROCM`: a device type with no back end in tvmrt.
+const ROCM: i32 = 10;
 
 fn last_error() -> String {
     let e = tvmrt::raised::take_raised().expect("an error was raised");
@@ -130,11 +131,11 @@ fn alloc_errors_name_the_bad_input() {
         // SAFETY: pointers are valid or deliberately null.
         unsafe { TVMArrayAlloc(shape, ndim, code, bits, lanes, dev, 0, out) }
     };
-    assert_eq!(call(shape.as_ptr(), 2, 2, 32, 1, CUDA, &mut out), -1);
+    assert_eq!(call(shape.as_ptr(), 2, 2, 32, 1, ROCM, &mut out), -1);
     let e = last_error();
     assert!(
         e.starts_with(
-            "ValueError: TVMArrayAlloc: device cuda:0 has no back end in tvmrt (this build runs \
+            "ValueError: TVMArrayAlloc: device rocm:0 has no back end in tvmrt (this build runs \
              on: cpu"
         ),
         "{e}"
@@ -372,16 +373,16 @@ fn device_data_space() {
     // SAFETY: null is a no-op.
     assert_eq!(unsafe { TVMDeviceFreeDataSpace(cpu(), null_mut()) }, 0);
 
-    let cuda = DLDevice {
-        device_type: DLDeviceType(2),
+    let rocm = DLDevice {
+        device_type: DLDeviceType(10),
         device_id: 1,
     };
     // SAFETY: valid out pointer.
     assert_eq!(
-        unsafe { TVMDeviceAllocDataSpace(cuda, 16, 64, dtypes::FLOAT32, &mut p) },
+        unsafe { TVMDeviceAllocDataSpace(rocm, 16, 64, dtypes::FLOAT32, &mut p) },
         -1
     );
-    assert!(last_error().contains("device cuda:1 has no back end in tvmrt"));
+    assert!(last_error().contains("device rocm:1 has no back end in tvmrt"));
     // SAFETY: valid out pointer.
     assert_eq!(
         unsafe { TVMDeviceAllocDataSpace(cpu(), 16, 48, dtypes::FLOAT32, &mut p) },
@@ -493,11 +494,11 @@ fn streams_on_cpu_are_null_and_gpu_is_refused() {
     assert_eq!(TVMStreamStreamSynchronize(CPU, 0, s, s), 0);
     // SAFETY: the stream TVMStreamCreate gave (null on the CPU).
     assert_eq!(unsafe { TVMStreamFree(CPU, 0, s) }, 0);
-    assert_eq!(TVMSynchronize(CUDA, 0, null_mut()), -1);
-    assert!(last_error().contains("TVMSynchronize: device cuda:0 has no back end"));
+    assert_eq!(TVMSynchronize(ROCM, 0, null_mut()), -1);
+    assert!(last_error().contains("TVMSynchronize: device rocm:0 has no back end"));
     // SAFETY: valid out pointer.
-    assert_eq!(unsafe { TVMStreamCreate(CUDA, 2, &mut s) }, -1);
-    assert!(last_error().contains("cuda:2"));
+    assert_eq!(unsafe { TVMStreamCreate(ROCM, 2, &mut s) }, -1);
+    assert!(last_error().contains("rocm:2"));
     assert_eq!(TVMSetStream(-3, 0, null_mut()), -1);
     assert!(last_error().contains("invalid device_type -3"));
 }

@@ -259,15 +259,15 @@ fn refused_imports_leave_ownership_with_the_caller() {
     drop(owned_tensor(out));
     assert_eq!(deleted.load(Ordering::SeqCst), 1);
 
-    // A GPU tensor is refused by name, not deleted.
-    let cuda = DLDevice {
-        device_type: DLDeviceType(2),
+    // A tensor of a device without a back end is refused by name, not deleted.
+    let rocm = DLDevice {
+        device_type: DLDeviceType(10),
         device_id: 0,
     };
-    let (m, deleted) = legacy(&SIX, &[6], None, 0, cuda);
+    let (m, deleted) = legacy(&SIX, &[6], None, 0, rocm);
     // SAFETY: `m` is live.
     assert_eq!(unsafe { TVMFFITensorFromDLPack(m, 0, 0, &mut out) }, -1);
-    assert!(last_error().contains("device cuda:0 has no back end in tvmrt"));
+    assert!(last_error().contains("device rocm:0 has no back end in tvmrt"));
     assert_eq!(deleted.load(Ordering::SeqCst), 0);
     // SAFETY: still ours.
     unsafe { TVMDLManagedTensorCallDeleter(m) };
@@ -532,7 +532,8 @@ unsafe extern "C" fn counting_deleter(m: *mut DLManagedTensorVersioned) {
     unsafe { tvmrt::tensor::dlpack::release_exported_versioned(m) };
 }
 
-/// Hands out a tensor labelled as living on a GPU (counted like `counting_allocator`).
+/// Hands out a tensor labelled as living on a ROCm GPU, a device type without a back end in
+/// tvmrt (counted like `counting_allocator`).
 unsafe extern "C" fn gpu_allocator(
     prototype: *mut DLTensor,
     out: *mut *mut DLManagedTensorVersioned,
@@ -542,7 +543,7 @@ unsafe extern "C" fn gpu_allocator(
     // SAFETY: forwarding the caller's arguments.
     let rc = unsafe { counting_allocator(prototype, out, ctx, set_error) };
     // SAFETY: `*out` was just written.
-    unsafe { (**out).dl_tensor.device.device_type = DLDeviceType(2) };
+    unsafe { (**out).dl_tensor.device.device_type = DLDeviceType(10) };
     rc
 }
 
@@ -622,24 +623,26 @@ fn env_tensor_alloc_with_and_without_allocator() {
         assert_eq!(unsafe { TVMFFIEnvTensorAlloc(&mut proto, &mut out) }, -1);
         assert_eq!(last_error(), "MemoryError: pool exhausted");
 
-        // An allocator result tvmrt refuses (a GPU tensor) is released, not leaked.
+        // An allocator result tvmrt refuses (a device without a back end) is released, not
+        // leaked.
         // SAFETY: valid pointers.
         unsafe { TVMFFIEnvSetDLPackManagedTensorAllocator(Some(gpu_allocator), 0, null_mut()) };
         // SAFETY: valid pointers.
         assert_eq!(unsafe { TVMFFIEnvTensorAlloc(&mut proto, &mut out) }, -1);
-        assert!(last_error().contains("allocator result refused: DLPack import: device cuda:0"));
+        assert!(last_error().contains("allocator result refused: DLPack import: device rocm:0"));
         assert_eq!(ALLOC_DELETED.load(Ordering::SeqCst), 2);
 
-        // Without an allocator, a GPU prototype is refused by tvmrt's own allocation.
+        // Without an allocator, a prototype on a device without a back end is refused by
+        // tvmrt's own allocation.
         // SAFETY: valid pointers.
         unsafe { TVMFFIEnvSetDLPackManagedTensorAllocator(None, 0, null_mut()) };
         proto.device = DLDevice {
-            device_type: DLDeviceType(2),
+            device_type: DLDeviceType(10),
             device_id: 0,
         };
         // SAFETY: valid pointers.
         assert_eq!(unsafe { TVMFFIEnvTensorAlloc(&mut proto, &mut out) }, -1);
-        assert!(last_error().contains("cuda:0"));
+        assert!(last_error().contains("rocm:0"));
         // SAFETY: null prototype is refused.
         assert_eq!(unsafe { TVMFFIEnvTensorAlloc(null_mut(), &mut out) }, -1);
         assert!(last_error().contains("`prototype`"));

@@ -379,12 +379,12 @@ fn vm_needs_initialization_and_checks_arity() {
     let e = call_vm(
         &vm,
         "vm_initialization",
-        &[2i64.into(), 0i64.into(), 2i64.into()],
+        &[10i64.into(), 0i64.into(), 2i64.into()],
     )
     .unwrap_err();
     assert!(
         e.message
-            .contains("vm_initialization: device cuda:0 has no back end"),
+            .contains("vm_initialization: device rocm:0 has no back end"),
         "{e}"
     );
     call_vm(

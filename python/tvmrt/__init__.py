@@ -48,6 +48,7 @@ __all__ = [
     "TVMError",
     "VirtualMachine",
     "cpu",
+    "cuda",
     "device",
     "empty",
     "opencl",
@@ -233,6 +234,11 @@ def cpu(dev_id: int = 0) -> Device:
     return Device(_ffi.DEVICE_TYPES["cpu"], dev_id)
 
 
+def cuda(dev_id: int = 0) -> Device:
+    """CUDA device ``dev_id`` ``(kDLCUDA, dev_id)``, as ``tvm.cuda()`` names it."""
+    return Device(_ffi.DEVICE_TYPES["cuda"], dev_id)
+
+
 def opencl(dev_id: int = 0) -> Device:
     """OpenCL device ``dev_id`` ``(kDLOpenCL, dev_id)``, as ``tvm.opencl()`` names it."""
     return Device(_ffi.DEVICE_TYPES["opencl"], dev_id)
@@ -278,9 +284,9 @@ class VirtualMachine:
     y = vm["main"](x)                       # or, statefully:
     vm.set_input("main", x); vm.invoke_stateful("main"); y = vm.get_outputs("main")
 
-    On a device (``tvmrt.opencl()`` for a model built for OpenCL) the VM runs there with the
-    CPU as its host, as TVM does: ``set_input`` uploads host arrays, ``vm["main"]`` takes
-    tensors on the device (``tvmrt.tensor(x, dev)``), and outputs stay on the device
+    On a device (``tvmrt.opencl()`` or ``tvmrt.cuda()`` for a model built for OpenCL or
+    CUDA) the VM runs there with the CPU as its host, as TVM does: ``set_input`` uploads host
+    arrays, ``vm["main"]`` takes tensors on the device (``tvmrt.tensor(x, dev)``), and outputs stay on the device
     (``.numpy()`` copies them back).
     """
 

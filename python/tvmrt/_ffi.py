@@ -173,16 +173,44 @@ def find_library() -> str:
     )
 
 
+def find_pip_nvrtc() -> str | None:
+    """NVRTC from the pip packages this Python can import (``nvidia-cuda-nvrtc-cu12``:
+    ``nvidia/cuda_nvrtc/lib``; CUDA 13's ``nvidia-cuda-nvrtc``: ``nvidia/cu13/lib``), newest
+    first; None when neither is installed."""
+    import importlib.util
+
+    for package in ("nvidia.cu13", "nvidia.cuda_nvrtc"):
+        try:
+            spec = importlib.util.find_spec(package)
+        except (ImportError, ValueError):
+            continue
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            libs = sorted(
+                (p for p in (Path(root) / "lib").glob("libnvrtc.so*")
+                 if "builtins" not in p.name and ".alt." not in p.name),
+                reverse=True,
+            )
+            if libs:
+                return str(libs[0])
+    return None
+
+
 _lib = None
 _lib_lock = threading.Lock()
 
 
 def lib() -> ctypes.CDLL:
-    """The loaded libtvmrt (loaded on first use)."""
+    """The loaded libtvmrt (loaded on first use). NVRTC, which tvmrt opens only to compile a
+    CUDA module's source, is pointed to in the pip packages when ``TVMRT_NVRTC_LIBRARY`` does
+    not name one (the library then finds CUDA's headers beside it)."""
     global _lib
     if _lib is None:
         with _lib_lock:
             if _lib is None:
+                if "TVMRT_NVRTC_LIBRARY" not in os.environ:
+                    nvrtc = find_pip_nvrtc()
+                    if nvrtc:
+                        os.environ["TVMRT_NVRTC_LIBRARY"] = nvrtc
                 _lib = _load(find_library())
     return _lib
 
@@ -222,6 +250,7 @@ def _load(path: str) -> ctypes.CDLL:
         "TVMArrayCopyFromBytes": (c_int, [c_void_p, c_void_p, ctypes.c_size_t]),
         "TVMArrayCopyToBytes": (c_int, [c_void_p, c_void_p, ctypes.c_size_t]),
         "TVMArrayCopyFromTo": (c_int, [c_void_p, c_void_p, c_void_p]),
+        "TVMFFIEnvGetStream": (c_void_p, [c_int, c_int]),
     }
     for name, (res, args) in sig.items():
         f = getattr(handle, name)
@@ -607,10 +636,19 @@ def tensor_from_dlpack(obj) -> Tensor:
         obj = np.ascontiguousarray(obj)
     if not hasattr(obj, "__dlpack__"):
         raise TypeError(f"expected a tensor or an object with __dlpack__, got {type(obj).__name__}")
+    kwargs = {}
+    if hasattr(obj, "__dlpack_device__"):
+        dev_type, dev_id = obj.__dlpack_device__()
+        if int(dev_type) == DEVICE_TYPES["cuda"]:
+            # The DLPack protocol: the consumer names the stream it will use, so the producer
+            # (PyTorch, CuPy) can order its pending work before it: tvmrt's current stream for
+            # the device, or 1, CUDA's legacy default stream, when none was set.
+            stream = lib().TVMFFIEnvGetStream(int(dev_type), int(dev_id))
+            kwargs["stream"] = stream if stream else 1
     try:
-        capsule = obj.__dlpack__(max_version=(1, 0))
+        capsule = obj.__dlpack__(max_version=(1, 0), **kwargs)
     except TypeError:  # a producer without DLPack 1.x keywords
-        capsule = obj.__dlpack__()
+        capsule = obj.__dlpack__(**kwargs)
     out = c_void_p()
     if _PyCapsule_IsValid(capsule, _NAME_VERSIONED):
         ptr = _PyCapsule_GetPointer(capsule, _NAME_VERSIONED)

@@ -12,16 +12,32 @@ use crate::abi::DLDataType;
 use crate::dtype::dtype_to_string;
 use crate::error::{Error, Result};
 use crate::module::blob::{Reader, Writer};
+use crate::value::AnyView;
 
 /// The last launch tag of a kernel that takes a dynamic shared memory size.
 pub const DYN_SHARED_MEMORY_TAG: &str = "tirx.use_dyn_shared_memory";
 
-/// Launch tags TVM emits that change how CUDA launches and mean nothing elsewhere.
-const CUDA_LAUNCH_FLAGS: &[&str] = &[
+/// Launch tags TVM emits that change how CUDA launches and mean nothing elsewhere, in the
+/// order of [`LaunchFlags`]' fields (`src/runtime/metadata.h`, `launch_param`).
+const CUDA_LAUNCH_FLAGS: [&str; 3] = [
     "tirx.use_programtic_dependent_launch",
     "tirx.use_cooperative_launch",
     "tirx.use_required_block_dimension",
 ];
+
+/// The CUDA launch flags a kernel's tags set (other back ends ignore them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LaunchFlags {
+    /// Programmatic dependent launch (`cudaLaunchAttributeProgrammaticStreamSerialization`).
+    pub programmatic_dependent_launch: bool,
+    /// A cooperative launch (`cudaLaunchAttributeCooperative`).
+    pub cooperative: bool,
+    /// Launch with the kernel's compile-time block size (`CU_LAUNCH_KERNEL_REQUIRED_BLOCK_DIM`),
+    /// the grid counted in clusters.
+    pub required_block_dimension: bool,
+    /// Whether a `clusterCtaIdx.*` tag is present.
+    pub cluster: bool,
+}
 
 /// A kernel's entry in a device module's function table (TVM's `FunctionInfo`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -205,12 +221,15 @@ impl ArgKind {
 pub struct LaunchConfig {
     /// Index of the first launch argument (the kernel's argument count).
     base: usize,
-    /// For each launch tag, its slot in `[grid x, y, z, block x, y, z]`.
+    /// For each launch tag, its slot in `[grid x, y, z, block x, y, z, cluster x, y, z,
+    /// preferred cluster x, y, z]` (TVM's `ThreadWorkLoad::work_size`).
     slots: Vec<usize>,
     /// Dimensions used (1 to 3).
     work_dim: usize,
     /// Whether a dynamic shared memory size follows the extents.
     dyn_shared_memory: bool,
+    /// CUDA's launch flags.
+    flags: LaunchFlags,
 }
 
 /// A launch's extents.
@@ -222,6 +241,10 @@ pub struct WorkLoad {
     pub block: [usize; 3],
     /// Bytes of dynamic shared memory.
     pub dyn_shared_memory: usize,
+    /// Blocks per thread-block cluster per dimension (CUDA; 1 when not clustered).
+    pub cluster: [usize; 3],
+    /// Preferred cluster size per dimension (CUDA 12.8+; 1 when not given).
+    pub preferred_cluster: [usize; 3],
 }
 
 impl LaunchConfig {
@@ -229,7 +252,8 @@ impl LaunchConfig {
     pub fn new(kernel: &str, num_args: usize, tags: &[String]) -> Result<LaunchConfig> {
         let mut slots = Vec::new();
         let mut dyn_shared_memory = false;
-        let mut filled = [false; 6];
+        let mut filled = [false; 12];
+        let mut flags = LaunchFlags::default();
         for (i, tag) in tags.iter().enumerate() {
             if tag == DYN_SHARED_MEMORY_TAG {
                 if i + 1 != tags.len() {
@@ -240,17 +264,28 @@ impl LaunchConfig {
                 dyn_shared_memory = true;
                 continue;
             }
-            if CUDA_LAUNCH_FLAGS.contains(&tag.as_str()) {
+            if let Some(k) = CUDA_LAUNCH_FLAGS.iter().position(|f| f == tag) {
+                match k {
+                    0 => flags.programmatic_dependent_launch = true,
+                    1 => flags.cooperative = true,
+                    _ => flags.required_block_dimension = true,
+                }
                 continue;
             }
             let (rank, axis) = if let Some(a) = tag.strip_prefix("blockIdx.") {
                 (0, a)
             } else if let Some(a) = tag.strip_prefix("threadIdx.") {
                 (1, a)
+            } else if let Some(a) = tag.strip_prefix("clusterCtaIdx.") {
+                flags.cluster = true;
+                (2, a)
+            } else if let Some(a) = tag.strip_prefix("preferredClusterCtaIdx.") {
+                (3, a)
             } else {
                 crate::bail_value!(
                     "kernel `{kernel}`: launch tag `{tag}` is not supported (expected \
-                     blockIdx.x/y/z, threadIdx.x/y/z or {DYN_SHARED_MEMORY_TAG})"
+                     blockIdx.x/y/z, threadIdx.x/y/z, clusterCtaIdx.x/y/z, \
+                     preferredClusterCtaIdx.x/y/z or {DYN_SHARED_MEMORY_TAG})"
                 );
             };
             let dim = match axis {
@@ -276,7 +311,13 @@ impl LaunchConfig {
             slots,
             work_dim,
             dyn_shared_memory,
+            flags,
         })
+    }
+
+    /// The CUDA launch flags of the kernel's tags.
+    pub fn flags(&self) -> LaunchFlags {
+        self.flags
     }
 
     /// Arguments a call passes: the kernel's, the extents, the dynamic shared memory size.
@@ -294,6 +335,32 @@ impl LaunchConfig {
         self.slots.len() + usize::from(self.dyn_shared_memory)
     }
 
+    /// The launch extents of a host launcher's call to a kernel function: checks the argument
+    /// count (the kernel's own, then the launch arguments) and reads the trailing Ints. `api`
+    /// names the back end in messages (`CUDA`, `OpenCL`).
+    pub fn extract_call(&self, api: &str, kernel: &str, args: &[AnyView<'_>]) -> Result<WorkLoad> {
+        let expected = self.num_call_args();
+        if args.len() != expected {
+            crate::bail_type!(
+                "{api} kernel `{kernel}` expects {expected} arguments ({} kernel arguments, then \
+                 launch extents), got {}",
+                self.base,
+                args.len()
+            );
+        }
+        // At most 12 extents and a shared memory size (`new` refuses repeated tags).
+        let mut tail = [0i64; 13];
+        for (k, v) in args[self.base..].iter().enumerate() {
+            tail[k] = v.as_i64().ok_or_else(|| {
+                v.type_mismatch(
+                    &format!("{api} kernel `{kernel}` launch argument {}", self.base + k),
+                    "int",
+                )
+            })?;
+        }
+        self.extract(kernel, &tail[..args.len() - self.base])
+    }
+
     /// The launch extents from a call's trailing integer arguments (`tail`, as many as
     /// [`LaunchConfig::num_launch_args`]). An extent of 0 (an empty dynamic shape) launches 1,
     /// as TVM does; a negative one is an error.
@@ -305,7 +372,7 @@ impl LaunchConfig {
                 tail.len()
             );
         }
-        let mut size = [1usize; 6];
+        let mut size = [1usize; 12];
         for (k, &slot) in self.slots.iter().enumerate() {
             let v = tail[k];
             if v < 0 {
@@ -329,6 +396,8 @@ impl LaunchConfig {
             grid: [size[0], size[1], size[2]],
             block: [size[3], size[4], size[5]],
             dyn_shared_memory,
+            cluster: [size[6], size[7], size[8]],
+            preferred_cluster: [size[9], size[10], size[11]],
         })
     }
 }
@@ -383,7 +452,28 @@ mod tests {
         assert!(c.extract("k", &[1, 8, 4]).is_err());
         assert!(LaunchConfig::new("k", 0, &tags(&["blockIdx.x", "blockIdx.x"])).is_err());
         assert!(LaunchConfig::new("k", 0, &tags(&[DYN_SHARED_MEMORY_TAG, "blockIdx.x"])).is_err());
-        assert!(LaunchConfig::new("k", 0, &tags(&["clusterCtaIdx.x"])).is_err());
+        assert!(LaunchConfig::new("k", 0, &tags(&["warpIdx.x"])).is_err());
+        // CUDA's thread-block clusters and launch flags.
+        let c = LaunchConfig::new(
+            "k",
+            1,
+            &tags(&[
+                "blockIdx.x",
+                "threadIdx.x",
+                "clusterCtaIdx.y",
+                "preferredClusterCtaIdx.x",
+                "tirx.use_cooperative_launch",
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.num_launch_args(), 4, "flags take no argument");
+        let w = c.extract("k", &[16, 128, 2, 4]).unwrap();
+        assert_eq!((w.grid, w.block), ([16, 1, 1], [128, 1, 1]));
+        assert_eq!((w.cluster, w.preferred_cluster), ([1, 2, 1], [4, 1, 1]));
+        let f = c.flags();
+        assert!(f.cluster && f.cooperative && !f.programmatic_dependent_launch);
+        assert!(!f.required_block_dimension);
+        assert_eq!(c.work_dim(), 1, "clusters do not add OpenCL dimensions");
         assert!(LaunchConfig::new("k", 0, &tags(&["blockIdx.w"])).is_err());
         let z = LaunchConfig::new("k", 0, &tags(&["blockIdx.z"])).unwrap();
         assert_eq!(z.work_dim(), 3);

@@ -16,14 +16,23 @@
 //! - [`cpu`]: `kDLCPU`, host memory, always present.
 //! - `opencl`: `kDLOpenCL` on any OpenCL 1.2+ driver, opened at run time (feature `opencl`,
 //!   on by default).
+//! - `cuda`: `kDLCUDA` and `kDLCUDAHost` on NVIDIA's driver, opened at run time, with NVRTC for
+//!   source modules (feature `cuda`, on by default).
+//!
+//! Shared by the GPU back ends: [`launch`] (function tables, launch extents, argument kinds),
+//! [`payload`] (the `[fmt][table][code]` payload and its two loaders), [`pool`] (workspaces).
 
 pub mod api;
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 mod globals;
 pub mod launch;
 pub mod memory;
 #[cfg(feature = "opencl")]
 pub mod opencl;
+pub mod payload;
+pub mod pool;
 pub mod stream;
 
 use once_cell::sync::Lazy;
@@ -65,6 +74,8 @@ pub static BACK_ENDS: &[&BackEnd] = &[
     &cpu::BACK_END,
     #[cfg(feature = "opencl")]
     &opencl::BACK_END,
+    #[cfg(feature = "cuda")]
+    &cuda::BACK_END,
 ];
 
 /// A device module (kernels compiled for a device, imported by a host module), as `tvmrt
@@ -75,6 +86,22 @@ pub struct DeviceModuleInfo {
     pub format: String,
     /// Its kernels, sorted by name.
     pub kernels: Vec<KernelInfo>,
+}
+
+impl DeviceModuleInfo {
+    /// The view of a module whose code is in `format`, with this function table.
+    pub fn new(format: String, table: &[launch::FunctionInfo]) -> DeviceModuleInfo {
+        let mut kernels: Vec<KernelInfo> = table
+            .iter()
+            .map(|f| KernelInfo {
+                name: f.name.clone(),
+                arg_types: f.arg_type_names(),
+                launch_params: f.launch_param_tags.clone(),
+            })
+            .collect();
+        kernels.sort_by(|a, b| a.name.cmp(&b.name));
+        DeviceModuleInfo { format, kernels }
+    }
 }
 
 /// A kernel of a device module.
@@ -247,6 +274,15 @@ pub fn parse_device(text: &str) -> Result<DLDevice> {
     })
 }
 
+/// Why a driver library could not be opened: libloading's error and its cause (`dlopen`'s own
+/// text, "libcuda.so.1: cannot open shared object file: No such file or directory").
+pub fn library_error(e: &libloading::Error) -> String {
+    match std::error::Error::source(e) {
+        Some(cause) => format!("{e}: {cause}"),
+        None => e.to_string(),
+    }
+}
+
 /// What `module` is as a device module, if a back end loaded it.
 pub fn describe_module(module: &Module) -> Option<DeviceModuleInfo> {
     BACK_ENDS.iter().find_map(|b| (b.describe_module)(module))
@@ -284,9 +320,9 @@ mod tests {
     #[test]
     fn unregistered_types_are_named() {
         assert!(api(CPU).unwrap().host_accessible());
-        let e = api(2).map(|_| ()).unwrap_err();
+        let e = api(10).map(|_| ()).unwrap_err();
         assert!(
-            e.message.contains("device type 2 (cuda) has no back end"),
+            e.message.contains("device type 10 (rocm) has no back end"),
             "{e}"
         );
         assert!(e.message.contains("cpu"), "{e}");

@@ -20,7 +20,11 @@ pub fn tvmrt(args: &[&str]) -> Output {
 
 /// Runs a command expected to succeed; returns its standard output.
 pub fn ok(args: &[&str]) -> String {
-    let o = tvmrt(args);
+    succeeded(tvmrt(args), args)
+}
+
+/// The standard output of a run that must have succeeded.
+pub fn succeeded(o: Output, args: &[&str]) -> String {
     assert!(
         o.status.success(),
         "tvmrt {args:?} failed: {}",
@@ -31,7 +35,11 @@ pub fn ok(args: &[&str]) -> String {
 
 /// Runs a command expected to fail (exit code 1); returns its one line of error.
 pub fn fails(args: &[&str]) -> String {
-    let o = tvmrt(args);
+    failed(tvmrt(args), args)
+}
+
+/// The one line of error of a run that must have failed (exit code 1).
+pub fn failed(o: Output, args: &[&str]) -> String {
     let err = String::from_utf8_lossy(&o.stderr).trim_end().to_string();
     assert_eq!(o.status.code(), Some(1), "tvmrt {args:?}: {err}");
     assert_eq!(err.lines().count(), 1, "not one line: {err:?}");

@@ -20,7 +20,7 @@ pub use module_support::{dl_dtype, read_npy, scratch_in};
 pub use reliability_support::fixtures;
 use reliability_support::module_support;
 #[allow(unused_imports)] // used by some of the binaries that include this module
-pub use reliability_support::{spawn_test, ChildOutcome};
+pub use reliability_support::{in_child, spawn_test, ChildOutcome};
 
 /// `opencl:<id>`.
 pub fn opencl(id: i32) -> DLDevice {

@@ -68,6 +68,21 @@ pub fn spawn_test(test_name: &str, envs: &[(&str, String)], timeout: Duration) -
     }
 }
 
+/// Runs the `#[ignore]`d test `inner` of this binary in a child process with `env` added, and
+/// fails unless it passes within two minutes; returns what it printed.
+pub fn in_child(inner: &str, env: &[(&str, String)]) -> ChildOutcome {
+    let out = spawn_test(inner, env, Duration::from_secs(120)).wait();
+    assert!(!out.timed_out, "{inner} hung");
+    assert_eq!(
+        out.code,
+        Some(0),
+        "{inner}:\n{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    out
+}
+
 impl Child {
     /// Whether it has ended (or must be killed for running past its timeout).
     pub fn done(&mut self) -> bool {

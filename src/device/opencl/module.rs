@@ -29,13 +29,11 @@ use super::device_api::current_device;
 use super::error::{cl_error, code_name, ClInt, CL_BUILD_PROGRAM_FAILURE, CL_SUCCESS};
 use super::loader::Handle;
 use super::platform::{platform, Platform};
-use crate::device::launch::{
-    read_function_table, write_function_table, ArgKind, FunctionInfo, InfoFormat, LaunchConfig,
-};
-use crate::device::{DeviceModuleInfo, KernelInfo};
+use crate::device::launch::{ArgKind, FunctionInfo, InfoFormat, LaunchConfig};
+use crate::device::payload::{payload_loaders, write_payload, DevicePayload};
+use crate::device::DeviceModuleInfo;
 use crate::error::{Error, Result};
 use crate::function::Function;
-use crate::module::blob::{Reader, Writer};
 use crate::module::{Module, ModuleKind};
 use crate::value::{Any, AnyView};
 
@@ -125,12 +123,8 @@ fn split_kernels(source: &str) -> HashMap<&str, &str> {
 impl OpenClModule {
     /// Reads a payload from the front of `bytes`; returns the module and the bytes it took.
     pub fn read(bytes: &[u8], format: InfoFormat) -> Result<(OpenClModule, usize)> {
-        let mut r = Reader::new(bytes);
-        let fmt = r.read_string()?.to_string();
-        let table = read_function_table(&mut r, format)?;
-        let code = r.read_bytes()?.to_vec();
-        let m = OpenClModule::new(fmt, table, code)?;
-        Ok((m, r.position()))
+        let (p, n) = DevicePayload::read(bytes, format)?;
+        Ok((OpenClModule::new(p.fmt, p.table, p.code)?, n))
     }
 
     /// A module from its parts, checked: the format is OpenCL C, every kernel of the table has
@@ -207,20 +201,7 @@ impl OpenClModule {
 
     /// What `tvmrt inspect` shows.
     pub fn describe(&self) -> DeviceModuleInfo {
-        let mut kernels: Vec<KernelInfo> = self
-            .table
-            .iter()
-            .map(|f| KernelInfo {
-                name: f.name.clone(),
-                arg_types: f.arg_type_names(),
-                launch_params: f.launch_param_tags.clone(),
-            })
-            .collect();
-        kernels.sort_by(|a, b| a.name.cmp(&b.name));
-        DeviceModuleInfo {
-            format: self.fmt.clone(),
-            kernels,
-        }
+        DeviceModuleInfo::new(self.fmt.clone(), &self.table)
     }
 }
 
@@ -283,30 +264,7 @@ impl Kernel {
 
     /// Launches the kernel with a host launcher's arguments.
     fn launch(&self, args: &[AnyView<'_>]) -> Result<()> {
-        let expected = self.launch.num_call_args();
-        if args.len() != expected {
-            crate::bail_type!(
-                "OpenCL kernel `{}` expects {expected} arguments ({} kernel arguments, then \
-                 launch extents), got {}",
-                self.name,
-                self.args.len(),
-                args.len()
-            );
-        }
-        // At most 6 extents and a shared memory size (LaunchConfig refuses repeated tags).
-        let mut tail = [0i64; 8];
-        let base = self.args.len();
-        for (k, v) in args[base..].iter().enumerate() {
-            tail[k] = v.as_i64().ok_or_else(|| {
-                v.type_mismatch(
-                    &format!("OpenCL kernel `{}` launch argument {}", self.name, base + k),
-                    "int",
-                )
-            })?;
-        }
-        let work = self
-            .launch
-            .extract(&self.name, &tail[..args.len() - base])?;
+        let work = self.launch.extract_call("OpenCL", &self.name, args)?;
         let global = work.global_size(&self.name)?;
         let p = platform()?;
         let device_id = current_device();
@@ -469,11 +427,7 @@ impl ModuleKind for OpenClModule {
     }
 
     fn save_to_bytes(&self) -> Result<Vec<u8>> {
-        let mut w = Writer::new();
-        w.write_string(&self.fmt);
-        write_function_table(&mut w, &self.table);
-        w.write_bytes(&self.code);
-        Ok(w.into_inner())
+        Ok(write_payload(&self.fmt, &self.table, &self.code))
     }
 
     /// Binary-serializable and runnable.
@@ -494,46 +448,14 @@ impl ModuleKind for OpenClModule {
 /// front of the rest of the blob, with the function table of that era; the count of bytes read
 /// goes through the `int64_t*` second argument, tvmrt's classic loader protocol).
 pub fn loaders() -> Vec<(&'static str, Function)> {
-    fn bytes_arg<'a>(args: &'a [AnyView<'_>], name: &str) -> Result<&'a [u8]> {
-        let v = args
-            .first()
-            .ok_or_else(|| Error::type_error(format!("{name}: expected the payload (bytes)")))?;
-        v.as_byte_slice()
-            .ok_or_else(|| v.type_mismatch("payload", "bytes"))
-    }
-    vec![
-        (
+    payload_loaders(
+        [
             "ffi.Module.load_from_bytes.opencl",
-            Function::from_fn(|args| {
-                let bytes = bytes_arg(args, "ffi.Module.load_from_bytes.opencl")?;
-                let (m, n) = OpenClModule::read(bytes, InfoFormat::WithExtraTags)
-                    .map_err(|e| e.context("OpenCL module payload"))?;
-                if n != bytes.len() {
-                    crate::bail_value!(
-                        "OpenCL module payload: {} trailing bytes after the module",
-                        bytes.len() - n
-                    );
-                }
-                Ok(Module::new(m).into())
-            }),
-        ),
-        (
             "runtime.module.loadbinary_opencl",
-            Function::from_fn(|args| {
-                let bytes = bytes_arg(args, "runtime.module.loadbinary_opencl")?;
-                let (m, n) = OpenClModule::read(bytes, InfoFormat::Classic)
-                    .map_err(|e| e.context("OpenCL module payload (TVM <= 0.20)"))?;
-                if let Some(p) = args.get(1).and_then(|v| v.as_opaque_ptr()) {
-                    if !p.is_null() {
-                        // SAFETY: the loader protocol's second argument is an `int64_t*` the
-                        // caller owns for the call.
-                        unsafe { *p.cast::<i64>() = n as i64 };
-                    }
-                }
-                Ok(Module::new(m).into())
-            }),
-        ),
-    ]
+        ],
+        "OpenCL module payload",
+        |p| Ok(Module::new(OpenClModule::new(p.fmt, p.table, p.code)?)),
+    )
 }
 
 /// `tvmrt inspect`'s view of an `opencl` module.
