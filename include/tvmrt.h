@@ -939,6 +939,72 @@ DLPackManagedTensorAllocator TVMFFIEnvGetDLPackManagedTensorAllocator(void);
  */
 int TVMFFIEnvCheckSignals(void);
 
+/**
+ * libstdc++ (CXXABI_1.3): what a pure virtual slot points at.
+ */
+extern void __cxa_pure_virtual(void);
+
+extern void tvmrt_cxx_module_default_property_mask(void);
+
+extern void tvmrt_cxx_module_default_implements_function(void);
+
+extern void tvmrt_cxx_module_default_function_info(void);
+
+extern void tvmrt_cxx_module_default_write_to_file(void);
+
+extern void tvmrt_cxx_module_default_get_write_formats(void);
+
+extern void tvmrt_cxx_module_default_save_to_bytes(void);
+
+extern void tvmrt_cxx_module_default_inspect_source(void);
+
+extern void tvmrt_cxx_rust_module_kind(void);
+
+extern void tvmrt_cxx_rust_module_property_mask(void);
+
+extern void tvmrt_cxx_rust_module_get_function(void);
+
+extern void tvmrt_cxx_rust_module_implements_function(void);
+
+extern void tvmrt_cxx_rust_module_get_function_doc(void);
+
+extern void tvmrt_cxx_rust_module_get_function_metadata(void);
+
+extern void tvmrt_cxx_rust_module_write_to_file(void);
+
+extern void tvmrt_cxx_rust_module_get_write_formats(void);
+
+extern void tvmrt_cxx_rust_module_save_to_bytes(void);
+
+extern void tvmrt_cxx_rust_module_inspect_source(void);
+
+extern int tvmrt_cxx_foreign_kind(void *module, const char **out);
+
+extern int tvmrt_cxx_foreign_property_mask(void *module, int32_t *out);
+
+extern int tvmrt_cxx_foreign_get_function(void *module, const TVMFFIAny *name, void **out);
+
+extern int tvmrt_cxx_foreign_implements_function(void *module, const TVMFFIAny *name, int32_t *out);
+
+extern int tvmrt_cxx_foreign_function_info(void *module,
+                                           const TVMFFIAny *name,
+                                           int32_t what,
+                                           TVMFFIAny *out);
+
+extern int tvmrt_cxx_foreign_write_to_file(void *module,
+                                           const TVMFFIAny *file_name,
+                                           const TVMFFIAny *format);
+
+extern int tvmrt_cxx_foreign_write_formats(void *module, TVMFFIAny *out);
+
+extern int tvmrt_cxx_foreign_save_to_bytes(void *module, TVMFFIAny *out);
+
+extern int tvmrt_cxx_foreign_inspect_source(void *module, const TVMFFIAny *format, TVMFFIAny *out);
+
+extern int tvmrt_cxx_foreign_import_module(void *module, void *other);
+
+extern int tvmrt_cxx_foreign_clear_imports(void *module);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -13,6 +13,7 @@ pub mod builtins;
 #[macro_use]
 pub mod capi;
 pub mod contrib;
+pub mod cxx;
 pub mod dtype;
 pub mod error;
 pub mod function;

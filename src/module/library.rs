@@ -56,10 +56,11 @@ use std::sync::{Arc, Weak};
 use once_cell::sync::Lazy;
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use super::{ImportList, Module, ModuleKind};
+use super::{Module, ModuleKind};
 use crate::abi::{type_code, type_index, TVMBackendPackedCFunc, TVMFFIAny, TVMValue};
 use crate::error::{Error, Result};
 use crate::function::{Function, FunctionImpl, FunctionObj};
+use crate::object::WeakObjectRef;
 use crate::value::classic::{classic_to_raw, ClassicArgs};
 use crate::value::{Any, AnyView};
 
@@ -296,8 +297,9 @@ pub(crate) fn library_function_of(f: &Function) -> Option<&LibraryFunction> {
 /// `__tvm_ffi__library_ctx` / `__tvm_module_ctx`).
 pub(crate) struct LibraryContext {
     state_id: usize,
-    /// Import lists of the loads whose imports are searched (the first live one is used).
-    roots: Mutex<Vec<Weak<ImportList>>>,
+    /// The modules of the loads whose imports are searched (the first live one is used), held
+    /// weakly: the context must not keep a load alive.
+    roots: Mutex<Vec<WeakObjectRef>>,
     /// Found functions; compiled code keeps borrowed handles to them.
     cache: Mutex<HashMap<String, Function>>,
 }
@@ -311,19 +313,21 @@ impl LibraryContext {
         }
     }
 
-    fn register_root(&self, imports: &Arc<ImportList>) {
+    fn register_root(&self, module: &Module) {
         let mut roots = self.roots.lock();
         roots.retain(|w| w.strong_count() > 0);
-        roots.push(Arc::downgrade(imports));
+        roots.push(module.object().downgrade());
     }
 
     fn lookup(&self, name: &str) -> Result<*mut c_void> {
         if let Some(f) = self.cache.lock().get(name) {
             return Ok(f.object().as_ptr());
         }
-        let root = self.roots.lock().iter().find_map(Weak::upgrade);
-        let imports = root.as_ref().map(|r| r.read().clone()).unwrap_or_default();
-        drop(root);
+        let root = self.roots.lock().iter().find_map(WeakObjectRef::upgrade);
+        let imports = root
+            .and_then(|r| Module::from_object(r).ok())
+            .map(|m| m.imports())
+            .unwrap_or_default();
         let found = super::lookup_in_imports_then_global(&imports, name)?;
         // A function of this very library would keep the library alive from its own cache (a
         // reference cycle): cache a copy that does not own the module instead.
@@ -571,9 +575,9 @@ impl LibraryState {
     /// Lets compiled code of this library search `root_imports` (classic context) and
     /// `lib_imports` (tvm-ffi context).
     pub(crate) fn register_roots(&self, classic_root: &Module, ffi_libs: &[Module]) {
-        self.classic_ctx.register_root(classic_root.import_list());
+        self.classic_ctx.register_root(classic_root);
         for m in ffi_libs {
-            self.ffi_ctx.register_root(m.import_list());
+            self.ffi_ctx.register_root(m);
         }
     }
 }
@@ -699,7 +703,7 @@ mod exports {
     }
 }
 
-fn context_symbols() -> Vec<(String, usize)> {
+pub(crate) fn context_symbols() -> Vec<(String, usize)> {
     // Sources: tvm-ffi's registrations in TVM 0.27 `src/runtime/module.cc`
     // (TVM_INIT_CONTEXT_FUNC) and TVM <= 0.20 `InitContextFunctions`.
     // Each entry is `__` + the export's name, pointing at that export.
