@@ -485,9 +485,8 @@ int Guard(F body) noexcept {
     body();
     return 0;
   } catch (const tvm::ffi::Error& e) {
-    TVMFFIObject* obj = e.get();
-    TVMFFIObjectIncRef(obj);
-    TVMFFIErrorSetRaised(obj);
+    // Borrowed: TVMFFIErrorSetRaised takes its own reference.
+    TVMFFIErrorSetRaised(e.get());
   } catch (const std::exception& e) {
     TVMFFIErrorSetRaisedFromCStr("InternalError", e.what());
   } catch (...) {
