@@ -32,6 +32,7 @@ fn main() {
     }
 
     build_cxx_part();
+    export_ffi_version(&root);
 
     // cbindgen may also panic on source it does not understand; that is a failure like any
     // other here.
@@ -42,6 +43,26 @@ fn main() {
             panic!("include/tvmrt.h: {message}");
         }
         println!("cargo:warning=include/tvmrt.h not regenerated (kept as it was): {message}");
+    }
+}
+
+/// Passes the tvm-ffi version of `include/tvm/ffi/c_api.h` (`TVM_FFI_VERSION_*`) to the crate,
+/// for `TVMFFIGetVersion`: the header and the library cannot disagree.
+fn export_ffi_version(root: &Path) {
+    let header = root.join("include").join("tvm").join("ffi").join("c_api.h");
+    println!("cargo:rerun-if-changed={}", header.display());
+    let text = fs::read_to_string(&header)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", header.display()));
+    for part in ["MAJOR", "MINOR", "PATCH"] {
+        let macro_name = format!("TVM_FFI_VERSION_{part}");
+        let value = text
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("#define "))
+            .find_map(|l| l.strip_prefix(macro_name.as_str()))
+            .map(str::trim)
+            .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+            .unwrap_or_else(|| panic!("{} defines no numeric {macro_name}", header.display()));
+        println!("cargo:rustc-env=TVMRT_FFI_VERSION_{part}={value}");
     }
 }
 
