@@ -12,6 +12,7 @@
 //! non-polymorphic `Object` base): [`new_object_with_vptr`] allocates that layout. The handle
 //! is the header's address either way.
 
+pub mod big_int;
 pub mod containers;
 pub mod error_obj;
 pub mod shape;
@@ -483,6 +484,14 @@ impl Drop for ObjectRef {
         unsafe { dec_ref_raw(self.0.as_ptr().cast()) }
     }
 }
+
+/// Identity: the same object.
+impl PartialEq for ObjectRef {
+    fn eq(&self, other: &ObjectRef) -> bool {
+        self.0 == other.0
+    }
+}
+impl Eq for ObjectRef {}
 
 impl std::fmt::Debug for ObjectRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

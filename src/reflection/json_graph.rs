@@ -180,10 +180,16 @@ impl Writer {
             }
         };
         let i = self.nodes.len() as i64;
-        self.nodes.push(jmap(vec![
-            ("type", Any::string_compact(&type_key)),
-            ("data", data),
-        ]));
+        let node = if t == ti::NONE {
+            // tvm-ffi writes None as a node with a type and no data.
+            jmap(vec![("type", Any::string_compact(&type_key))])
+        } else {
+            jmap(vec![
+                ("type", Any::string_compact(&type_key)),
+                ("data", data),
+            ])
+        };
+        self.nodes.push(node);
         self.index.insert(key, i);
         Ok(i)
     }

@@ -14,7 +14,7 @@ use std::ffi::c_void;
 use parking_lot::Mutex;
 
 use super::key::any_equal;
-use crate::abi::type_index;
+use crate::abi::{type_index, TVMFFIAny};
 use crate::error::{Error, Result};
 use crate::object::type_registry::static_index;
 use crate::object::{new_object, ObjectPayload, ObjectRef};
@@ -249,6 +249,113 @@ pub fn modify_dict<R>(
     let r = change(&mut entries);
     dict.0.publish(&mut entries);
     r
+}
+
+/// The entry count of a map or dict of any producer (its cell's `size`); 0 for other objects.
+pub fn map_len(obj: &ObjectRef) -> usize {
+    if !is_map_kind(obj.type_index()) {
+        return 0;
+    }
+    // SAFETY: maps and dicts (any producer) have the `MapBaseObj` cell after the header.
+    let cell = unsafe { *obj.cell_ptr().cast::<MapCell>() };
+    cell.size as usize
+}
+
+/// The value of the `index`-th entry (in iteration order) of a map or dict of any producer,
+/// borrowed as a raw value (no reference taken), as C++ code reads `it->second`.
+///
+/// # Safety
+/// The value is valid while the entry stays in the map.
+pub unsafe fn map_value_raw(obj: &ObjectRef, index: usize) -> Result<Option<TVMFFIAny>> {
+    if !is_map_kind(obj.type_index()) {
+        return Ok(None);
+    }
+    // SAFETY: maps and dicts (any producer) have the `MapBaseObj` cell after the header (tvmrt's
+    // publish theirs in the small layout).
+    let cell = unsafe { *obj.cell_ptr().cast::<MapCell>() };
+    if index as u64 >= cell.size {
+        return Ok(None);
+    }
+    let slot: *const TVMFFIAny = if cell.slots & SMALL_TAG != 0 {
+        // SAFETY: a small map's data holds `size` key/value pairs; the value follows its key.
+        unsafe { cell.data.cast::<TVMFFIAny>().add(2 * index + 1) }
+    } else {
+        // SAFETY: a dense map's list links its `size` live items.
+        unsafe { dense_item(obj, &cell, index)?.cast::<TVMFFIAny>().add(1) }
+    };
+    // SAFETY: a live value slot.
+    Ok(Some(unsafe { *slot }))
+}
+
+/// Replaces the value of the `index`-th entry (in iteration order) of a map or dict of any
+/// producer, in place.
+///
+/// # Safety
+/// The caller holds the only reference to `obj` (tvm-ffi's in-place structural mutation
+/// contract), so nothing reads the entry while it changes.
+pub unsafe fn set_value_in_place(obj: &ObjectRef, index: usize, value: Any) -> Result<()> {
+    let core = obj
+        .downcast_ref::<MapObj>()
+        .map(|m| &m.0)
+        .or_else(|| obj.downcast_ref::<DictObj>().map(|d| &d.0));
+    if let Some(core) = core {
+        let mut entries = core.entries.lock();
+        let e = entries
+            .get_mut(index)
+            .ok_or_else(|| Error::index(format!("map entry {index} out of range")))?;
+        e.value = value;
+        core.publish(&mut entries);
+        return Ok(());
+    }
+    if !is_map_kind(obj.type_index()) {
+        return Err(Error::type_error("expected ffi.Map or ffi.Dict"));
+    }
+    // SAFETY: maps and dicts (any producer) have the `MapBaseObj` cell after the header.
+    let cell = unsafe { *obj.cell_ptr().cast::<MapCell>() };
+    if index as u64 >= cell.size {
+        return Err(Error::index(format!("map entry {index} out of range")));
+    }
+    let slot: *mut Any = if cell.slots & SMALL_TAG != 0 {
+        // SAFETY: a small map's data holds `size` key/value pairs; the value follows its key.
+        unsafe { cell.data.cast::<Any>().add(2 * index + 1) }
+    } else {
+        // SAFETY: a dense map's list links its `size` live items (checked by `dense_item`).
+        unsafe { dense_item(obj, &cell, index)?.cast::<Any>().add(1) }
+    };
+    // SAFETY: a live value slot of an object only the caller holds; the old value is released.
+    unsafe { *slot = value };
+    Ok(())
+}
+
+/// The address of the `index`-th item (in insertion order) of a dense map.
+///
+/// # Safety
+/// `obj` is a live tvm-ffi dense map and `cell` its cell.
+unsafe fn dense_item(obj: &ObjectRef, cell: &MapCell, index: usize) -> Result<*mut u8> {
+    // SAFETY: the head index follows the cell and `fib_shift_` in a dense map.
+    let mut at = unsafe { *obj.cell_ptr().add(dense::HEAD_OFFSET).cast::<u64>() };
+    for step in 0..=index {
+        if at >= cell.slots {
+            return Err(Error::value(format!(
+                "corrupt dense map: list index {at} with {} slots",
+                cell.slots
+            )));
+        }
+        let i = at as usize;
+        // SAFETY: `at < slots`: slot `i` is inside block `i / 16` of `data`.
+        let item = unsafe {
+            cell.data
+                .cast::<u8>()
+                .add(i / dense::BLOCK_CAP * dense::BLOCK)
+                .add(dense::BLOCK_CAP + i % dense::BLOCK_CAP * dense::ITEM)
+        };
+        if step == index {
+            return Ok(item);
+        }
+        // SAFETY: a listed item's `next` index.
+        at = unsafe { *item.add(dense::NEXT_OFFSET).cast::<u64>() };
+    }
+    unreachable!("the loop returns at step == index")
 }
 
 /// The value of `key`, if present.

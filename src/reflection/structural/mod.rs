@@ -27,6 +27,7 @@ mod children;
 mod equal;
 mod hash;
 mod map;
+mod native;
 mod owned;
 mod walk;
 
@@ -258,6 +259,7 @@ pub fn structural_key_equal(a: &ObjectRef, b: &ObjectRef) -> Result<bool> {
 /// says so, hashing as their stored structural hash (their `__any_equal__` and `__any_hash__`
 /// in tvm-ffi); once, after the library types are registered.
 pub fn register_all() -> Result<()> {
+    native::register_all()?;
     let t = crate::object::type_registry::key_to_index("ffi.StructuralKey")?;
     crate::object::containers::key::register_key_type(
         t,
