@@ -79,6 +79,17 @@ fn push_frame(err: &mut Error, node: ObjectRef) -> Result<()> {
     Ok(())
 }
 
+/// Runs `f(v)` and names `v` in the visit context of an error it returns. `v` is watched through
+/// a weak reference, so `f` sees the reference counts it would see without the watch (in-place
+/// rebuilds depend on them); a node `f` released entirely has no identity left to name.
+pub fn with_visit_frame<T>(v: Any, f: impl FnOnce(Any) -> Result<T>) -> Result<T> {
+    let watch = v.view().as_object().map(|o| o.downgrade());
+    f(v).map_err(|e| match watch.as_ref().and_then(|w| w.upgrade()) {
+        Some(node) => record_visit(e, &Any::from_object(node).view()),
+        None => e,
+    })
+}
+
 struct Finder {
     /// The pattern, innermost first.
     records: Vec<ObjectRef>,

@@ -19,7 +19,7 @@ use crate::value::{Any, AnyView};
 use super::callbacks::{self, Entry};
 use super::children::{fields_region, kind_of, rebuild, reflected, unchanged};
 use super::{kind, region, StackBase};
-use crate::reflection::visit_error::record_visit;
+use crate::reflection::visit_error::{record_visit, with_visit_frame};
 
 /// `ffi.StructuralMap(root, entries, entries_with_def_region_kind, order)`.
 pub fn structural_map(args: &[AnyView<'_>]) -> Result<Any> {
@@ -59,27 +59,22 @@ impl Mapper {
         }
     }
 
-    /// `f(v)`, with `v` named in the visit context of an error that comes up (one frame per
-    /// node, as tvm-ffi's engines add).
-    fn framed(&self, v: Any, f: impl FnOnce(Any) -> Result<Any>) -> Result<Any> {
-        let node = v.clone();
-        f(v).map_err(|e| record_visit(e, &node.view()))
-    }
-
     /// The first matching callback's result, or `v` when none matches or the result is `v` (or
     /// the `Unchanged` marker).
+    /// A failing callback names `v` in the error's visit context (one frame per node, as
+    /// tvm-ffi's engines add).
     fn call(&self, v: Any, met_in: i32) -> Result<Any> {
-        self.framed(v, |v| {
-            match callbacks::call_first(&self.entries, &v.view(), met_in)? {
-                Some(r) if !unchanged(&v.view(), &r.view()) => Ok(r),
-                _ => Ok(v),
-            }
-        })
+        let r = callbacks::call_first(&self.entries, &v.view(), met_in)
+            .map_err(|e| record_visit(e, &v.view()))?;
+        match r {
+            Some(r) if !unchanged(&v.view(), &r.view()) => Ok(r),
+            _ => Ok(v),
+        }
     }
 
     /// `v` with its children mapped; a variable or DAG node once per region.
     fn children(&self, v: Any, met_in: i32) -> Result<Any> {
-        self.framed(v, |v| self.children_of(v, met_in))
+        with_visit_frame(v, |v| self.children_of(v, met_in))
     }
 
     fn children_of(&self, v: Any, met_in: i32) -> Result<Any> {

@@ -25,7 +25,7 @@ use crate::value::{Any, AnyView};
 use super::callbacks::{self, Entry};
 use super::children::{each_child, is_unchanged_marker, kind_of, rebuild, reflected};
 use super::{callback_region, kind, region, StackBase};
-use crate::reflection::visit_error::record_visit;
+use crate::reflection::visit_error::{record_visit, with_visit_frame};
 
 const VISITOR: &str = "ffi.StructuralVisitor";
 const MUTATOR: &str = "ffi.StructuralMutator";
@@ -162,26 +162,22 @@ impl Mutator {
     /// holds the value's only outside reference (it was moved in). An error coming up names `v`
     /// in its visit context.
     fn mutate(&self, v: Any, owned: bool) -> Result<Any> {
-        let node = v.clone();
-        self.mutate_node(v, owned)
-            .map_err(|e| record_visit(e, &node.view()))
-    }
-
-    fn mutate_node(&self, v: Any, owned: bool) -> Result<Any> {
         let c = &self.common;
         c.stack.check("StructuralMutate")?;
         let Some(e) = callbacks::first_match(&c.entries, v.view().type_index()) else {
-            return self.default_mutate(v);
+            return with_visit_frame(v, |v| self.default_mutate(v));
         };
         let handle = Any::from_object(c.handle.clone());
         let mut args = vec![v.clone(), handle];
         if e.takes_mode {
-            // `v`, the argument list, `mutate`'s copy for error frames and `as_object` hold four
-            // references; more means it is shared.
-            let alone = owned && v.view().as_object().map_or(true, |o| o.strong_count() <= 4);
+            // `v` and the argument list hold two references; more means it is shared.
+            let alone = owned && v.view().as_object().map_or(true, |o| o.strong_count() <= 3);
             args.push(Any::from(if alone { ALLOW } else { DISALLOW }));
         }
-        let r = callbacks::failed_if_error(e.f.call_values(&args)?)?;
+        let r =
+            e.f.call_values(&args)
+                .and_then(callbacks::failed_if_error)
+                .map_err(|err| record_visit(err, &v.view()))?;
         drop(args);
         // A callback's `Unchanged` keeps its input (tvm-ffi's `ValueOrUnchanged`).
         Ok(if is_unchanged_marker(&r.view()) { v } else { r })
