@@ -748,15 +748,31 @@ impl Dso {
         use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
         // SAFETY: opening runs the library's initializers; loading a library is what the
         // caller asked for (TVM does the same).
-        let lib = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }.map_err(|e| {
-            // libloading keeps dlerror()'s text (e.g. "undefined symbol: ...") in the source.
-            let text = match std::error::Error::source(&e) {
-                Some(reason) => format!("{e}: {reason}"),
-                None => e.to_string(),
-            };
+        let open = || unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) };
+        // libloading keeps dlerror()'s text (e.g. "undefined symbol: ...") in the source.
+        let text_of = |e: &libloading::Error| match std::error::Error::source(e) {
+            Some(reason) => format!("{e}: {reason}"),
+            None => e.to_string(),
+        };
+        let lib = match open() {
+            // A library built against tvm-ffi: tvmrt's alias gives it the name it needs.
+            Err(e) if super::tvm_ffi_alias::is_missing_alias(&text_of(&e)) => {
+                if super::tvm_ffi_alias::ensure_loaded() {
+                    open()
+                } else {
+                    Err(e)
+                }
+            }
+            r => r,
+        };
+        let lib = lib.map_err(|e| {
+            let text = text_of(&e);
             let hint = if text.contains("undefined symbol: TVM") {
                 " (the library needs the TVM runtime's C symbols: link the program against \
                  libtvmrt.so, or export tvmrt's symbols from the executable with -rdynamic)"
+            } else if super::tvm_ffi_alias::is_missing_alias(&text) {
+                " (the library was built against tvm-ffi: install tvmrt's libtvm_ffi.so alias \
+                 beside libtvmrt.so, see cmake/tvm_ffi_alias.sh)"
             } else {
                 ""
             };

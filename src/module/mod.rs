@@ -53,6 +53,7 @@ pub mod loader;
 pub mod pinned;
 pub mod reflect;
 pub mod system_lib;
+pub mod tvm_ffi_alias;
 
 use std::any::Any as StdAny;
 use std::collections::{HashMap, HashSet};
