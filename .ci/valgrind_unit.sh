@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The library's unit tests for its raw-memory code under valgrind memcheck: lent and released
 # library pages (mapped), tensors read in place (tensor::serialize), tvm-ffi's dense map layout
-# (containers::map), arrays changed in place and hook callbacks (reflection::structural), a
-# loaded library's own symbol tables (module::dynsym), and
+# and values and items changed in place (containers::map, containers::array), arrays changed in
+# place and hook callbacks (reflection::structural), a loaded library's own symbol tables
+# (module::dynsym), objects with a vtable pointer and weak references (object::tests), modules'
+# C++-visible slots (module::tests), the native key hooks (containers::key), and
 # the random fillers writing tensors (contrib::random). Fails on any memory error.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -15,4 +17,4 @@ for line in sys.stdin:
 [ -n "$bin" ] || { echo "valgrind_unit.sh: no unit test binary found"; exit 1; }
 valgrind --quiet --error-exitcode=1 --leak-check=no "$bin" --test-threads 1 \
   mapped:: tensor::serialize containers::map reflection::structural contrib::random \
-  module::dynsym
+  module::dynsym object::tests containers::array containers::key module::tests

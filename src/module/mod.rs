@@ -888,6 +888,36 @@ mod tests {
     }
 
     #[test]
+    fn imports_and_lookup_cache_live_where_cpp_has_them() {
+        let root = m("root", &[]);
+        let a = m("a", &["x"]);
+        root.import(&a).unwrap();
+        let header = root.as_ptr().cast::<u8>();
+        // C++ reads `imports_` inline: an ffi.Array of the modules, right after the header.
+        // SAFETY: a module's `imports_` slot holds a live array while the module lives.
+        let imports =
+            unsafe { ObjectRef::from_raw_borrowed(*header.add(24).cast::<*mut c_void>()).unwrap() };
+        assert_eq!(imports.type_index(), type_index::ARRAY);
+        let items = array_items(&imports).unwrap();
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].as_object().unwrap().as_ptr(), a.as_ptr());
+        // The vtable pointer C++ calls through, before the header.
+        // SAFETY: tvmrt's modules are allocated with a vtable pointer 8 bytes before the header.
+        let vptr = unsafe { *header.sub(8).cast::<*const c_void>() };
+        assert_eq!(vptr, crate::cxx::rust_module_vptr());
+        // Compiled code's lookups are cached in the `import_lookup_cache_` slot.
+        let f = root.env_lookup("x").unwrap();
+        assert_eq!(root.env_lookup("x").unwrap(), f);
+        // SAFETY: the cache slot follows `imports_`.
+        let cache = unsafe { *header.add(32).cast::<*mut c_void>() };
+        assert!(!cache.is_null());
+        root.clear_imports().unwrap();
+        assert!(root.imports().is_empty());
+        // The old array stays valid for whoever holds it.
+        assert_eq!(array_items(&imports).unwrap().len(), 1);
+    }
+
+    #[test]
     fn import_rejects_cycles() {
         let a = m("a", &[]);
         let b = m("b", &[]);

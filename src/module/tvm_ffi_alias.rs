@@ -98,3 +98,23 @@ pub fn ensure_loaded() -> bool {
     }
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_linker_message_for_a_missing_alias_is_recognized() {
+        assert!(is_missing_alias(
+            "dlopen failed: libtvm_ffi.so: cannot open shared object file: No such file or \
+             directory"
+        ));
+        assert!(!is_missing_alias(
+            "dlopen failed: libfoo.so: cannot open shared object file"
+        ));
+        assert!(!is_missing_alias("undefined symbol: TVMFFIFunctionCall"));
+        // The test binary links tvmrt statically: no alias beside it, and none loaded.
+        assert!(!alias_name_loaded());
+        assert!(own_file().is_some());
+    }
+}

@@ -559,6 +559,41 @@ mod tests {
     }
 
     #[test]
+    fn vtable_objects_keep_their_vptr_before_the_header() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let vptr = std::ptr::addr_of!(KIND_COUNT).cast::<c_void>();
+        let a = new_object_with_vptr(vptr, Probe(drops.clone()));
+        // SAFETY: the vtable pointer lies `VPTR_HEADER_OFFSET` bytes before the header.
+        let got = unsafe {
+            *a.as_ptr()
+                .cast::<u8>()
+                .sub(VPTR_HEADER_OFFSET)
+                .cast::<*const c_void>()
+        };
+        assert_eq!(got, vptr);
+        // The same payload type in both layouts: each found where its layout puts it.
+        let plain = new_object(Probe(drops.clone()));
+        assert!(a.downcast_ref::<Probe>().is_some());
+        assert!(plain.downcast_ref::<Probe>().is_some());
+        assert!(Arc::ptr_eq(&a.downcast_ref::<Probe>().unwrap().0, &drops));
+        drop(plain);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+
+        // A weak reference: upgrades while a strong one lives, never after.
+        let weak = a.downgrade();
+        let again = weak.upgrade().expect("alive");
+        assert_eq!(again.as_ptr(), a.as_ptr());
+        assert_eq!(weak.strong_count(), 2);
+        drop(again);
+        drop(a);
+        assert_eq!(drops.load(Ordering::SeqCst), 2);
+        assert_eq!(weak.strong_count(), 0);
+        assert!(weak.upgrade().is_none());
+        // Releasing the last weak reference frees the block (memcheck checks it).
+        drop(weak);
+    }
+
+    #[test]
     fn downcast_checks_type_and_allocator() {
         let drops = Arc::new(AtomicUsize::new(0));
         let a = new_object(Probe(drops));

@@ -164,4 +164,21 @@ mod tests {
         assert!(array_get(&a, 2).is_err());
         assert!(array_get(&a, -1).is_err());
     }
+
+    #[test]
+    fn items_change_in_place_through_the_cell() {
+        let a = new_array(vec![Any::from(3i64), Any::from("a string on the heap")]);
+        assert_eq!(seq_len(&a), 2);
+        // SAFETY: only this test holds the array.
+        unsafe {
+            assert!(set_item_in_place(&a, 1, Any::from(4i64)));
+            assert!(!set_item_in_place(&a, 2, Any::none()));
+            assert_eq!(
+                AnyView::from_raw(seq_item_raw(&a, 1).unwrap()).as_i64(),
+                Some(4)
+            );
+            assert!(seq_item_raw(&a, 2).is_none());
+        }
+        assert_eq!(array_get(&a, 0).unwrap().view().as_i64(), Some(3));
+    }
 }

@@ -163,3 +163,44 @@ pub fn any_equal(a: &AnyView<'_>, b: &AnyView<'_>) -> bool {
         _ => unsafe { a.raw().payload.v_int64 == b.raw().payload.v_int64 },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stable_hash_matches_tvm_ffi() {
+        // Values of tvm-ffi's StableHashBytes over the same 64-bit words (little-endian).
+        assert_eq!(stable_hash_words(&[]), 0);
+        assert_eq!(stable_hash_words(&[1, 2]), 949);
+        assert_eq!(stable_hash_words(&[u64::MAX, 0x1_2345_6789]), 591_753_892);
+    }
+
+    #[test]
+    fn native_hooks_answer_for_big_integers() {
+        let [(_, _, hash), (_, _, equal), ..] = builtin_key_attrs();
+        let hash: unsafe extern "C" fn(*const TVMFFIAny) -> TVMFFIAny =
+            // SAFETY: the value registered is `native_any_hash`.
+            unsafe { std::mem::transmute(hash.view().as_opaque_ptr().unwrap()) };
+        let equal: unsafe extern "C" fn(*const TVMFFIAny, *const TVMFFIAny) -> TVMFFIAny =
+            // SAFETY: the value registered is `native_any_equal`.
+            unsafe { std::mem::transmute(equal.view().as_opaque_ptr().unwrap()) };
+        let big = crate::object::big_int::parse_decimal("18446744073709551616").unwrap();
+        let same = crate::object::big_int::parse_decimal("18446744073709551616").unwrap();
+        // SAFETY: live values; owned results.
+        unsafe {
+            let (h1, h2) = (
+                Any::from_raw(hash(big.raw())),
+                Any::from_raw(hash(same.raw())),
+            );
+            assert_eq!(h1.view().as_i64(), h2.view().as_i64());
+            assert_eq!(
+                Any::from_raw(equal(big.raw(), same.raw())).view().as_bool(),
+                Some(true)
+            );
+            // A value of no such type is an error value, as tvm-ffi's callers expect.
+            let e = Any::from_raw(hash(Any::from(1i64).raw()));
+            assert_eq!(e.view().type_index(), ti::ERROR);
+        }
+    }
+}

@@ -431,6 +431,24 @@ mod tests {
                 .as_i64(),
             Some(30)
         );
+        // Values read and replaced in place, in insertion order (the structural hooks do this).
+        assert_eq!(map_len(&handle), 3);
+        // SAFETY: the map is alive and only this test holds it.
+        unsafe {
+            let second = map_value_raw(&handle, 1).unwrap().unwrap();
+            assert_eq!(AnyView::from_raw(second).as_i64(), Some(10));
+            set_value_in_place(&handle, 1, Any::from("eleven, on the heap")).unwrap();
+            assert!(map_value_raw(&handle, 3).unwrap().is_none());
+            assert!(set_value_in_place(&handle, 3, Any::none()).is_err());
+        }
+        let entries = map_entries(&handle).unwrap().unwrap();
+        assert_eq!(
+            entries[1].value.view().as_str(),
+            Some("eleven, on the heap")
+        );
+        drop(entries);
+        // SAFETY: as above; releases the string put there.
+        unsafe { set_value_in_place(&handle, 1, Any::from(10i64)).unwrap() };
         // A list that points outside the slots is refused, not followed.
         // SAFETY: the head field of the object above.
         unsafe { *p.add(24 + dense::HEAD_OFFSET).cast::<u64>() = 99 };
@@ -440,5 +458,29 @@ mod tests {
         assert!(e.message.contains("corrupt dense map"), "{}", e.message);
         drop(handle);
         drop(obj);
+    }
+
+    #[test]
+    fn values_of_tvmrt_maps_change_in_place() {
+        let m = new_dict(vec![
+            Entry {
+                key: Any::from("a"),
+                value: Any::from(1i64),
+            },
+            Entry {
+                key: Any::from("b"),
+                value: Any::from(2i64),
+            },
+        ]);
+        assert_eq!(map_len(&m), 2);
+        // SAFETY: only this test holds the dict.
+        unsafe {
+            set_value_in_place(&m, 1, Any::from("two")).unwrap();
+            let v = map_value_raw(&m, 1).unwrap().unwrap();
+            assert_eq!(AnyView::from_raw(v).as_str(), Some("two"));
+        }
+        let e = map_entries(&m).unwrap().unwrap();
+        assert_eq!(e[0].value.view().as_i64(), Some(1));
+        assert_eq!(e[1].key.view().as_str(), Some("b"));
     }
 }
