@@ -567,7 +567,7 @@ impl VmModule {
 
     /// `vm_initialization(device_type, device_id, allocator_type, ...)`.
     pub fn init(&self, args: &[AnyView<'_>]) -> Result<()> {
-        if args.is_empty() || args.len() % 3 != 0 {
+        if args.is_empty() || !args.len().is_multiple_of(3) {
             return Err(Error::value(format!(
                 "vm_initialization expects (device_type, device_id, allocator_type) per device, \
                  got {} arguments",

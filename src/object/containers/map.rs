@@ -107,7 +107,7 @@ unsafe impl ObjectPayload for DictObj {
 /// Entries from alternating key/value arguments; a repeated key keeps its first position and
 /// takes the last value.
 pub fn entries_from_pairs(args: &[AnyView<'_>]) -> Result<Vec<Entry>> {
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return Err(Error::value(format!(
             "expected key/value pairs, got an odd number of arguments ({})",
             args.len()

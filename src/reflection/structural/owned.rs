@@ -171,7 +171,7 @@ impl Mutator {
         let mut args = vec![v.clone(), handle];
         if e.takes_mode {
             // `v` and the argument list hold two references; more means it is shared.
-            let alone = owned && v.view().as_object().map_or(true, |o| o.strong_count() <= 3);
+            let alone = owned && v.view().as_object().is_none_or(|o| o.strong_count() <= 3);
             args.push(Any::from(if alone { ALLOW } else { DISALLOW }));
         }
         let r =
