@@ -26,9 +26,9 @@
 //!
 //! # Modules
 //!
-//! tvmrt's modules are allocated as C++ `ModuleObj` objects ([`rust_module_vptr`]): a vtable
-//! pointer before the header whose functions (in `shim.cc`) call the Rust module, and
-//! `imports_` after it. Modules made by C++ code are called through their own vtable
+//! tvmrt's modules are allocated as C++ `ModuleObj` objects
+//! ([`crate::cxx::rust_module_vptr`]): a vtable pointer before the header whose functions (in
+//! `shim.cc`) call the Rust module, and `imports_` after it. Modules made by C++ code are called through their own vtable
 //! (`crate::module::cxx`).
 //!
 //! Exceptions never cross into Rust: `shim.cc` catches everything a C++ module throws and
