@@ -31,7 +31,7 @@ cc -std=c11 -shared -fPIC -I"$prefix/include" "$src/c_tests/consumer/alias_ext.c
   -L"$prefix/lib" -Wl,--no-as-needed -ltvm_ffi -Wl,-rpath,"$prefix/lib" -o "$work/alias_ext.so"
 needed=$(readelf -d "$work/alias_ext.so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | grep -c tvm)
 [ "$needed" = 1 ] && readelf -d "$work/alias_ext.so" | grep -q 'NEEDED.*libtvm_ffi.so' ||
-  { echo "install_consumer: alias_ext.so should need libtvm_ffi.so and nothing else of TVM"; exit 1; }
+  { echo "install_consumer: alias_ext.so must need libtvm_ffi.so, nothing else of TVM"; exit 1; }
 cc -std=c11 -I"$prefix/include" "$src/c_tests/consumer/alias_main.c" -o "$work/alias_main" -ldl
 "$work/alias_main" "$work/alias_ext.so"
 
