@@ -61,6 +61,21 @@ ln -sf "$(realpath "$lib")" "$rtlib/libtvmrt.so"
 CC=${CC:-cc} "$root/cmake/tvm_ffi_alias.sh" "$rtlib"
 cp "$ref_lib/libtvm_ffi_testing.so" "$rtlib/"
 
+# Every C++ function libtvm_ffi.so defines (nm type T; not the symbols of vague linkage, inline
+# functions' statics and template instances, that each client emits itself) and ModuleObj's
+# vtable and typeinfo: tvmrt exports them too.
+nm -D --defined-only "$ref_lib/libtvm_ffi.so" |
+  awk '$3 ~ /^_Z/ && ($2 == "T" || $3 ~ /^_ZT[VIS]N3tvm3ffi9ModuleObjE$/) { print $3 }' |
+  sort -u >"$build/ref_cxx_symbols"
+nm -D --defined-only "$lib" | awk '{ print $3 }' | sort -u >"$build/rt_symbols"
+missing=$(comm -23 "$build/ref_cxx_symbols" "$build/rt_symbols")
+if [ -n "$missing" ]; then
+  echo "C++ symbols of libtvm_ffi.so that tvmrt does not export:" >&2
+  echo "$missing" | c++filt | sed 's/^/  /' >&2
+  exit 1
+fi
+echo "tvmrt exports the $(wc -l <"$build/ref_cxx_symbols") C++ symbols libtvm_ffi.so defines"
+
 includes=(-I"$sdist/include" -I"$sdist/3rdparty/dlpack/include" -I"$sdist/tests/cpp")
 cxxflags=(-std=c++17 -O0 -g0 -w -fPIC)
 link_ref=(-L"$ref_lib" -Wl,--no-as-needed -ltvm_ffi_testing -ltvm_ffi -Wl,--as-needed
