@@ -68,7 +68,7 @@ fn export_ffi_version(root: &Path) {
 
 /// The C++ part (src/cxx/: tvm-ffi's non-inline C++ functions and the module vtables), on the
 /// platforms whose C++ ABI src/cxx/ knows: Linux (Itanium C++ ABI, libstdc++) on the
-/// architectures src/cxx/exports.rs has a tail jump for. Elsewhere tvmrt builds without it
+/// architectures src/capi/cxx_abi.rs has a tail jump for. Elsewhere tvmrt builds without it
 /// (C and Rust users only).
 fn build_cxx_part() {
     println!("cargo:rustc-check-cfg=cfg(tvmrt_cxx)");
@@ -89,8 +89,8 @@ fn build_cxx_part() {
         .std("c++17")
         .file("src/cxx/shim.cc")
         .include("include")
-        // Nothing of the C++ part is exported by itself (src/cxx/exports.rs exports what must
-        // be), and its inline functions never interpose on a program's own.
+        // Nothing of the C++ part is exported by itself (src/capi/cxx_abi.rs exports what
+        // must be), and its inline functions never interpose on a program's own.
         .flag("-fvisibility=hidden")
         .flag("-fvisibility-inlines-hidden")
         .flag_if_supported("-Wall")

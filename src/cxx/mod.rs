@@ -16,9 +16,10 @@
 //! own declarations in `abi.h`): a C++ compiler knows how the platform passes and returns class
 //! types (a hidden result pointer in a register of its own on AArch64, for instance) and how to
 //! throw `tvm::ffi::Error`. Rust links the cdylib, though, and exports only what the Rust code
-//! defines (its version script hides every other symbol). So each exported name is defined
-//! here, as a naked function that jumps to the hidden C++ function: one instruction, which
-//! leaves every register as the caller set it, whatever the signature.
+//! defines (its version script hides every other symbol). So each exported name is defined in
+//! src/capi/cxx_abi.rs (with the C doors), as a naked function that jumps to the hidden
+//! C++ function: one instruction, which leaves every register as the caller set it, whatever
+//! the signature.
 //!
 //! The data symbols (`ModuleObj`'s vtable, typeinfo and typeinfo name) are Rust statics laid
 //! out as the Itanium C++ ABI and GCC lay out tvm-ffi's (same sizes: an executable may hold a
@@ -28,8 +29,8 @@
 //!
 //! tvmrt's modules are allocated as C++ `ModuleObj` objects
 //! ([`crate::cxx::rust_module_vptr`]): a vtable pointer before the header whose functions (in
-//! `shim.cc`) call the Rust module, and `imports_` after it. Modules made by C++ code are called through their own vtable
-//! (`crate::module::cxx`).
+//! `shim.cc`) call the Rust module, and `imports_` after it. Modules made by C++ code are
+//! called through their own vtable (`crate::module::cxx`).
 //!
 //! Exceptions never cross into Rust: `shim.cc` catches everything a C++ module throws and
 //! raises it as the thread's error, and the Rust code it calls reports errors as status codes.
@@ -87,14 +88,30 @@ pub struct SiClassTypeInfo {
 pub const MODULE_SLOTS: usize = 12;
 
 #[cfg(tvmrt_cxx)]
-mod exports;
+mod rust_module;
+
+/// The address of a typeinfo class's vtable (libstdc++'s `__cxxabiv1::__*_type_info`) as a
+/// typeinfo's vptr: two words past its start.
+pub const fn typeinfo_vptr(vtable: *const [StaticPtr; 0]) -> StaticPtr {
+    StaticPtr(
+        vtable
+            .cast::<u8>()
+            .wrapping_add(2 * std::mem::size_of::<usize>())
+            .cast(),
+    )
+}
+
+/// A typeinfo's name (a NUL-terminated mangled type name).
+pub const fn static_name(s: &'static [u8]) -> StaticPtr {
+    StaticPtr(s.as_ptr().cast())
+}
 
 /// The vtable pointer of tvmrt's module objects (null when tvmrt is built without its C++ part,
 /// on a platform `build.rs` does not know).
 pub fn rust_module_vptr() -> *const c_void {
     #[cfg(tvmrt_cxx)]
     {
-        exports::RUST_MODULE_VTABLE.slots.as_ptr().cast()
+        rust_module::RUST_MODULE_VTABLE.slots.as_ptr().cast()
     }
     #[cfg(not(tvmrt_cxx))]
     {

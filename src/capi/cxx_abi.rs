@@ -1,10 +1,11 @@
-//! The exported C++ symbols: jumps to `shim.cc`, and `ModuleObj`'s vtable and typeinfo.
+//! The C++ doors: what `libtvm_ffi.so` exports besides its C functions (see [`crate::cxx`]).
+//! Each function is a jump to its C++ implementation in `src/cxx/shim.cc`, which is the
+//! boundary (it catches every exception and calls the core through hooks that catch panics);
+//! `ModuleObj`'s vtable and typeinfo are statics laid out as GCC lays out tvm-ffi's.
 
 use std::ptr::addr_of;
 
-use super::{
-    ClassTypeInfo, SiClassTypeInfo, Slot, StaticPtr, VTable, VmiClassTypeInfo1, MODULE_SLOTS,
-};
+use crate::cxx::{ClassTypeInfo, Slot, StaticPtr, VTable, VmiClassTypeInfo1, MODULE_SLOTS};
 
 /// One tail jump to `{0}`, which must be a symbol of the same linked object.
 #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
@@ -93,8 +94,6 @@ extern "C" {
     // The vtables of the typeinfo classes (libstdc++); a typeinfo's vptr points 2 words in.
     #[link_name = "_ZTVN10__cxxabiv117__class_type_infoE"]
     static CLASS_TYPE_INFO_VTABLE: [StaticPtr; 0];
-    #[link_name = "_ZTVN10__cxxabiv120__si_class_type_infoE"]
-    static SI_CLASS_TYPE_INFO_VTABLE: [StaticPtr; 0];
     #[link_name = "_ZTVN10__cxxabiv121__vmi_class_type_infoE"]
     static VMI_CLASS_TYPE_INFO_VTABLE: [StaticPtr; 0];
 
@@ -107,31 +106,6 @@ extern "C" {
     fn tvmrt_cxx_module_default_save_to_bytes();
     fn tvmrt_cxx_module_default_inspect_source();
 
-    // shim.cc: the virtual functions of tvmrt's modules.
-    fn tvmrt_cxx_rust_module_kind();
-    fn tvmrt_cxx_rust_module_property_mask();
-    fn tvmrt_cxx_rust_module_get_function();
-    fn tvmrt_cxx_rust_module_implements_function();
-    fn tvmrt_cxx_rust_module_get_function_doc();
-    fn tvmrt_cxx_rust_module_get_function_metadata();
-    fn tvmrt_cxx_rust_module_write_to_file();
-    fn tvmrt_cxx_rust_module_get_write_formats();
-    fn tvmrt_cxx_rust_module_save_to_bytes();
-    fn tvmrt_cxx_rust_module_inspect_source();
-}
-
-/// The address of a typeinfo class's vtable as a typeinfo's vptr: two words past its start.
-const fn typeinfo_vptr(vtable: *const [StaticPtr; 0]) -> StaticPtr {
-    StaticPtr(
-        vtable
-            .cast::<u8>()
-            .wrapping_add(2 * std::mem::size_of::<usize>())
-            .cast(),
-    )
-}
-
-const fn name(s: &'static [u8]) -> StaticPtr {
-    StaticPtr(s.as_ptr().cast())
 }
 
 /// `typeinfo name for tvm::ffi::Object` (not exported: tvm-ffi does not export it either).
@@ -139,8 +113,8 @@ static OBJECT_TYPEINFO_NAME: [u8; 18] = *b"N3tvm3ffi6ObjectE\0";
 
 /// `typeinfo for tvm::ffi::Object`, the non-polymorphic base of `ModuleObj`.
 static OBJECT_TYPEINFO: ClassTypeInfo = ClassTypeInfo {
-    vptr: typeinfo_vptr(addr_of!(CLASS_TYPE_INFO_VTABLE)),
-    name: name(&OBJECT_TYPEINFO_NAME),
+    vptr: crate::cxx::typeinfo_vptr(addr_of!(CLASS_TYPE_INFO_VTABLE)),
+    name: crate::cxx::static_name(&OBJECT_TYPEINFO_NAME),
 };
 
 /// `typeinfo name for tvm::ffi::ModuleObj`.
@@ -152,8 +126,8 @@ pub static MODULE_OBJ_TYPEINFO_NAME: [u8; 21] = *b"N3tvm3ffi9ModuleObjE\0";
 /// public), as in `libtvm_ffi.so`.
 #[export_name = "_ZTIN3tvm3ffi9ModuleObjE"]
 pub static MODULE_OBJ_TYPEINFO: VmiClassTypeInfo1 = VmiClassTypeInfo1 {
-    vptr: typeinfo_vptr(addr_of!(VMI_CLASS_TYPE_INFO_VTABLE)),
-    name: name(&MODULE_OBJ_TYPEINFO_NAME),
+    vptr: crate::cxx::typeinfo_vptr(addr_of!(VMI_CLASS_TYPE_INFO_VTABLE)),
+    name: crate::cxx::static_name(&MODULE_OBJ_TYPEINFO_NAME),
     flags: 0,
     base_count: 1,
     base_type: StaticPtr(addr_of!(OBJECT_TYPEINFO).cast()),
@@ -190,34 +164,3 @@ const _: () = assert!(
         == (2 + MODULE_SLOTS) * std::mem::size_of::<usize>()
 );
 const _: () = assert!(std::mem::size_of::<VmiClassTypeInfo1>() == 5 * std::mem::size_of::<usize>());
-
-/// `typeinfo name for tvmrt::RustModuleObj`, the C++ class of tvmrt's modules.
-static RUST_MODULE_TYPEINFO_NAME: [u8; 24] = *b"N5tvmrt13RustModuleObjE\0";
-
-/// `typeinfo for tvmrt::RustModuleObj`: a `ModuleObj` subclass (one base at offset 0).
-static RUST_MODULE_TYPEINFO: SiClassTypeInfo = SiClassTypeInfo {
-    vptr: typeinfo_vptr(addr_of!(SI_CLASS_TYPE_INFO_VTABLE)),
-    name: name(&RUST_MODULE_TYPEINFO_NAME),
-    base_type: StaticPtr(addr_of!(MODULE_OBJ_TYPEINFO).cast()),
-};
-
-/// The vtable of tvmrt's module objects: every virtual function calls the Rust module;
-/// `ImportModule` / `ClearImports` are tvm-ffi's (the exported ones).
-pub(super) static RUST_MODULE_VTABLE: VTable<MODULE_SLOTS> = VTable {
-    offset_to_top: 0,
-    typeinfo: StaticPtr(addr_of!(RUST_MODULE_TYPEINFO).cast()),
-    slots: [
-        tvmrt_cxx_rust_module_kind,
-        tvmrt_cxx_rust_module_property_mask,
-        tvmrt_cxx_rust_module_get_function,
-        tvmrt_cxx_rust_module_implements_function,
-        tvmrt_cxx_rust_module_get_function_doc,
-        tvmrt_cxx_rust_module_get_function_metadata,
-        tvmrt_cxx_rust_module_write_to_file,
-        tvmrt_cxx_rust_module_get_write_formats,
-        tvmrt_cxx_rust_module_save_to_bytes,
-        tvmrt_cxx_rust_module_inspect_source,
-        module_obj_import_module as Slot,
-        module_obj_clear_imports as Slot,
-    ],
-};
