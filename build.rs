@@ -31,6 +31,9 @@ fn main() {
         }
     }
 
+    build_cxx_part();
+    export_ffi_version(&root);
+
     // cbindgen may also panic on source it does not understand; that is a failure like any
     // other here.
     let outcome = std::panic::catch_unwind(|| generate_header(&root))
@@ -41,6 +44,59 @@ fn main() {
         }
         println!("cargo:warning=include/tvmrt.h not regenerated (kept as it was): {message}");
     }
+}
+
+/// Passes the tvm-ffi version of `include/tvm/ffi/c_api.h` (`TVM_FFI_VERSION_*`) to the crate,
+/// for `TVMFFIGetVersion`: the header and the library cannot disagree.
+fn export_ffi_version(root: &Path) {
+    let header = root.join("include").join("tvm").join("ffi").join("c_api.h");
+    println!("cargo:rerun-if-changed={}", header.display());
+    let text = fs::read_to_string(&header)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", header.display()));
+    for part in ["MAJOR", "MINOR", "PATCH"] {
+        let macro_name = format!("TVM_FFI_VERSION_{part}");
+        let value = text
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("#define "))
+            .find_map(|l| l.strip_prefix(macro_name.as_str()))
+            .map(str::trim)
+            .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+            .unwrap_or_else(|| panic!("{} defines no numeric {macro_name}", header.display()));
+        println!("cargo:rustc-env=TVMRT_FFI_VERSION_{part}={value}");
+    }
+}
+
+/// The C++ part (src/cxx/: tvm-ffi's non-inline C++ functions and the module vtables), on the
+/// platforms whose C++ ABI src/cxx/ knows: Linux (Itanium C++ ABI, libstdc++) on the
+/// architectures src/capi/cxx_abi.rs has a tail jump for. Elsewhere tvmrt builds without it
+/// (C and Rust users only).
+fn build_cxx_part() {
+    println!("cargo:rustc-check-cfg=cfg(tvmrt_cxx)");
+    let os = env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
+    let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+    let known = matches!(
+        arch.as_str(),
+        "x86_64" | "x86" | "aarch64" | "arm" | "riscv64"
+    );
+    if os != "linux" || !known {
+        println!("cargo:warning=tvmrt: no C++ part for {arch}-{os} (C and Rust users only)");
+        return;
+    }
+    println!("cargo:rustc-cfg=tvmrt_cxx");
+    // Links libstdc++ (the exception runtime and the typeinfo vtables), as libtvm_ffi.so does.
+    cc::Build::new()
+        .cpp(true)
+        .std("c++17")
+        .file("src/cxx/shim.cc")
+        .include("include")
+        // Nothing of the C++ part is exported by itself (src/capi/cxx_abi.rs exports what
+        // must be), and its inline functions never interpose on a program's own.
+        .flag("-fvisibility=hidden")
+        .flag("-fvisibility-inlines-hidden")
+        .flag_if_supported("-Wall")
+        .flag_if_supported("-Wextra")
+        .warnings_into_errors(true)
+        .compile("tvmrt_cxx");
 }
 
 /// Writes `include/tvmrt.h` when its content changes; the old file stays on any failure.

@@ -70,6 +70,10 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libOpenCL\.so\.1' ||
 fi
 # POCL caches the kernels it compiles; keep them in target/ (hermetic, reused across steps).
 export POCL_CACHE_DIR="${POCL_CACHE_DIR:-$PWD/target/pocl-cache}"
+if [ ! -f /usr/include/gtest/gtest.h ]; then
+  step "installing googletest (tvm-ffi's C++ suite)"
+  apt_install libgtest-dev || failed+=("install libgtest-dev")
+fi
 
 # The header as the tree has it, before any build regenerates it.
 header_before=$(mktemp)
@@ -117,6 +121,12 @@ run "graph model on OpenCL: TVM 0.19's outputs" \
 # tvm-ffi's own Python suite with libtvmrt.so swapped in; fails below the recorded pass count
 # (about 45 s on 2 cores, plus about 20 s the first time to build its venv and fetch the sdist).
 run "tvm-ffi suite on tvmrt" conformance/tvm_ffi/run.sh --ci
+# tvm-ffi's C++ side: its tests/cpp (41 files, each compiled once and linked against
+# libtvm_ffi.so and against tvmrt, counts side by side, the structural ones once more under
+# memcheck) and its quickstart and python_packaging examples built against tvmrt and as
+# prebuilt extensions; fails if anything passing on libtvm_ffi.so fails on tvmrt. About 200 s of
+# CPU (150 s of it compiling the suite, in parallel), so about 2.5 min on 2 cores.
+run "tvm-ffi C++ suite and examples on tvmrt" conformance/tvm_ffi/cpp.sh -j "$JOBS"
 # ONNX backend cases compiled by TVM 0.27 and run on TVM's and tvmrt's runtimes: a
 # deterministic subset of 160 cases (101 s measured on 2 cores, plus 30 s the first time to build
 # the venv); fails if a case that passes on TVM fails, crashes or hangs on tvmrt.
@@ -152,8 +162,12 @@ run "tvmrt.h declares every export" .ci/header_exports.sh
 cmake_build() {
   # The dev-profile library: `cargo build --lib` above already built it, so CI compiles the
   # crate once more at most (README's plain cmake command builds release).
+  # The C++ tests (c_tests/cxx) need tvm-ffi's C++ headers: the pinned wheel's.
+  local ffi_include
+  ffi_include=$("$(.ci/venv.sh tvm_ffi)" -m tvm_ffi.config --includedir) || return 1
   cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
-    -DTVMRT_CARGO_PROFILE="${TVMRT_CARGO_PROFILE:-dev}" || return 1
+    -DTVMRT_CARGO_PROFILE="${TVMRT_CARGO_PROFILE:-dev}" \
+    -DTVMRT_TVM_FFI_INCLUDE_DIR="$ffi_include" -DTVMRT_REQUIRE_CXX_TESTS=ON || return 1
   # Keep going past a target that fails to compile, so ctest still reports the others.
   local keep_going=-k
   if [ -f "$BUILD_DIR/build.ninja" ]; then keep_going="-k 0"; fi

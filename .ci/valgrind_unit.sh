@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The library's unit tests for its raw-memory code under valgrind memcheck: lent and released
 # library pages (mapped), tensors read in place (tensor::serialize), tvm-ffi's dense map layout
-# (containers::map), arrays changed in place and hook callbacks (reflection::structural), a
-# loaded library's own symbol tables (module::dynsym), the random fillers writing tensors
-# (contrib::random), the device layer (device::: host allocation, zeroed blocks, payload and
-# launch parsing, the CUDA code readers and block table; the OpenCL and CUDA calls themselves run
-# under valgrind in ctest's memcheck_opencl and memcheck_cuda), and the LLM state's mapped
-# weight shards, int32 uploads and staged auxiliary arrays (llm::). Fails on any memory error.
+# and values and items changed in place (containers::map, containers::array), arrays changed in
+# place and hook callbacks (reflection::structural), a loaded library's own symbol tables
+# (module::dynsym), objects with a vtable pointer and weak references (object::tests), modules'
+# C++-visible slots (module::tests), the native key hooks (containers::key), the random fillers
+# writing tensors (contrib::random), the device layer (device::: host allocation, zeroed blocks,
+# payload and launch parsing, the CUDA code readers and block table; the OpenCL and CUDA calls
+# themselves run under valgrind in ctest's memcheck_opencl and memcheck_cuda), and the LLM
+# state's mapped weight shards, int32 uploads and staged auxiliary arrays (llm::). Fails on any
+# memory error.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bin=$(cargo test --lib --no-run --message-format=json 2>/dev/null |
@@ -18,4 +21,4 @@ for line in sys.stdin:
 [ -n "$bin" ] || { echo "valgrind_unit.sh: no unit test binary found"; exit 1; }
 valgrind --quiet --error-exitcode=1 --leak-check=no "$bin" --test-threads 1 \
   mapped:: tensor::serialize containers::map reflection::structural contrib::random \
-  module::dynsym device:: llm::
+  module::dynsym object::tests containers::array containers::key module::tests device:: llm::

@@ -183,13 +183,15 @@ int main(void) {
     CHECK_OK(TVMFFIObjectDecRef(h));
   }
 
-  /* The version tvm-ffi callers check. */
+  /* The version tvm-ffi callers check: exactly the shipped header's. */
   {
     TVMFFIVersion v;
     memset(&v, 0xff, sizeof(v));
     TVMFFIGetVersion(&v);
-    CHECK(v.major == TVM_FFI_VERSION_MAJOR && v.minor == TVM_FFI_VERSION_MINOR,
-          "version %u.%u.%u", v.major, v.minor, v.patch);
+    CHECK(v.major == TVM_FFI_VERSION_MAJOR && v.minor == TVM_FFI_VERSION_MINOR &&
+              v.patch == TVM_FFI_VERSION_PATCH,
+          "version %u.%u.%u, header %d.%d.%d", v.major, v.minor, v.patch, TVM_FFI_VERSION_MAJOR,
+          TVM_FFI_VERSION_MINOR, TVM_FFI_VERSION_PATCH);
   }
 
   CHECK_OK(TVMFuncRemoveGlobal("c_tests.cross.ffi_sum"));

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds the tvmrt wheel: the Python package with libtvmrt.so and the `tvmrt` command-line
-# tool bundled (tvmrt/lib/, tvmrt/bin/; the `tvmrt` console script runs the tool), tagged
-# py3-none-manylinux_2_N for the newest glibc symbol version the two binaries use.
+# Builds the tvmrt wheel: the Python package with libtvmrt.so, its libtvm_ffi.so alias and the
+# `tvmrt` command-line tool bundled (tvmrt/lib/, tvmrt/bin/; the `tvmrt` console script runs the
+# tool), tagged py3-none-manylinux_2_N for the newest glibc symbol version the binaries use.
 #
 #   python/build_wheel.sh [--profile release|dev] [--out DIR]    (default: release, dist/)
 #
@@ -33,18 +33,34 @@ mkdir -p "$stage/tvmrt/lib" "$stage/tvmrt/bin"
 cp python/README.md "$stage/"
 cp "$target/$dir/libtvmrt.so" "$stage/tvmrt/lib/"
 cp "$target/$dir/tvmrt" "$stage/tvmrt/bin/"
+# libtvm_ffi.so: tvmrt's second name, for libraries built against tvm-ffi (a wheel holds no
+# symlinks: the alias is a library with no code that needs libtvmrt.so beside it).
+cmake/tvm_ffi_alias.sh "$stage/tvmrt/lib"
 # Debug info and the static symbol table are most of the binaries' size and not needed to run
 # (the library's exported, dynamic symbols stay): 8.7 -> 7.0 MB unpacked for release.
 strip --strip-unneeded "$stage/tvmrt/lib/libtvmrt.so" "$stage/tvmrt/bin/tvmrt"
-# manylinux allows only a few system libraries (PEP 599/600); the binaries link no others.
-needed=$(readelf -d "$stage/tvmrt/lib/libtvmrt.so" "$stage/tvmrt/bin/tvmrt" |
-  sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u)
+# manylinux allows only a few system libraries (PEP 599/600); the binaries link no others
+# (libstdc++ for tvmrt's C++ part, as tvm-ffi's own wheel; libtvmrt.so is the alias's, bundled).
+needed=$(readelf -d "$stage/tvmrt/lib/libtvmrt.so" "$stage/tvmrt/lib/libtvm_ffi.so" \
+  "$stage/tvmrt/bin/tvmrt" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u)
 for so in $needed; do
   case $so in
     libc.so.6 | libm.so.6 | libdl.so.2 | libpthread.so.0 | librt.so.1 | libgcc_s.so.1) ;;
+    libstdc++.so.6 | libtvmrt.so) ;;
     ld-linux-*.so.*) ;;
     *) echo "build_wheel: $so is not a library manylinux allows" >&2; exit 1 ;;
   esac
+done
+# libstdc++'s symbol versions must exist in the libstdc++ of the oldest distributions the tag
+# admits; manylinux_2_34's (RHEL 9, GCC 11) has up to GLIBCXX_3.4.29 and CXXABI_1.3.13.
+newest() { objdump -T "$stage/tvmrt/lib/libtvmrt.so" "$stage/tvmrt/bin/tvmrt" |
+  grep -o "$1_[0-9.]*" | sed "s/$1_//" | sort -V | tail -1; }
+for pair in GLIBCXX:3.4.29 CXXABI:1.3.13; do
+  name=${pair%%:*} limit=${pair#*:} got=$(newest "${pair%%:*}")
+  if [ -n "$got" ] && [ "$(printf '%s\n%s\n' "$got" "$limit" | sort -V | tail -1)" != "$limit" ]; then
+    echo "build_wheel: libtvmrt needs ${name}_$got, newer than manylinux_2_34's ${name}_$limit" >&2
+    exit 1
+  fi
 done
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 cat >"$stage/pyproject.toml" <<TOML
@@ -71,7 +87,7 @@ tvmrt = "tvmrt._cli:main"
 include = ["tvmrt", "tvmrt.*"]
 
 [tool.setuptools.package-data]
-tvmrt = ["lib/libtvmrt.so", "bin/tvmrt"]
+tvmrt = ["lib/libtvmrt.so", "lib/libtvm_ffi.so", "bin/tvmrt"]
 TOML
 built=$(mktemp -d)
 "$python" -m pip wheel --quiet --no-deps --no-build-isolation "$stage" -w "$built" >&2

@@ -21,6 +21,15 @@ python3 -m venv "$tmp/venv"
 cd "$tmp"
 env -u PYTHONPATH -u TVMRT_LIBRARY "$tmp/venv/bin/python" "$repo/python/run_tests.py" \
   --installed --no-skips
+# The bundled libtvm_ffi.so alias resolves tvm-ffi's symbols to the bundled libtvmrt.so itself.
+"$tmp/venv/bin/python" - <<'PY'
+import ctypes, os, tvmrt
+runtime = ctypes.CDLL(tvmrt.library_path())
+alias = ctypes.CDLL(os.path.join(os.path.dirname(tvmrt.library_path()), "libtvm_ffi.so"))
+address = lambda lib: ctypes.cast(lib.TVMFFIGetVersion, ctypes.c_void_p).value
+assert address(alias) == address(runtime), "the alias resolves to another library"
+print("wheel: libtvm_ffi.so binds to the bundled libtvmrt.so")
+PY
 info=$("$tmp/venv/bin/tvmrt" inspect "$repo/tests/fixtures/graph/mlp.so")
 grep -q "graph: 7 nodes" <<<"$info" || { echo "the bundled tvmrt tool failed: $info"; exit 1; }
 echo "wheel: $(basename "$wheel") installed and tested ($(du -h "$wheel" | cut -f1))"

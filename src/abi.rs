@@ -101,6 +101,17 @@ pub union AnyPayload {
     pub v_uint64: u64,
 }
 
+impl AnyPayload {
+    /// A data type payload with the other 4 bytes zero, as tvm-ffi's C++ writes it
+    /// (`TypeTraits<DLDataType>`): code reading the whole 8 bytes (structural equality, hashing)
+    /// sees the same bits for the same type.
+    pub fn dtype(v: DLDataType) -> AnyPayload {
+        let mut p = AnyPayload { v_int64: 0 };
+        p.v_dtype = v;
+        p
+    }
+}
+
 /// `TVMFFIAny`: type index, small-string length (or zero padding), payload. 16 bytes.
 #[repr(C)]
 #[derive(Clone, Copy)]

@@ -29,6 +29,7 @@ pub fn all() -> Vec<(&'static str, Function)> {
     v.extend(crate::function::builtins());
     v.extend(crate::module::builtins());
     v.extend(crate::module::pinned::builtins());
+    v.extend(crate::module::cxx::builtins());
     v.extend(crate::contrib::examplejson::module::builtins());
     v.extend(crate::contrib::sort::builtins());
     v.extend(crate::contrib::random::builtins());

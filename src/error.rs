@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use crate::object::ObjectRef;
+
 /// A runtime error with TVM's error kind and a human-readable message.
 ///
 /// The fields live behind one box (read them through `Deref`: `err.kind`, `err.message`), so
@@ -22,6 +24,12 @@ pub struct ErrorData {
     pub message: String,
     /// A backtrace text (may be empty); kept so errors crossing the FFI keep theirs.
     pub backtrace: String,
+    /// The error this one was raised from (an error object's `cause_chain`), kept so an error
+    /// that passes through tvmrt keeps it.
+    pub cause: Option<ObjectRef>,
+    /// The error object's `extra_context` (for instance the `ffi.VisitErrorContext` a
+    /// structural traversal records), kept likewise.
+    pub extra_context: Option<ObjectRef>,
 }
 
 impl std::ops::Deref for Error {
@@ -53,6 +61,8 @@ impl Error {
             kind: kind.into(),
             message: message.into(),
             backtrace: String::new(),
+            cause: None,
+            extra_context: None,
         }))
     }
 

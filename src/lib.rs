@@ -14,6 +14,9 @@ pub mod builtins;
 pub mod capi;
 pub mod contrib;
 pub mod device;
+// Not scanned for tvmrt.h: tvm-ffi's C++ ABI declares C++ functions and exports no C ones.
+/// cbindgen:ignore
+pub mod cxx;
 pub mod dtype;
 pub mod error;
 pub mod function;

@@ -47,7 +47,10 @@ fn every_fixture_format_loads_and_is_checked() {
             let held: Vec<String> = match cm.image() {
                 None => {
                     assert_eq!(fmt, "cuda");
-                    let src = m.implementation().inspect_source("");
+                    let src = m
+                        .implementation()
+                        .expect("a tvmrt module")
+                        .inspect_source("");
                     assert!(src.contains("extern \"C\" __global__"), "{name}");
                     vec![]
                 }

@@ -243,7 +243,7 @@ fn data_spaces_streams_and_scopes() {
     drop(t);
     assert_eq!(live_buffers(), before);
     // Streams: OpenCL has one queue per device, as in TVM.
-    let mut s = 0x1 as *mut c_void;
+    let mut s = std::ptr::dangling_mut::<c_void>();
     // SAFETY: valid out pointer.
     assert_eq!(unsafe { TVMStreamCreate(OPENCL, 0, &mut s) }, 0);
     assert!(s.is_null());
@@ -265,7 +265,7 @@ fn workspaces_come_from_a_pool() {
     let a = TVMBackendAllocWorkspace(OPENCL, 0, 1000, 2, 32);
     assert!(!a.is_null());
     let desc = tvmrt::device::opencl::buffer::lookup(a, "workspace").unwrap();
-    assert!(desc.nbytes >= 1000 && desc.nbytes % 4096 == 0);
+    assert!(desc.nbytes >= 1000 && desc.nbytes.is_multiple_of(4096));
     // SAFETY: `a` came from TVMBackendAllocWorkspace on this device.
     assert_eq!(unsafe { TVMBackendFreeWorkspace(OPENCL, 0, a) }, 0);
     // SAFETY: a second free is refused.

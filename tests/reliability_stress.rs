@@ -265,7 +265,7 @@ fn op_registry(thread: usize, iter: u64) {
 /// Loads a kernel library, calls it, frees everything (the same file is loaded by other
 /// threads at the same time).
 fn op_module(iter: u64) {
-    let (lib, name) = if iter % 2 == 0 {
+    let (lib, name) = if iter.is_multiple_of(2) {
         ("add_dyn.so", "add")
     } else {
         ("two_funcs.so", "inner")
@@ -280,7 +280,7 @@ fn op_module(iter: u64) {
     let ys: Vec<f32> = (0..n).map(|i| (i * 2) as f32 + 0.5).collect();
     a.fill(&xs);
     b.fill(&ys);
-    let as_nd = iter % 3 != 0;
+    let as_nd = !iter.is_multiple_of(3);
     if name == "add" {
         drop(m); // The function keeps the library loaded.
         call(f.0, &[a.arg(as_nd), b.arg(as_nd), c.arg(as_nd)]);

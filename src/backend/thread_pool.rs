@@ -164,7 +164,9 @@ fn spin_until(mut ready: impl FnMut() -> bool) -> bool {
         } else {
             // Yielding lets a descheduled task run when there are more threads than cores.
             thread::yield_now();
-            if i % 16 == 0 && start.get_or_insert_with(Instant::now).elapsed() > SPIN_BEFORE_PARK {
+            if i.is_multiple_of(16)
+                && start.get_or_insert_with(Instant::now).elapsed() > SPIN_BEFORE_PARK
+            {
                 return false;
             }
         }
@@ -735,7 +737,7 @@ pub unsafe fn run_once(handle: *mut *mut c_void, f: RunOnceFn, cdata: *mut c_voi
     // SAFETY: the caller vouched for `f` and `cdata`.
     let code = unsafe { f(cdata) };
     let detail = if code != 0 { task_error_detail() } else { None };
-    cell.store(1usize as *mut c_void, Ordering::Release);
+    cell.store(std::ptr::dangling_mut::<c_void>(), Ordering::Release);
     active.lock().remove(&key);
     cv.notify_all();
     if code == 0 {

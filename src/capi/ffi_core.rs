@@ -13,12 +13,21 @@ use crate::object::error_obj::new_error;
 use crate::object::{dec_ref_raw, inc_ref_raw, ObjectHeader, ObjectRef};
 use crate::value::{Any, AnyView};
 
-/// The tvm-ffi ABI version tvmrt implements (tvm-ffi 0.1.x).
+/// The tvm-ffi version tvmrt implements: the one its `tvm/ffi/c_api.h` declares
+/// (`TVM_FFI_VERSION_MAJOR/MINOR/PATCH`, read by build.rs), so a program compiled against the
+/// shipped header sees the version it was compiled for.
 pub const FFI_VERSION: TVMFFIVersion = TVMFFIVersion {
-    major: 0,
-    minor: 1,
-    patch: 15,
+    major: header_number(env!("TVMRT_FFI_VERSION_MAJOR")),
+    minor: header_number(env!("TVMRT_FFI_VERSION_MINOR")),
+    patch: header_number(env!("TVMRT_FFI_VERSION_PATCH")),
 };
+
+const fn header_number(text: &str) -> u32 {
+    match u32::from_str_radix(text, 10) {
+        Ok(v) => v,
+        Err(_) => panic!("build.rs passes a decimal version number"),
+    }
+}
 
 /// Reads a `TVMFFIByteArray*` argument as UTF-8.
 ///

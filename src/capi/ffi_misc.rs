@@ -6,17 +6,18 @@ use std::alloc::Layout;
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use once_cell::sync::Lazy;
 use parking_lot::RwLock;
 
-use crate::abi::{deleter_flag, type_index as ti, AnyPayload, TVMFFIAny, TVMFFIByteArray};
+use crate::abi::{type_index as ti, TVMFFIAny, TVMFFIByteArray};
 use crate::capi::boundary::{c_str, non_null, run_or, write_out};
 use crate::error::{Error, Result};
+use crate::object::big_int::{big_int_from_words, BIG_INT_WORDS_OFFSET};
 use crate::object::error_obj::new_error_with_cause;
 use crate::object::type_registry::static_index;
-use crate::object::{ObjectHeader, ObjectRef};
+use crate::object::ObjectRef;
 
 // ---------------------------------------------------------------------------------------------
 // Custom allocator
@@ -289,88 +290,6 @@ pub unsafe extern "C" fn TVMFFIBacktrace(
 // Big integers
 // ---------------------------------------------------------------------------------------------
 
-/// Offset of the words in a big-int object: the header, then a `size_t` word count
-/// (tvm-ffi `big_int.h`, `BigIntObj` and `BigIntUnsafe::GetArrayView`).
-const BIG_INT_WORDS_OFFSET: usize = std::mem::size_of::<ObjectHeader>() + 8;
-
-fn big_int_layout(words: usize) -> Result<Layout> {
-    words
-        .checked_mul(8)
-        .and_then(|n| n.checked_add(BIG_INT_WORDS_OFFSET))
-        .and_then(|n| Layout::from_size_align(n, 8).ok())
-        .ok_or_else(|| Error::value(format!("big integer of {words} words is too large")))
-}
-
-/// Deleter of tvmrt's big-int objects (plain words: only the weak flag frees memory).
-///
-/// # Safety
-/// Called by the reference-count protocol with a block from [`new_big_int`].
-unsafe extern "C" fn big_int_deleter(ptr: *mut c_void, flags: i32) {
-    run_or("big int deleter", (), || {
-        if flags & deleter_flag::WEAK != 0 {
-            // SAFETY: the word count sits right after the header and is never changed.
-            let words = unsafe { ptr.cast::<u8>().add(24).cast::<usize>().read() };
-            let layout = big_int_layout(words)?;
-            // SAFETY: allocated by `new_big_int` with this layout.
-            unsafe { std::alloc::dealloc(ptr.cast(), layout) };
-        }
-        Ok(())
-    })
-}
-
-/// Allocates a big-int object holding `words` (already in minimal form, more than one word).
-fn new_big_int(words: &[i64]) -> Result<ObjectRef> {
-    let layout = big_int_layout(words.len())?;
-    // SAFETY: the layout is non-zero sized.
-    let block = unsafe { std::alloc::alloc(layout) };
-    if block.is_null() {
-        return Err(Error::runtime("out of memory for a big integer"));
-    }
-    // SAFETY: the block holds the header, the count and the words, 8-byte aligned.
-    unsafe {
-        block.cast::<ObjectHeader>().write(ObjectHeader {
-            // One strong and one weak reference, as every new object (object.h).
-            combined_ref_count: AtomicU64::new(1 | (1 << 32)),
-            type_index: static_index::BIG_INT,
-            padding: 0,
-            deleter: Some(big_int_deleter),
-        });
-        block.add(24).cast::<usize>().write(words.len());
-        std::ptr::copy_nonoverlapping(
-            words.as_ptr(),
-            block.add(BIG_INT_WORDS_OFFSET).cast::<i64>(),
-            words.len(),
-        );
-        ObjectRef::from_raw_owned(block.cast()).ok_or_else(|| Error::runtime("null big-int block"))
-    }
-}
-
-/// Builds an integer value from two's-complement words, least significant first: an `int` when
-/// it fits 64 bits, else a `ffi.BigInt` object (index 78) in minimal form (redundant sign
-/// words dropped, as tvm-ffi's `BigIntUnsafe::Normalize`).
-pub fn big_int_from_words(words: &[i64]) -> Result<TVMFFIAny> {
-    let mut n = words.len();
-    while n > 1 && words[n - 1] == if words[n - 2] < 0 { -1 } else { 0 } {
-        n -= 1;
-    }
-    if n <= 1 {
-        let v = words.first().copied().unwrap_or(0);
-        return Ok(TVMFFIAny {
-            type_index: ti::INT,
-            small_str_len: 0,
-            payload: AnyPayload { v_int64: v },
-        });
-    }
-    let obj = new_big_int(&words[..n])?;
-    Ok(TVMFFIAny {
-        type_index: static_index::BIG_INT,
-        small_str_len: 0,
-        payload: AnyPayload {
-            v_obj: obj.into_raw(),
-        },
-    })
-}
-
 /// Makes an integer from native-endian int64 words, least significant first (`input->size`
 /// a multiple of 8; empty is zero). `*out` owns the result.
 ///
@@ -396,7 +315,7 @@ pub unsafe extern "C" fn TVMFFIBigIntFromByteArray(
             .chunks_exact(8)
             .map(|c| i64::from_ne_bytes(c.try_into().expect("8-byte chunk")))
             .collect();
-        let value = big_int_from_words(&words)?;
+        let value = big_int_from_words(&words)?.into_raw();
         // SAFETY: checked non-null; writable per the contract.
         unsafe { write_out(out, value, "out") }
     })

@@ -100,6 +100,7 @@ pub unsafe extern "C" fn TVMFFITypeGetOrAllocIndex(
 #[no_mangle]
 pub extern "C" fn TVMFFIGetTypeInfo(type_index: i32) -> *const TVMFFITypeInfo {
     run_or("TVMFFIGetTypeInfo", std::ptr::null(), || {
+        crate::function::registry::ensure_builtins();
         let mut ptr = std::ptr::null();
         print_unchecked(
             "TVMFFIGetTypeInfo",
@@ -190,6 +191,7 @@ pub unsafe extern "C" fn TVMFFIGetTypeAttrColumn(
     attr_name: *const TVMFFIByteArray,
 ) -> *const TVMFFITypeAttrColumn {
     run_or("TVMFFIGetTypeAttrColumn", std::ptr::null(), || {
+        crate::function::registry::ensure_builtins();
         let mut column = std::ptr::null();
         print_unchecked(
             "TVMFFIGetTypeAttrColumn",

@@ -1,4 +1,5 @@
-//! The C doors: every `extern "C"` function of tvmrt lives below this module.
+//! The C doors: every `extern "C"` function of tvmrt lives below this module (and, in
+//! `cxx_abi`, the C++ functions and data tvm-ffi's C++ headers declare).
 //!
 //! Each export is a thin translation onto safe Rust wrapped in [`boundary::run`] (through the
 //! `ffi_try!` macro): panics are caught, errors become the thread's raised error, and the
@@ -10,6 +11,10 @@ pub mod backend;
 pub mod classic_error;
 pub mod classic_extra;
 pub mod classic_func;
+// Not scanned for tvmrt.h: tvm-ffi's C++ functions, declared by tvm-ffi's C++ headers.
+/// cbindgen:ignore
+#[cfg(tvmrt_cxx)]
+pub mod cxx_abi;
 pub mod dlpack;
 pub mod env;
 pub mod ffi_core;

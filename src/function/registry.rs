@@ -21,6 +21,13 @@ static TABLE: Lazy<RwLock<HashMap<String, Function>>> = Lazy::new(|| {
     RwLock::new(map)
 });
 
+/// Installs the built-in functions now if nothing has touched the table yet. With them the
+/// library's reflected types and their type attributes are registered, which C++ clients may
+/// read (a type attribute column, a type's metadata) before they call any function.
+pub fn ensure_builtins() {
+    Lazy::force(&TABLE);
+}
+
 /// Metadata (tvm-ffi's JSON text: type schema, ...) of functions registered with some.
 static METADATA: Lazy<RwLock<HashMap<String, String>>> = Lazy::new(|| RwLock::new(HashMap::new()));
 

@@ -268,7 +268,7 @@ impl GraphExecutor {
             .cast::<u8>()
             .wrapping_add(src.byte_offset as usize)
             .cast::<c_void>();
-        if data as usize % ZERO_COPY_ALIGNMENT != 0 {
+        if !(data as usize).is_multiple_of(ZERO_COPY_ALIGNMENT) {
             crate::bail_value!("{what}: data is not {ZERO_COPY_ALIGNMENT}-byte aligned");
         }
         // Every entry in the same storage block (a reshape `__nop` of the input, say) now
@@ -782,7 +782,7 @@ impl ModuleKind for GraphExecutor {
 /// `run_from_inputs(device_type, device_id, key, tensor, ...)`: sets the inputs, runs, and
 /// returns copies of the outputs on the given (host) device.
 fn run_from_inputs(e: &GraphExecutor, args: &[AnyView<'_>]) -> Result<Any> {
-    if args.len() % 2 != 0 || args.len() < 2 {
+    if !args.len().is_multiple_of(2) || args.len() < 2 {
         crate::bail_value!(
             "run_from_inputs: expected device type, device id, then key/value pairs; got {} \
              arguments",

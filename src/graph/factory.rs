@@ -128,7 +128,7 @@ pub fn devices_from_args(args: &[AnyView<'_>]) -> Result<Vec<DLDevice>> {
     if args.iter().all(|a| a.as_device().is_some()) {
         return Ok(args.iter().filter_map(AnyView::as_device).collect());
     }
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         crate::bail_type!(
             "expected devices, or device type and id pairs; got {} arguments",
             args.len()

@@ -94,7 +94,7 @@ fn create(args: &[AnyView<'_>]) -> Result<Any> {
 
 /// `tvm.graph_executor_factory.create(graph_json, lib, module_name, name0, tensor0, ...)`.
 fn create_factory(args: &[AnyView<'_>]) -> Result<Any> {
-    if args.len() < 3 || (args.len() - 3) % 2 != 0 {
+    if args.len() < 3 || !(args.len() - 3).is_multiple_of(2) {
         crate::bail_type!(
             "tvm.graph_executor_factory.create expects graph_json, lib, module_name, then \
              name/tensor pairs; got {} arguments",

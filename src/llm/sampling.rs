@@ -115,7 +115,7 @@ pub fn sample_top_p_from_logits(
         }
     }
     let first = data[0].0 as f64;
-    if uniform.partial_cmp(&first).map_or(true, |o| o.is_gt()) {
+    if uniform.partial_cmp(&first).is_none_or(|o| o.is_gt()) {
         return Err(Error::runtime(format!(
             "{F}: Check failed: uniform_sample <= data[0].first ({uniform} vs {})",
             data[0].0

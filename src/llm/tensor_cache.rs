@@ -236,7 +236,7 @@ fn load_shard(dir: &Path, shard: &Value, device: DLDevice) -> Result<Vec<(String
     for r in &records {
         if r.byte_offset
             .checked_add(r.nbytes)
-            .map_or(true, |end| end > nbytes)
+            .is_none_or(|end| end > nbytes)
         {
             crate::bail_value!(
                 "Error when loading parameters from {path}: record `{}` ({} bytes at offset {}) \
@@ -261,7 +261,7 @@ fn load_shard(dir: &Path, shard: &Value, device: DLDevice) -> Result<Vec<(String
             t.copy_from_bytes(&decoded)?;
             t
         } else if device.device_type.0 == CPU
-            && (bytes.as_ptr() as usize) % ALLOC_ALIGNMENT == 0
+            && (bytes.as_ptr() as usize).is_multiple_of(ALLOC_ALIGNMENT)
             && !bytes.is_empty()
         {
             Tensor::over_mapped(bytes, &r.shape, r.dtype, device, owner.clone())?

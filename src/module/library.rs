@@ -56,10 +56,11 @@ use std::sync::{Arc, Weak};
 use once_cell::sync::Lazy;
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use super::{ImportList, Module, ModuleKind};
+use super::{Module, ModuleKind};
 use crate::abi::{type_code, type_index, TVMBackendPackedCFunc, TVMFFIAny, TVMValue};
 use crate::error::{Error, Result};
 use crate::function::{Function, FunctionImpl, FunctionObj};
+use crate::object::WeakObjectRef;
 use crate::value::classic::{classic_to_raw, ClassicArgs};
 use crate::value::{Any, AnyView};
 
@@ -296,8 +297,9 @@ pub(crate) fn library_function_of(f: &Function) -> Option<&LibraryFunction> {
 /// `__tvm_ffi__library_ctx` / `__tvm_module_ctx`).
 pub(crate) struct LibraryContext {
     state_id: usize,
-    /// Import lists of the loads whose imports are searched (the first live one is used).
-    roots: Mutex<Vec<Weak<ImportList>>>,
+    /// The modules of the loads whose imports are searched (the first live one is used), held
+    /// weakly: the context must not keep a load alive.
+    roots: Mutex<Vec<WeakObjectRef>>,
     /// Found functions; compiled code keeps borrowed handles to them.
     cache: Mutex<HashMap<String, Function>>,
 }
@@ -311,19 +313,21 @@ impl LibraryContext {
         }
     }
 
-    fn register_root(&self, imports: &Arc<ImportList>) {
+    fn register_root(&self, module: &Module) {
         let mut roots = self.roots.lock();
         roots.retain(|w| w.strong_count() > 0);
-        roots.push(Arc::downgrade(imports));
+        roots.push(module.object().downgrade());
     }
 
     fn lookup(&self, name: &str) -> Result<*mut c_void> {
         if let Some(f) = self.cache.lock().get(name) {
             return Ok(f.object().as_ptr());
         }
-        let root = self.roots.lock().iter().find_map(Weak::upgrade);
-        let imports = root.as_ref().map(|r| r.read().clone()).unwrap_or_default();
-        drop(root);
+        let root = self.roots.lock().iter().find_map(WeakObjectRef::upgrade);
+        let imports = root
+            .and_then(|r| Module::from_object(r).ok())
+            .map(|m| m.imports())
+            .unwrap_or_default();
         let found = super::lookup_in_imports_then_global(&imports, name)?;
         // A function of this very library would keep the library alive from its own cache (a
         // reference cycle): cache a copy that does not own the module instead.
@@ -571,15 +575,15 @@ impl LibraryState {
     /// Lets compiled code of this library search `root_imports` (classic context) and
     /// `lib_imports` (tvm-ffi context).
     pub(crate) fn register_roots(&self, classic_root: &Module, ffi_libs: &[Module]) {
-        self.classic_ctx.register_root(classic_root.import_list());
+        self.classic_ctx.register_root(classic_root);
         for m in ffi_libs {
-            self.ffi_ctx.register_root(m.import_list());
+            self.ffi_ctx.register_root(m);
             // Classic code searches from the root, as TVM; when the root is gone but the
             // library module lives on (a graph executor keeps only the library of its
             // factory), the library's own imports (its device modules) still serve it, where
             // TVM's context would dangle.
             if m.as_ptr() != classic_root.as_ptr() {
-                self.classic_ctx.register_root(m.import_list());
+                self.classic_ctx.register_root(m);
             }
         }
     }
@@ -706,7 +710,7 @@ mod exports {
     }
 }
 
-fn context_symbols() -> Vec<(String, usize)> {
+pub(crate) fn context_symbols() -> Vec<(String, usize)> {
     // Sources: tvm-ffi's registrations in TVM 0.27 `src/runtime/module.cc`
     // (TVM_INIT_CONTEXT_FUNC) and TVM <= 0.20 `InitContextFunctions`.
     // Each entry is `__` + the export's name, pointing at that export.
@@ -751,15 +755,31 @@ impl Dso {
         use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
         // SAFETY: opening runs the library's initializers; loading a library is what the
         // caller asked for (TVM does the same).
-        let lib = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }.map_err(|e| {
-            // libloading keeps dlerror()'s text (e.g. "undefined symbol: ...") in the source.
-            let text = match std::error::Error::source(&e) {
-                Some(reason) => format!("{e}: {reason}"),
-                None => e.to_string(),
-            };
+        let open = || unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) };
+        // libloading keeps dlerror()'s text (e.g. "undefined symbol: ...") in the source.
+        let text_of = |e: &libloading::Error| match std::error::Error::source(e) {
+            Some(reason) => format!("{e}: {reason}"),
+            None => e.to_string(),
+        };
+        let lib = match open() {
+            // A library built against tvm-ffi: tvmrt's alias gives it the name it needs.
+            Err(e) if super::tvm_ffi_alias::is_missing_alias(&text_of(&e)) => {
+                if super::tvm_ffi_alias::ensure_loaded() {
+                    open()
+                } else {
+                    Err(e)
+                }
+            }
+            r => r,
+        };
+        let lib = lib.map_err(|e| {
+            let text = text_of(&e);
             let hint = if text.contains("undefined symbol: TVM") {
                 " (the library needs the TVM runtime's C symbols: link the program against \
                  libtvmrt.so, or export tvmrt's symbols from the executable with -rdynamic)"
+            } else if super::tvm_ffi_alias::is_missing_alias(&text) {
+                " (the library was built against tvm-ffi: install tvmrt's libtvm_ffi.so alias \
+                 beside libtvmrt.so, see cmake/tvm_ffi_alias.sh)"
             } else {
                 ""
             };

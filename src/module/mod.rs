@@ -45,6 +45,9 @@
 
 pub mod blob;
 pub mod callback;
+// Not scanned for tvmrt.h: it declares C++ functions and exports no C ones.
+/// cbindgen:ignore
+pub mod cxx;
 pub(crate) mod dynsym;
 pub mod elf_check;
 pub mod library;
@@ -52,18 +55,21 @@ pub mod loader;
 pub mod pinned;
 pub mod reflect;
 pub mod system_lib;
+pub mod tvm_ffi_alias;
 
 use std::any::Any as StdAny;
 use std::collections::{HashMap, HashSet};
-use std::ffi::c_void;
-use std::sync::Arc;
+use std::ffi::{c_void, CString};
+use std::sync::atomic::{AtomicPtr, Ordering};
 
-use parking_lot::{Mutex, RwLock};
+use once_cell::sync::Lazy;
+use parking_lot::Mutex;
 
 use crate::abi::type_index;
 use crate::error::{Error, Result};
 use crate::function::Function;
-use crate::object::{new_object, ObjectPayload, ObjectRef};
+use crate::object::containers::array::{array_items, new_array};
+use crate::object::{new_object, new_object_with_vptr, ObjectPayload, ObjectRef};
 use crate::value::{Any, AnyView};
 
 pub use loader::{load_dso, load_from_file};
@@ -146,28 +152,69 @@ pub trait ModuleKind: AsAny + Send + Sync + 'static {
     }
 }
 
-/// The import list of a module, shared (weakly) with the library contexts that compiled code
-/// searches (see [`library`]).
-pub(crate) type ImportList = RwLock<Vec<Module>>;
-
-/// Payload of a module object (type index 73). Its layout is private: C code only holds module
-/// handles and calls the module API.
+/// Payload of a module object made by tvmrt (type index 73), laid out as tvm-ffi's C++
+/// `ModuleObj` is after its header (`extra/module.h`): `imports_` (an `ffi.Array` of the
+/// imported modules) and `import_lookup_cache_`, both read by C++ code built against tvm-ffi's
+/// headers, then tvmrt's own fields. The object starts with a vtable pointer 8 bytes before the
+/// header (`crate::cxx`), so C++ code calls its virtual functions like any `ModuleObj`'s.
+#[repr(C)]
 pub struct ModuleObj {
+    slots: ModuleSlots,
     imp: Box<dyn ModuleKind>,
-    imports: Arc<ImportList>,
-    /// Functions found for compiled code through `TVMBackendGetFuncFromEnv` /
-    /// `TVMFFIEnvModLookupFromImports` with this module as context; the handles returned are
-    /// borrowed from here (as TVM's `import_cache_`), so they live as long as the module.
-    env_cache: Mutex<HashMap<String, Function>>,
+    /// The kind, NUL-terminated: what the C++ `kind()` returns.
+    kind_c: CString,
 }
 
-// SAFETY: no public cell (module layouts are private in tvm-ffi too); `ModuleKind` is
-// `Send + Sync` and the rest is locked.
+/// The fields every `ModuleObj` has after its header, whoever made it: owned references (or
+/// null).
+#[repr(C)]
+pub(crate) struct ModuleSlots {
+    /// `imports_`: an `ffi.Array` of modules. tvmrt replaces the whole array on change (under
+    /// [`SLOTS_LOCK`]), so a reader holding a reference sees a consistent list.
+    imports: AtomicPtr<c_void>,
+    /// `import_lookup_cache_`: tvmrt keeps an [`EnvCache`] here (in a module made by C++ code it
+    /// replaces the empty map found there).
+    lookup_cache: AtomicPtr<c_void>,
+}
+
+impl Drop for ModuleSlots {
+    fn drop(&mut self) {
+        for slot in [&mut self.imports, &mut self.lookup_cache] {
+            let p = *slot.get_mut();
+            if !p.is_null() {
+                // SAFETY: the slot owns one strong reference.
+                unsafe { crate::object::dec_ref_raw(p) };
+            }
+        }
+    }
+}
+
+/// Serializes the changes to modules' slots with tvmrt's reads of them (C++ code reading
+/// `imports_` inline is not synchronized, as in tvm-ffi).
+static SLOTS_LOCK: Mutex<()> = Mutex::new(());
+
+// SAFETY: no public cell beyond tvm-ffi's `ModuleObj` fields (the slots, first); `ModuleKind` is
+// `Send + Sync` and the slots change atomically under `SLOTS_LOCK`.
 unsafe impl ObjectPayload for ModuleObj {
     const TYPE_INDEX: i32 = type_index::MODULE;
 }
 
-/// A reference to a module object created by tvmrt.
+/// The cache of `TVMFFIEnvModLookupFromImports` / `TVMBackendGetFuncFromEnv` for compiled code
+/// whose context is a module: compiled code keeps the handles returned, borrowed from here (as
+/// TVM's `import_lookup_cache_`), so they live as long as the module.
+struct EnvCache(Mutex<HashMap<String, Function>>);
+
+// SAFETY: no public cell; the map is locked.
+unsafe impl ObjectPayload for EnvCache {
+    const TYPE_INDEX: i32 = type_index::OBJECT;
+}
+
+/// An empty import list shared by new modules (arrays are replaced, never changed, by tvmrt;
+/// C++ code copies a shared one before changing it).
+static NO_IMPORTS: Lazy<ObjectRef> = Lazy::new(|| new_array(Vec::new()));
+
+/// A reference to a module object: one tvmrt made, or one made by C++ code built against
+/// tvm-ffi's headers (a `tvm::ffi::ModuleObj` subclass), called through its own vtable.
 #[derive(Clone)]
 pub struct Module(ObjectRef);
 
@@ -177,17 +224,34 @@ impl std::fmt::Debug for Module {
     }
 }
 
+/// Who implements a module.
+enum Imp<'a> {
+    /// tvmrt: a [`ModuleKind`].
+    Rust(&'a ModuleObj),
+    /// C++ code: virtual calls (`cxx`).
+    Cxx,
+}
+
 impl Module {
     /// A new module of the given kind, with no imports.
     pub fn new<K: ModuleKind>(kind: K) -> Module {
-        Module(new_object(ModuleObj {
+        let kind_c = CString::new(kind.kind().replace('\0', "?")).unwrap_or_default();
+        let payload = ModuleObj {
+            slots: ModuleSlots {
+                imports: AtomicPtr::new(NO_IMPORTS.clone().into_raw()),
+                lookup_cache: AtomicPtr::new(std::ptr::null_mut()),
+            },
             imp: Box::new(kind),
-            imports: Arc::new(RwLock::new(Vec::new())),
-            env_cache: Mutex::new(HashMap::new()),
-        }))
+            kind_c,
+        };
+        Module(new_object_with_vptr(
+            crate::cxx::rust_module_vptr(),
+            payload,
+        ))
     }
 
-    /// Wraps an object, checking that it is a module created by tvmrt.
+    /// Wraps an object, checking that it is a module (`ffi.Module`, type index 73): one tvmrt
+    /// made, or a C++ `tvm::ffi::ModuleObj` (every object of that type index is one).
     pub fn from_object(obj: ObjectRef) -> Result<Module> {
         if obj.type_index() != type_index::MODULE {
             return Err(Error::type_error(format!(
@@ -195,10 +259,10 @@ impl Module {
                 crate::value::type_name(obj.type_index())
             )));
         }
-        if !obj.is::<ModuleObj>() {
+        if !obj.is::<ModuleObj>() && !crate::cxx::ENABLED {
             return Err(Error::type_error(
-                "the module object was not created by tvmrt (modules of another runtime cannot \
-                 be used here)",
+                "the module object was not created by tvmrt, and this build of tvmrt has no C++ \
+                 part to call modules made by C++ code",
             ));
         }
         Ok(Module(obj))
@@ -223,11 +287,18 @@ impl Module {
         Module::from_object(obj).map_err(|e| Error::type_error(format!("`{what}`: {}", e.message)))
     }
 
-    fn obj(&self) -> &ModuleObj {
-        // Checked by every constructor.
-        self.0
-            .downcast_ref::<ModuleObj>()
-            .expect("Module always wraps a ModuleObj")
+    fn imp(&self) -> Imp<'_> {
+        match self.0.downcast_ref::<ModuleObj>() {
+            Some(obj) => Imp::Rust(obj),
+            None => Imp::Cxx,
+        }
+    }
+
+    /// The fields after the header, in a module of either maker.
+    pub(crate) fn slots(&self) -> &ModuleSlots {
+        // SAFETY: every module object (tvmrt's `ModuleObj`, or a C++ `ModuleObj`) has these two
+        // pointer fields right after its header, alive while the object is.
+        unsafe { &*self.0.cell_ptr().cast::<ModuleSlots>() }
     }
 
     /// The underlying object.
@@ -245,22 +316,71 @@ impl Module {
         self.0.as_ptr()
     }
 
-    /// The type key.
-    pub fn kind(&self) -> &str {
-        self.obj().imp.kind()
+    /// Whether C++ code made this module (it is then called through its vtable).
+    pub fn is_cxx(&self) -> bool {
+        matches!(self.imp(), Imp::Cxx)
     }
 
-    /// The kind's implementation, if it is a `T`.
+    /// The type key.
+    pub fn kind(&self) -> &str {
+        match self.imp() {
+            Imp::Rust(obj) => obj.imp.kind(),
+            Imp::Cxx => cxx::kind(self),
+        }
+    }
+
+    /// The kind, NUL-terminated, for a tvmrt module (what its C++ `kind()` returns).
+    pub(crate) fn kind_c(&self) -> Option<&CString> {
+        match self.imp() {
+            Imp::Rust(obj) => Some(&obj.kind_c),
+            Imp::Cxx => None,
+        }
+    }
+
+    /// The kind's implementation, if it is a `T` (never for a module made by C++ code).
     pub fn downcast<T: ModuleKind>(&self) -> Option<&T> {
-        // Deref the box first: `Box<dyn ModuleKind>` is itself `AsAny`.
-        (*self.obj().imp).as_any().downcast_ref::<T>()
+        match self.imp() {
+            // Deref the box first: `Box<dyn ModuleKind>` is itself `AsAny`.
+            Imp::Rust(obj) => (*obj.imp).as_any().downcast_ref::<T>(),
+            Imp::Cxx => None,
+        }
+    }
+
+    /// The kind's implementation, for a module tvmrt made.
+    pub fn implementation(&self) -> Option<&dyn ModuleKind> {
+        match self.imp() {
+            Imp::Rust(obj) => Some(&*obj.imp),
+            Imp::Cxx => None,
+        }
+    }
+
+    /// This module's own function `name` (not its imports').
+    fn own_function(&self, name: &str) -> Result<Option<Function>> {
+        match self.imp() {
+            Imp::Rust(obj) => obj.imp.get_function(self, name),
+            Imp::Cxx => cxx::get_function(self, name),
+        }
+    }
+
+    fn own_function_info(&self, name: &str, what: FunctionInfo) -> Result<Option<String>> {
+        match self.imp() {
+            Imp::Rust(obj) => obj.imp.function_info(name, what),
+            Imp::Cxx => cxx::function_info(self, name, what),
+        }
+    }
+
+    fn own_implements(&self, name: &str) -> Result<bool> {
+        match self.imp() {
+            Imp::Rust(obj) => Ok(obj.imp.implements_function(self, name)),
+            Imp::Cxx => cxx::implements_function(self, name),
+        }
     }
 
     /// Looks `name` up in this module, then (when `query_imports`) depth-first in its imports,
     /// each import before the next one's imports, as TVM does. Modules reachable twice are
     /// searched once.
     pub fn get_function(&self, name: &str, query_imports: bool) -> Result<Option<Function>> {
-        if let Some(f) = self.obj().imp.get_function(self, name)? {
+        if let Some(f) = self.own_function(name)? {
             return Ok(Some(f));
         }
         if !query_imports {
@@ -268,7 +388,7 @@ impl Module {
         }
         let mut found = None;
         self.walk_imports(|m| {
-            found = m.obj().imp.get_function(m, name)?;
+            found = m.own_function(name)?;
             Ok(found.is_some())
         })?;
         Ok(found)
@@ -282,7 +402,7 @@ impl Module {
         what: FunctionInfo,
         query_imports: bool,
     ) -> Result<Option<String>> {
-        if let Some(s) = self.obj().imp.function_info(name, what)? {
+        if let Some(s) = self.own_function_info(name, what)? {
             return Ok(Some(s));
         }
         if !query_imports {
@@ -290,26 +410,34 @@ impl Module {
         }
         let mut found = None;
         self.walk_imports(|m| {
-            found = m.obj().imp.function_info(name, what)?;
+            found = m.own_function_info(name, what)?;
             Ok(found.is_some())
         })?;
         Ok(found)
     }
 
-    /// Whether `name` is found in this module (or, when `query_imports`, in its imports).
+    /// Whether `name` is found in this module (or, when `query_imports`, in its imports). A
+    /// module made by C++ code that fails to answer counts as not having it; see
+    /// [`Module::try_implements_function`].
     pub fn implements_function(&self, name: &str, query_imports: bool) -> bool {
-        if self.obj().imp.implements_function(self, name) {
-            return true;
+        self.try_implements_function(name, query_imports)
+            .unwrap_or(false)
+    }
+
+    /// [`Module::implements_function`], with the error of a module that failed to answer.
+    pub fn try_implements_function(&self, name: &str, query_imports: bool) -> Result<bool> {
+        if self.own_implements(name)? {
+            return Ok(true);
         }
         if !query_imports {
-            return false;
+            return Ok(false);
         }
         let mut found = false;
-        let _ = self.walk_imports(|m| {
-            found = m.obj().imp.implements_function(m, name);
+        self.walk_imports(|m| {
+            found = m.own_implements(name)?;
             Ok(found)
-        });
-        found
+        })?;
+        Ok(found)
     }
 
     /// Visits the imports depth-first (pre-order) until `visit` returns true. No lock is held
@@ -333,13 +461,56 @@ impl Module {
         Ok(())
     }
 
-    /// The modules this module imports, in order.
+    /// The `imports_` array (a new reference; an empty array if the slot is null).
+    pub fn imports_array(&self) -> ObjectRef {
+        let _guard = SLOTS_LOCK.lock();
+        let p = self.slots().imports.load(Ordering::Acquire);
+        // SAFETY: the slot holds a reference to a live array; the lock keeps it from being
+        // replaced (and released) while a new reference is taken.
+        unsafe { ObjectRef::from_raw_borrowed(p) }.unwrap_or_else(|| NO_IMPORTS.clone())
+    }
+
+    /// The modules this module imports, in order (an entry that is not a module, which only
+    /// C++ code could put there, is left out).
     pub fn imports(&self) -> Vec<Module> {
-        self.obj().imports.read().clone()
+        let array = self.imports_array();
+        let Some(items) = array_items(&array) else {
+            return Vec::new();
+        };
+        items
+            .iter()
+            .filter_map(|v| v.as_object())
+            .filter_map(|o| Module::from_object(o).ok())
+            .collect()
+    }
+
+    /// Replaces the import list.
+    fn set_imports(&self, modules: Vec<Module>) {
+        let array = new_array(modules.into_iter().map(Any::from).collect());
+        let old = {
+            let _guard = SLOTS_LOCK.lock();
+            self.slots()
+                .imports
+                .swap(array.into_raw(), Ordering::AcqRel)
+        };
+        // Released after the lock: dropping modules may run arbitrary code.
+        if !old.is_null() {
+            // SAFETY: the slot owned this reference.
+            unsafe { crate::object::dec_ref_raw(old) };
+        }
     }
 
     /// Imports `other`. Fails when that would make a cycle (tvm-ffi `ModuleObj::ImportModule`).
+    /// A module made by C++ code imports through its own (virtual) `ImportModule`.
     pub fn import(&self, other: &Module) -> Result<()> {
+        match self.imp() {
+            Imp::Rust(_) => self.import_checked(other),
+            Imp::Cxx => cxx::import_module(self, other),
+        }
+    }
+
+    /// tvm-ffi's `ModuleObj::ImportModule` itself: the cycle check, then the append.
+    pub(crate) fn import_checked(&self, other: &Module) -> Result<()> {
         let me = self.as_ptr() as usize;
         if other.as_ptr() as usize == me {
             return Err(Error::runtime(format!(
@@ -360,50 +531,113 @@ impl Module {
                 self.kind()
             )));
         }
-        self.obj().imports.write().push(other.clone());
+        self.push_import_unchecked(other.clone());
         Ok(())
     }
 
-    /// Appends imports without the cycle check (the blob decoder has already proved the tree
+    /// Appends an import without the cycle check (the blob decoder has already proved the tree
     /// acyclic).
     pub(crate) fn push_import_unchecked(&self, other: Module) {
-        self.obj().imports.write().push(other);
+        let mut all = self.imports();
+        all.push(other);
+        self.set_imports(all);
     }
 
-    /// Removes every import.
-    pub fn clear_imports(&self) {
-        let old = std::mem::take(&mut *self.obj().imports.write());
-        // Released after the lock: dropping a module may run arbitrary code.
-        drop(old);
+    /// Removes every import (a module made by C++ code through its own `ClearImports`).
+    pub fn clear_imports(&self) -> Result<()> {
+        match self.imp() {
+            Imp::Rust(_) => {
+                self.clear_imports_direct();
+                Ok(())
+            }
+            Imp::Cxx => cxx::clear_imports(self),
+        }
+    }
+
+    /// tvm-ffi's `ModuleObj::ClearImports` itself.
+    pub(crate) fn clear_imports_direct(&self) {
+        self.set_imports(Vec::new());
     }
 
     /// What this module saves of itself (see [`ModuleKind::save_to_bytes`]).
     pub fn save_to_bytes(&self) -> Result<Vec<u8>> {
-        self.obj().imp.save_to_bytes()
+        match self.imp() {
+            Imp::Rust(obj) => obj.imp.save_to_bytes(),
+            Imp::Cxx => cxx::save_to_bytes(self),
+        }
     }
 
-    /// The module kind's implementation (its property mask, source, file writer).
-    pub fn implementation(&self) -> &dyn ModuleKind {
-        &*self.obj().imp
+    /// tvm-ffi's `ModulePropertyMask` bits (see [`ModuleKind::property_mask`]).
+    pub fn property_mask(&self) -> Result<i32> {
+        match self.imp() {
+            Imp::Rust(obj) => Ok(obj.imp.property_mask()),
+            Imp::Cxx => cxx::property_mask(self),
+        }
     }
 
-    /// The shared import list (for library contexts).
-    pub(crate) fn import_list(&self) -> &Arc<ImportList> {
-        &self.obj().imports
+    /// Writes the module to `path` in `format` (see [`ModuleKind::write_to_file`]).
+    pub fn write_to_file(&self, path: &str, format: &str) -> Result<()> {
+        match self.imp() {
+            Imp::Rust(obj) => obj.imp.write_to_file(path, format),
+            Imp::Cxx => cxx::write_to_file(self, path, format),
+        }
+    }
+
+    /// The formats [`Module::write_to_file`] accepts, when the module lists them.
+    pub fn write_formats(&self) -> Result<Vec<String>> {
+        match self.imp() {
+            Imp::Rust(obj) => Ok(obj.imp.write_formats()),
+            Imp::Cxx => cxx::write_formats(self),
+        }
+    }
+
+    /// The module's source in `format`, when it has one (empty otherwise).
+    pub fn inspect_source(&self, format: &str) -> Result<String> {
+        match self.imp() {
+            Imp::Rust(obj) => Ok(obj.imp.inspect_source(format)),
+            Imp::Cxx => cxx::inspect_source(self, format),
+        }
     }
 
     /// Finds `name` for compiled code that uses this module as its context: in the imports
     /// (depth-first), then in the global registry (TVM's `GetFuncFromEnv`, which does not look
     /// in the module itself). The result is cached in the module and returned borrowed.
     pub(crate) fn env_lookup(&self, name: &str) -> Result<*mut c_void> {
-        if let Some(f) = self.obj().env_cache.lock().get(name) {
+        let cache = self.env_cache();
+        let cache = cache
+            .downcast_ref::<EnvCache>()
+            .expect("env_cache returns an EnvCache");
+        if let Some(f) = cache.0.lock().get(name) {
             return Ok(f.object().as_ptr());
         }
         let f = lookup_in_imports_then_global(&self.imports(), name)?;
-        let ptr = f.object().as_ptr();
-        let previous = self.obj().env_cache.lock().insert(name.to_string(), f);
-        drop(previous);
+        let mut map = cache.0.lock();
+        let ptr = map.entry(name.to_string()).or_insert(f).object().as_ptr();
         Ok(ptr)
+    }
+
+    /// The module's [`EnvCache`] (a new reference), put in its `import_lookup_cache_` slot on
+    /// first use.
+    fn env_cache(&self) -> ObjectRef {
+        let slot = &self.slots().lookup_cache;
+        let (fresh, replaced) = {
+            let _guard = SLOTS_LOCK.lock();
+            let p = slot.load(Ordering::Acquire);
+            // SAFETY: the slot holds a live reference (or null); the lock keeps it there.
+            if let Some(current) = unsafe { ObjectRef::from_raw_borrowed(p) } {
+                if current.is::<EnvCache>() {
+                    return current;
+                }
+            }
+            let fresh = new_object(EnvCache(Mutex::new(HashMap::new())));
+            let replaced = slot.swap(fresh.clone().into_raw(), Ordering::AcqRel);
+            (fresh, replaced)
+        };
+        if !replaced.is_null() {
+            // SAFETY: the slot owned this reference (the map a C++ module was made with).
+            unsafe { crate::object::dec_ref_raw(replaced) };
+        }
+        fresh
     }
 }
 
@@ -475,7 +709,7 @@ pub(crate) fn builtins() -> Vec<(&'static str, Function)> {
     }
     fn implements(args: &[AnyView<'_>]) -> Result<Any> {
         let (m, name, q) = lookup_args(args)?;
-        Ok(Any::from(m.implements_function(name, q)))
+        Ok(Any::from(m.try_implements_function(name, q)?))
     }
     fn info(args: &[AnyView<'_>], what: FunctionInfo) -> Result<Any> {
         let (m, name, q) = lookup_args(args)?;
@@ -495,7 +729,7 @@ pub(crate) fn builtins() -> Vec<(&'static str, Function)> {
         Ok(Any::none())
     }
     fn clear(args: &[AnyView<'_>]) -> Result<Any> {
-        Module::from_view(arg(args, 0, "mod")?, "mod")?.clear_imports();
+        Module::from_view(arg(args, 0, "mod")?, "mod")?.clear_imports()?;
         Ok(Any::none())
     }
     fn imports_size(args: &[AnyView<'_>]) -> Result<Any> {
@@ -520,11 +754,11 @@ pub(crate) fn builtins() -> Vec<(&'static str, Function)> {
     }
     fn property_mask(args: &[AnyView<'_>]) -> Result<Any> {
         let m = Module::from_view(arg(args, 0, "mod")?, "mod")?;
-        Ok(Any::from(i64::from(m.implementation().property_mask())))
+        Ok(Any::from(i64::from(m.property_mask()?)))
     }
     fn write_formats(args: &[AnyView<'_>]) -> Result<Any> {
         let m = Module::from_view(arg(args, 0, "mod")?, "mod")?;
-        let formats = m.implementation().write_formats();
+        let formats = m.write_formats()?;
         Ok(Any::from_object(
             crate::object::containers::array::new_array(
                 formats.into_iter().map(Any::from).collect(),
@@ -537,13 +771,13 @@ pub(crate) fn builtins() -> Vec<(&'static str, Function)> {
             Some(f) => f.expect_str("format")?,
             None => "",
         };
-        Ok(Any::from(m.implementation().inspect_source(format)))
+        Ok(Any::from(m.inspect_source(format)?))
     }
     fn write_to_file(args: &[AnyView<'_>]) -> Result<Any> {
         let m = Module::from_view(arg(args, 0, "mod")?, "mod")?;
         let path = arg(args, 1, "file_name")?.expect_str("file_name")?;
         let format = arg(args, 2, "format")?.expect_str("format")?;
-        m.implementation().write_to_file(path, format)?;
+        m.write_to_file(path, format)?;
         Ok(Any::none())
     }
     fn load_so(args: &[AnyView<'_>]) -> Result<Any> {
@@ -651,8 +885,38 @@ mod tests {
         assert!(root.implements_function("x", true));
         assert!(!root.implements_function("x", false));
         assert_eq!(root.imports().len(), 2);
-        root.clear_imports();
+        root.clear_imports().unwrap();
         assert!(root.get_function("x", true).unwrap().is_none());
+    }
+
+    #[test]
+    fn imports_and_lookup_cache_live_where_cpp_has_them() {
+        let root = m("root", &[]);
+        let a = m("a", &["x"]);
+        root.import(&a).unwrap();
+        let header = root.as_ptr().cast::<u8>();
+        // C++ reads `imports_` inline: an ffi.Array of the modules, right after the header.
+        // SAFETY: a module's `imports_` slot holds a live array while the module lives.
+        let imports =
+            unsafe { ObjectRef::from_raw_borrowed(*header.add(24).cast::<*mut c_void>()).unwrap() };
+        assert_eq!(imports.type_index(), type_index::ARRAY);
+        let items = array_items(&imports).unwrap();
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].as_object().unwrap().as_ptr(), a.as_ptr());
+        // The vtable pointer C++ calls through, before the header.
+        // SAFETY: tvmrt's modules are allocated with a vtable pointer 8 bytes before the header.
+        let vptr = unsafe { *header.sub(8).cast::<*const c_void>() };
+        assert_eq!(vptr, crate::cxx::rust_module_vptr());
+        // Compiled code's lookups are cached in the `import_lookup_cache_` slot.
+        let f = root.env_lookup("x").unwrap();
+        assert_eq!(root.env_lookup("x").unwrap(), f);
+        // SAFETY: the cache slot follows `imports_`.
+        let cache = unsafe { *header.add(32).cast::<*mut c_void>() };
+        assert!(!cache.is_null());
+        root.clear_imports().unwrap();
+        assert!(root.imports().is_empty());
+        // The old array stays valid for whoever holds it.
+        assert_eq!(array_items(&imports).unwrap().len(), 1);
     }
 
     #[test]

@@ -1,12 +1,12 @@
 //! The reflected field of `ffi.Module` that tvm-ffi's clients read: `imports_`, the modules this
 //! one imports (tvm-ffi's `ModuleObj::imports_`, an `Array<Any>`; its Python `Module.imports`
-//! reads it). tvmrt's module layout is private, so the field is computed by its getter.
+//! reads it). The field is where tvm-ffi's C++ class has it; its getter takes a reference under
+//! the lock that serializes tvmrt's changes to it.
 
 use std::ffi::c_void;
 
 use crate::abi::{type_index, TVMFFIAny, TVMFFIByteArray};
 use crate::error::{Error, Result};
-use crate::object::containers::array::new_array;
 use crate::object::type_registry::{self, TVMFFIFieldInfo};
 use crate::object::ObjectRef;
 use crate::value::Any;
@@ -26,9 +26,7 @@ unsafe extern "C" fn imports_getter(field: *mut c_void, result: *mut TVMFFIAny) 
         let obj =
             unsafe { ObjectRef::from_raw_borrowed(field.cast::<u8>().sub(FIELD_OFFSET).cast()) }
                 .ok_or_else(|| Error::value("imports_: null module"))?;
-        let m = Module::from_object(obj)?;
-        let items = m.imports().into_iter().map(Any::from).collect();
-        Ok(Any::from_object(new_array(items)))
+        Ok(Any::from_object(Module::from_object(obj)?.imports_array()))
     });
     match r {
         Ok(Ok(v)) => {

@@ -64,9 +64,9 @@ impl ErrorObj {
     }
 }
 
-/// Creates an error object from an [`Error`].
+/// Creates an error object from an [`Error`] (with the cause and extra context it carries).
 pub fn new_error(err: &Error) -> ObjectRef {
-    new_error_with_cause(err, None, None)
+    new_error_with_cause(err, err.cause.clone(), err.extra_context.clone())
 }
 
 /// Creates an error object that also holds a cause (an earlier error, whose own cause may chain
@@ -124,7 +124,8 @@ fn error_cell_ref(
     }
 }
 
-/// Reads an error object made by any producer back into an [`Error`].
+/// Reads an error object made by any producer back into an [`Error`] (kind, message, backtrace,
+/// cause and extra context).
 pub fn error_from_object(obj: &ObjectRef) -> Option<Error> {
     if obj.type_index() != type_index::ERROR {
         return None;
@@ -133,7 +134,11 @@ pub fn error_from_object(obj: &ObjectRef) -> Option<Error> {
     let cell = unsafe { *obj.cell_ptr().cast::<TVMFFIErrorCell>() };
     // SAFETY: the cell's byte arrays are owned by the object.
     let text = |b: TVMFFIByteArray| String::from_utf8_lossy(unsafe { b.as_slice() }).into_owned();
-    Some(Error::new(text(cell.kind), text(cell.message)).with_backtrace(text(cell.backtrace)))
+    let mut err =
+        Error::new(text(cell.kind), text(cell.message)).with_backtrace(text(cell.backtrace));
+    err.cause = error_cause(obj);
+    err.extra_context = error_extra_context(obj);
+    Some(err)
 }
 
 /// `TVMFFIErrorCell::update_backtrace` for tvmrt's error objects.

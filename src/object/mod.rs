@@ -6,7 +6,13 @@
 //! (`object.h`, `Object::IncRef/DecRef`), so [`ObjectRef`] follows the same protocol to the bit.
 //! What follows the header is the public cell of each kind (function, string, error, tensor...),
 //! read directly by generated code, so every payload type is `#[repr(C)]` with its cell first.
+//!
+//! An object whose C++ class is polymorphic (tvm-ffi's `ModuleObj`) starts with a vtable
+//! pointer 8 bytes before its header (Itanium C++ ABI: the class's own vptr first, then its
+//! non-polymorphic `Object` base): [`new_object_with_vptr`] allocates that layout. The handle
+//! is the header's address either way.
 
+pub mod big_int;
 pub mod containers;
 pub mod error_obj;
 pub mod shape;
@@ -51,6 +57,20 @@ pub struct ObjectBox<T> {
     pub payload: ManuallyDrop<T>,
 }
 
+/// Memory block of an object whose C++ class has a vtable: the vtable pointer, the header, then
+/// the payload. The header is 8-byte aligned, so it starts 8 bytes in on 32- and 64-bit targets
+/// alike, where C++ puts the `Object` base of a polymorphic class.
+#[repr(C)]
+pub struct VptrBox<T> {
+    pub vptr: *const c_void,
+    pub header: ObjectHeader,
+    pub payload: ManuallyDrop<T>,
+}
+
+/// Distance from an object's start to its header in a [`VptrBox`].
+pub const VPTR_HEADER_OFFSET: usize = std::mem::offset_of!(VptrBox<()>, header);
+const _: () = assert!(VPTR_HEADER_OFFSET == 8);
+
 /// A payload type that tvmrt allocates as an object.
 ///
 /// # Safety
@@ -68,26 +88,53 @@ pub unsafe trait ObjectPayload: Sized + 'static {
     }
 }
 
-impl<T: ObjectPayload> ObjectBox<T> {
+/// How one memory layout (a box type) holds a payload `T`: where the payload and the block
+/// start relative to the header.
+trait BoxLayout<T: ObjectPayload>: Sized + 'static {
+    /// Bytes from the block's start to the header.
+    const HEADER_AT: usize;
+    /// Bytes from the header to the payload.
+    const PAYLOAD_FROM_HEADER: usize;
+
     /// Runs the payload's destructor (strong count reached zero).
     ///
     /// # Safety
-    /// `ptr` is an `ObjectBox<T>` allocated by [`new_object`] whose payload was not dropped yet.
-    unsafe fn drop_payload(ptr: *mut c_void) {
-        let obj = ptr.cast::<ObjectBox<T>>();
+    /// `header` is the header of a `Self` block allocated by [`allocate`] whose payload was not
+    /// dropped yet.
+    unsafe fn drop_payload(header: *mut c_void) {
+        let payload = header
+            .cast::<u8>()
+            .wrapping_add(Self::PAYLOAD_FROM_HEADER)
+            .cast::<ManuallyDrop<T>>();
         // SAFETY: per the contract, the payload is live and dropped exactly once.
-        unsafe { ManuallyDrop::drop(&mut (*obj).payload) };
+        unsafe { ManuallyDrop::drop(&mut *payload) };
     }
 
     /// Frees the memory block (weak count reached zero).
     ///
     /// # Safety
-    /// `ptr` is an `ObjectBox<T>` allocated by [`new_object`] whose payload was dropped.
-    unsafe fn free_block(ptr: *mut c_void) {
-        // SAFETY: the block came from `Box::into_raw` in `new_object`; `ManuallyDrop` keeps the
+    /// `header` is the header of a `Self` block allocated by [`allocate`] whose payload was
+    /// dropped.
+    unsafe fn free_block(header: *mut c_void) {
+        let block = header
+            .cast::<u8>()
+            .wrapping_sub(Self::HEADER_AT)
+            .cast::<Self>();
+        // SAFETY: the block came from `Box::into_raw` in `allocate`; `ManuallyDrop` keeps the
         // (already dropped) payload from being dropped again.
-        drop(unsafe { Box::from_raw(ptr.cast::<ObjectBox<T>>()) });
+        drop(unsafe { Box::from_raw(block) });
     }
+}
+
+impl<T: ObjectPayload> BoxLayout<T> for ObjectBox<T> {
+    const HEADER_AT: usize = std::mem::offset_of!(ObjectBox<T>, header);
+    const PAYLOAD_FROM_HEADER: usize =
+        std::mem::offset_of!(ObjectBox<T>, payload) - Self::HEADER_AT;
+}
+
+impl<T: ObjectPayload> BoxLayout<T> for VptrBox<T> {
+    const HEADER_AT: usize = std::mem::offset_of!(VptrBox<T>, header);
+    const PAYLOAD_FROM_HEADER: usize = std::mem::offset_of!(VptrBox<T>, payload) - Self::HEADER_AT;
 }
 
 /// Marks tvmrt's objects in the header's padding word, with the payload kind's index in the low
@@ -99,9 +146,11 @@ const KIND_TAG: u32 = 0x7452_0000;
 const KIND_TAG_MASK: u32 = 0xFFFF_0000;
 const MAX_KINDS: usize = 1024;
 
-/// How to destroy one payload type, and which type it is.
+/// How to destroy one payload type in one layout, which type it is, and where it lies.
 struct KindEntry {
     type_id: TypeId,
+    layout_id: TypeId,
+    payload_from_header: usize,
     drop_payload: unsafe fn(*mut c_void),
     free_block: unsafe fn(*mut c_void),
 }
@@ -110,19 +159,19 @@ static KINDS: [OnceCell<KindEntry>; MAX_KINDS] = [const { OnceCell::new() }; MAX
 static KIND_COUNT: AtomicUsize = AtomicUsize::new(0);
 static KIND_LOCK: Mutex<()> = Mutex::new(());
 
-fn find_kind(type_id: TypeId, count: usize) -> Option<usize> {
-    (0..count).find(|&i| KINDS[i].get().is_some_and(|e| e.type_id == type_id))
+fn find_kind(layout_id: TypeId, count: usize) -> Option<usize> {
+    (0..count).find(|&i| KINDS[i].get().is_some_and(|e| e.layout_id == layout_id))
 }
 
-/// The kind index of payload type `T`, registered on first use.
-fn kind_index<T: ObjectPayload>() -> usize {
-    let type_id = TypeId::of::<T>();
-    if let Some(i) = find_kind(type_id, KIND_COUNT.load(Ordering::Acquire)) {
+/// The kind index of payload type `T` in layout `B`, registered on first use.
+fn kind_index<T: ObjectPayload, B: BoxLayout<T>>() -> usize {
+    let layout_id = TypeId::of::<B>();
+    if let Some(i) = find_kind(layout_id, KIND_COUNT.load(Ordering::Acquire)) {
         return i;
     }
     let _guard = KIND_LOCK.lock();
     let count = KIND_COUNT.load(Ordering::Acquire);
-    if let Some(i) = find_kind(type_id, count) {
+    if let Some(i) = find_kind(layout_id, count) {
         return i;
     }
     assert!(
@@ -130,9 +179,11 @@ fn kind_index<T: ObjectPayload>() -> usize {
         "more than {MAX_KINDS} object payload types"
     );
     let entry = KindEntry {
-        type_id,
-        drop_payload: ObjectBox::<T>::drop_payload,
-        free_block: ObjectBox::<T>::free_block,
+        type_id: TypeId::of::<T>(),
+        layout_id,
+        payload_from_header: B::PAYLOAD_FROM_HEADER,
+        drop_payload: B::drop_payload,
+        free_block: B::free_block,
     };
     if KINDS[count].set(entry).is_err() {
         unreachable!("kind slots are claimed under KIND_LOCK");
@@ -184,20 +235,39 @@ pub unsafe fn run_deleter(ptr: *mut c_void, flags: i32) {
     }
 }
 
+/// A fresh header for payload `T` in layout `B`: one strong and one weak reference.
+fn new_header<T: ObjectPayload, B: BoxLayout<T>>() -> ObjectHeader {
+    ObjectHeader {
+        combined_ref_count: AtomicU64::new(BOTH_ONE),
+        type_index: T::type_index(),
+        padding: KIND_TAG | kind_index::<T, B>() as u32,
+        deleter: Some(object_deleter),
+    }
+}
+
 /// Allocates an object holding `payload` with one strong reference.
 pub fn new_object<T: ObjectPayload>(payload: T) -> ObjectRef {
-    let kind = kind_index::<T>() as u32;
     let boxed = Box::new(ObjectBox {
-        header: ObjectHeader {
-            combined_ref_count: AtomicU64::new(BOTH_ONE),
-            type_index: T::type_index(),
-            padding: KIND_TAG | kind,
-            deleter: Some(object_deleter),
-        },
+        header: new_header::<T, ObjectBox<T>>(),
         payload: ManuallyDrop::new(payload),
     });
-    let ptr = NonNull::from(Box::leak(boxed)).cast::<ObjectHeader>();
-    ObjectRef(ptr)
+    let block = Box::into_raw(boxed);
+    // SAFETY: `block` is a live allocation; the projection keeps the whole block's provenance
+    // (the payload is reached from the header pointer later).
+    ObjectRef(unsafe { NonNull::new_unchecked(std::ptr::addr_of_mut!((*block).header)) })
+}
+
+/// Allocates an object holding `payload` laid out as a polymorphic C++ object: `vptr` 8 bytes
+/// before the header (see [`VptrBox`]). The handle is the header, as for every object.
+pub fn new_object_with_vptr<T: ObjectPayload>(vptr: *const c_void, payload: T) -> ObjectRef {
+    let boxed = Box::new(VptrBox {
+        vptr,
+        header: new_header::<T, VptrBox<T>>(),
+        payload: ManuallyDrop::new(payload),
+    });
+    let block = Box::into_raw(boxed);
+    // SAFETY: as in `new_object`; the vptr before the header is part of the same block.
+    ObjectRef(unsafe { NonNull::new_unchecked(std::ptr::addr_of_mut!((*block).header)) })
 }
 
 /// A strong reference to any object with a tvm-ffi header, ours or another library's.
@@ -270,13 +340,26 @@ impl ObjectRef {
 
     /// The payload, if this object was allocated by tvmrt with payload type `T`.
     pub fn downcast_ref<T: ObjectPayload>(&self) -> Option<&T> {
-        if self.is::<T>() {
-            // SAFETY: `is` proved the block is an `ObjectBox<T>`; the payload lives as long as a
-            // strong reference does.
-            Some(unsafe { &(*self.0.as_ptr().cast::<ObjectBox<T>>()).payload })
-        } else {
-            None
+        if !self.is::<T>() {
+            return None;
         }
+        let kind = kind_of(self.header())?;
+        let payload = self
+            .0
+            .as_ptr()
+            .cast::<u8>()
+            .wrapping_add(kind.payload_from_header);
+        // SAFETY: `is` proved the block holds a `T`, which the kind entry places that far after
+        // the header; the payload lives as long as a strong reference does.
+        Some(unsafe { &*payload.cast::<T>() })
+    }
+
+    /// A weak reference to this object (tvm-ffi's `WeakObjectPtr`).
+    pub fn downgrade(&self) -> WeakObjectRef {
+        self.header()
+            .combined_ref_count
+            .fetch_add(WEAK_ONE, Ordering::Relaxed);
+        WeakObjectRef(self.0)
     }
 
     /// Address of the public cell that follows the header.
@@ -287,6 +370,67 @@ impl ObjectRef {
                 .as_ptr()
                 .cast::<u8>()
                 .add(std::mem::size_of::<ObjectHeader>())
+        }
+    }
+}
+
+/// A weak reference to any object (tvm-ffi's `WeakObjectPtr`, same counting): it keeps the
+/// memory block, not the payload, alive, and gives a strong reference back while one exists.
+pub struct WeakObjectRef(NonNull<ObjectHeader>);
+
+// SAFETY: as for `ObjectRef`: the counts are atomic and only the header is read.
+unsafe impl Send for WeakObjectRef {}
+// SAFETY: as above.
+unsafe impl Sync for WeakObjectRef {}
+
+impl WeakObjectRef {
+    fn header(&self) -> &ObjectHeader {
+        // SAFETY: the weak reference keeps the block, hence the header, alive.
+        unsafe { self.0.as_ref() }
+    }
+
+    /// A strong reference, unless the last one is gone (tvm-ffi `TryPromoteWeakPtr`: only a
+    /// compare-and-swap from a nonzero strong count, so a dying object is never revived).
+    pub fn upgrade(&self) -> Option<ObjectRef> {
+        let count = &self.header().combined_ref_count;
+        let mut old = count.load(Ordering::Relaxed);
+        while old & STRONG_MASK != 0 {
+            match count.compare_exchange_weak(
+                old,
+                old + STRONG_ONE,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(ObjectRef(self.0)),
+                Err(now) => old = now,
+            }
+        }
+        None
+    }
+
+    /// The strong references left (0 once the object is destroyed; may change at any moment).
+    pub fn strong_count(&self) -> u32 {
+        (self.header().combined_ref_count.load(Ordering::Relaxed) & STRONG_MASK) as u32
+    }
+
+    /// The object's handle (it may already be destroyed: compare it, never dereference it).
+    pub fn as_ptr(&self) -> *mut c_void {
+        self.0.as_ptr().cast()
+    }
+}
+
+impl Drop for WeakObjectRef {
+    fn drop(&mut self) {
+        let header = self.0.as_ptr();
+        // SAFETY: this weak reference keeps the header alive until it is released here.
+        let (count, deleter) = unsafe { (&(*header).combined_ref_count, (*header).deleter) };
+        if count.fetch_sub(WEAK_ONE, Ordering::Release) == WEAK_ONE {
+            fence(Ordering::Acquire);
+            if let Some(d) = deleter {
+                // SAFETY: the last weak reference is gone (the strong ones were before it):
+                // the block is ours to free, once.
+                unsafe { d(header.cast(), deleter_flag::WEAK) };
+            }
         }
     }
 }
@@ -348,6 +492,14 @@ impl Drop for ObjectRef {
         unsafe { dec_ref_raw(self.0.as_ptr().cast()) }
     }
 }
+
+/// Identity: the same object.
+impl PartialEq for ObjectRef {
+    fn eq(&self, other: &ObjectRef) -> bool {
+        self.0 == other.0
+    }
+}
+impl Eq for ObjectRef {}
 
 impl std::fmt::Debug for ObjectRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -412,6 +564,41 @@ mod tests {
             unsafe { object_deleter(raw, deleter_flag::WEAK) };
         }
         assert_eq!(drops.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn vtable_objects_keep_their_vptr_before_the_header() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let vptr = std::ptr::addr_of!(KIND_COUNT).cast::<c_void>();
+        let a = new_object_with_vptr(vptr, Probe(drops.clone()));
+        // SAFETY: the vtable pointer lies `VPTR_HEADER_OFFSET` bytes before the header.
+        let got = unsafe {
+            *a.as_ptr()
+                .cast::<u8>()
+                .sub(VPTR_HEADER_OFFSET)
+                .cast::<*const c_void>()
+        };
+        assert_eq!(got, vptr);
+        // The same payload type in both layouts: each found where its layout puts it.
+        let plain = new_object(Probe(drops.clone()));
+        assert!(a.downcast_ref::<Probe>().is_some());
+        assert!(plain.downcast_ref::<Probe>().is_some());
+        assert!(Arc::ptr_eq(&a.downcast_ref::<Probe>().unwrap().0, &drops));
+        drop(plain);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+
+        // A weak reference: upgrades while a strong one lives, never after.
+        let weak = a.downgrade();
+        let again = weak.upgrade().expect("alive");
+        assert_eq!(again.as_ptr(), a.as_ptr());
+        assert_eq!(weak.strong_count(), 2);
+        drop(again);
+        drop(a);
+        assert_eq!(drops.load(Ordering::SeqCst), 2);
+        assert_eq!(weak.strong_count(), 0);
+        assert!(weak.upgrade().is_none());
+        // Releasing the last weak reference frees the block (memcheck checks it).
+        drop(weak);
     }
 
     #[test]

@@ -383,6 +383,10 @@ impl Table {
         for name in STARTUP_ATTR_COLUMNS {
             t.column(name);
         }
+        for (key, attr, value) in crate::object::containers::key::builtin_key_attrs() {
+            let index = t.by_key[key];
+            t.register_attr(index, attr, value.view()).expect(expect);
+        }
         t
     }
 

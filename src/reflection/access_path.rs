@@ -30,6 +30,8 @@ pub mod kind {
 const STEP_KEY: &str = "ffi.reflection.AccessStep";
 const PATH_KEY: &str = "ffi.reflection.AccessPath";
 const SIZE: usize = 48;
+/// `kTVMFFISEqHashKindConstTreeNode`.
+const CONST_TREE_NODE: i32 = 4;
 
 /// Reads the `int32_t` at `addr` (getter of the `kind` and `depth` fields).
 unsafe extern "C" fn get_i32(field: *mut c_void, result: *mut TVMFFIAny) -> i32 {
@@ -290,9 +292,23 @@ fn register_field(
     unsafe { type_registry::register_field(t, &info) }
 }
 
-/// Registers both types' fields, methods and repr hooks.
+/// Registers both types' metadata (48-byte objects compared by content as trees without free
+/// variables: tvm-ffi's `kTVMFFISEqHashKindConstTreeNode`), fields, methods and repr hooks.
 pub fn register_all() -> Result<()> {
     let (st, pt) = (type_index(STEP_KEY)?, type_index(PATH_KEY)?);
+    for t in [st, pt] {
+        let md = type_registry::TVMFFITypeMetadata {
+            doc: TVMFFIByteArray {
+                data: std::ptr::null(),
+                size: 0,
+            },
+            creator: None,
+            total_size: SIZE as i32,
+            structural_eq_hash_kind: CONST_TREE_NODE,
+        };
+        // SAFETY: an empty doc.
+        unsafe { type_registry::register_metadata(t, &md)? };
+    }
     let int = r#"{"type_schema":"{\"type\":\"int\"}"}"#;
     register_field(st, "kind", int, 24, 4, ti::INT)?;
     register_field(

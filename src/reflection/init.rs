@@ -125,7 +125,7 @@ impl InitPlan {
         }
         if let Some(kp) = kwargs_pos {
             let rest = &args[kp + 1..];
-            if rest.len() % 2 != 0 {
+            if !rest.len().is_multiple_of(2) {
                 return Err(Error::type_error(format!(
                     "{}.__ffi_init__() KWARGS requires an even number of key-value arguments",
                     self.key

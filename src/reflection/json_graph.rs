@@ -1,10 +1,5 @@
-//! tvm-ffi's JSON values and object-graph serialization (`src/ffi/extra/serialization.cc`,
-//! `json_writer.cc`, `json_parser.cc`).
-//!
-//! JSON values are ffi values: `ffi.Map` objects (keys in insertion order), `ffi.Array`s,
-//! strings, integers, floats, booleans and `None`. `json.Stringify` writes them compactly
-//! (floats with an integral value as `2.0`, others with 17 digits; `NaN`, `Infinity`), and
-//! `json.Parse` reads JSON text back (through `serde_json`; object keys then come sorted).
+//! tvm-ffi's object-graph serialization (`src/ffi/extra/serialization.cc`) over JSON values
+//! ([`super::json`]).
 //!
 //! The graph form (`ffi.ToJSONGraph`) is `{"root_index": i, "nodes": [...]}` (plus
 //! `"metadata"` when given): one node `{"type": key, "data": ...}` per distinct value
@@ -26,149 +21,7 @@ use crate::object::type_registry::{self, field_flag, static_index};
 use crate::object::ObjectRef;
 use crate::value::{Any, AnyView};
 
-use super::fields;
-
-// ---------- JSON text ----------
-
-fn escape_json(s: &[u8], out: &mut String) {
-    out.push('"');
-    let text = String::from_utf8_lossy(s);
-    for ch in text.chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '/' => out.push_str("\\/"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\u{:04x}", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
-fn write_float(v: f64, out: &mut String) {
-    if v.is_nan() {
-        out.push_str("NaN");
-    } else if v.is_infinite() {
-        out.push_str(if v < 0.0 { "-Infinity" } else { "Infinity" });
-    } else if v.abs() < (1u64 << 53) as f64 && v.fract() == 0.0 {
-        out.push_str(&format!("{v:.1}"));
-    } else {
-        out.push_str(&format_g17(v));
-    }
-}
-
-/// `v` as C's `%.17g` writes it (what C++ streams write with `setprecision(17)`).
-pub(crate) fn format_g17(v: f64) -> String {
-    let mut buf = [0u8; 40];
-    // SAFETY: the buffer holds any `%.17g` output; snprintf NUL-terminates it.
-    unsafe {
-        libc::snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%.17g".as_ptr(), v);
-        std::ffi::CStr::from_ptr(buf.as_ptr().cast())
-            .to_string_lossy()
-            .into_owned()
-    }
-}
-
-/// Writes a JSON value (ffi form) as compact JSON text (`json.Stringify`).
-pub fn stringify(v: &AnyView<'_>, out: &mut String, depth: usize) -> Result<()> {
-    if depth > 1 << 12 {
-        return Err(Error::value(
-            "json.Stringify: nesting too deep (or a cycle)",
-        ));
-    }
-    // SAFETY (payload reads): the payload is of the kind the index says.
-    let p = v.raw().payload;
-    match v.type_index() {
-        ti::NONE => out.push_str("null"),
-        ti::BOOL => out.push_str(if unsafe { p.v_int64 } != 0 {
-            "true"
-        } else {
-            "false"
-        }),
-        ti::INT => out.push_str(&unsafe { p.v_int64 }.to_string()),
-        ti::FLOAT => write_float(unsafe { p.v_float64 }, out),
-        ti::SMALL_STR | ti::STR | ti::RAW_STR => escape_json(v.as_byte_slice().unwrap_or(&[]), out),
-        ti::ARRAY | static_index::LIST => {
-            let items = v
-                .as_object()
-                .and_then(|o| seq_items(&o))
-                .unwrap_or_default();
-            out.push('[');
-            for (i, x) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                stringify(&x.view(), out, depth + 1)?;
-            }
-            out.push(']');
-        }
-        ti::MAP | static_index::DICT => {
-            let entries = v
-                .as_object()
-                .and_then(|o| map_entries(&o))
-                .unwrap_or_else(|| Ok(Vec::new()))?;
-            out.push('{');
-            for (i, e) in entries.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                let k = e.key.view();
-                let key = k
-                    .as_byte_slice()
-                    .filter(|_| matches!(k.type_index(), ti::SMALL_STR | ti::STR))
-                    .ok_or_else(|| Error::value("JSON object keys must be strings"))?;
-                escape_json(key, out);
-                out.push(':');
-                stringify(&e.value.view(), out, depth + 1)?;
-            }
-            out.push('}');
-        }
-        _ => {
-            return Err(Error::value(format!(
-                "Unsupported type: `{}`",
-                crate::value::type_name(v.type_index())
-            )))
-        }
-    }
-    Ok(())
-}
-
-fn from_serde(v: serde_json::Value) -> Any {
-    match v {
-        serde_json::Value::Null => Any::none(),
-        serde_json::Value::Bool(b) => Any::from(b),
-        serde_json::Value::Number(n) => match n.as_i64() {
-            Some(i) => Any::from(i),
-            None => Any::from(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        serde_json::Value::String(s) => Any::string_compact(&s),
-        serde_json::Value::Array(a) => {
-            Any::from_object(new_array(a.into_iter().map(from_serde).collect()))
-        }
-        serde_json::Value::Object(o) => Any::from_object(new_map(
-            o.into_iter()
-                .map(|(k, v)| Entry {
-                    key: Any::string_compact(&k),
-                    value: from_serde(v),
-                })
-                .collect(),
-        )),
-    }
-}
-
-/// Parses JSON text into a JSON value (ffi form), as `json.Parse` does.
-pub fn parse(text: &str) -> Result<Any> {
-    let v: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| Error::value(format!("JSON parse error: {e}")))?;
-    Ok(from_serde(v))
-}
+use super::{fields, json};
 
 // ---------- base64 ----------
 
@@ -327,10 +180,16 @@ impl Writer {
             }
         };
         let i = self.nodes.len() as i64;
-        self.nodes.push(jmap(vec![
-            ("type", Any::string_compact(&type_key)),
-            ("data", data),
-        ]));
+        let node = if t == ti::NONE {
+            // tvm-ffi writes None as a node with a type and no data.
+            jmap(vec![("type", Any::string_compact(&type_key))])
+        } else {
+            jmap(vec![
+                ("type", Any::string_compact(&type_key)),
+                ("data", data),
+            ])
+        };
+        self.nodes.push(node);
         self.index.insert(key, i);
         Ok(i)
     }
@@ -682,10 +541,20 @@ pub fn from_graph(graph: &Any) -> Result<Any> {
     r.node(root)
 }
 
-fn text_arg<'a>(name: &str, args: &'a [AnyView<'a>], i: usize) -> Result<&'a str> {
-    args.get(i)
-        .ok_or_else(|| Error::type_error(format!("`{name}` expects argument #{i}")))?
-        .expect_str("json text")
+fn text_arg<'a>(name: &str, args: &'a [AnyView<'a>], i: usize) -> Result<&'a [u8]> {
+    let v = args
+        .get(i)
+        .ok_or_else(|| Error::type_error(format!("`{name}` expects argument #{i}")))?;
+    v.expect_str("json text").map(str::as_bytes)
+}
+
+/// The `indent` argument of `json.Stringify` (`Optional<int>`: None or absent is compact).
+fn indent_arg(args: &[AnyView<'_>], i: usize) -> Result<i64> {
+    match args.get(i) {
+        None => Ok(0),
+        Some(v) if v.is_none() => Ok(0),
+        Some(v) => v.expect_i64("indent"),
+    }
 }
 
 /// The global functions of this module.
@@ -710,9 +579,7 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
                     .first()
                     .ok_or_else(|| Error::type_error("`ffi.ToJSONGraphString` expects a value"))?;
                 let g = to_graph(v, meta(args))?;
-                let mut out = String::new();
-                stringify(&g.view(), &mut out, 0)?;
-                Ok(Any::string_compact(&out))
+                Ok(Any::string_compact(&json::stringify(&g.view(), 0)?))
             }),
         ),
         (
@@ -727,12 +594,12 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
         (
             "ffi.FromJSONGraphString",
             Function::from_fn(|args| {
-                from_graph(&parse(text_arg("ffi.FromJSONGraphString", args, 0)?)?)
+                from_graph(&json::parse(text_arg("ffi.FromJSONGraphString", args, 0)?)?)
             }),
         ),
         (
             "ffi.json.Parse",
-            Function::from_fn(|args| parse(text_arg("ffi.json.Parse", args, 0)?)),
+            Function::from_fn(|args| json::parse(text_arg("ffi.json.Parse", args, 0)?)),
         ),
         (
             "ffi.json.Stringify",
@@ -740,9 +607,8 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
                 let v = args
                     .first()
                     .ok_or_else(|| Error::type_error("`ffi.json.Stringify` expects a value"))?;
-                let mut out = String::new();
-                stringify(v, &mut out, 0)?;
-                Ok(Any::string_compact(&out))
+                let indent = indent_arg(args, 1)?;
+                Ok(Any::string_compact(&json::stringify(v, indent)?))
             }),
         ),
     ]

@@ -522,5 +522,33 @@ pub fn register_all() -> Result<()> {
     let t = index_of("ffi.VisitInterrupt")?;
     register_fields(t, VISIT_INTERRUPT_FIELDS)?;
     register_metadata(t, VISIT_INTERRUPT_SIZE as i32, create_visit_interrupt)?;
+    for (name, hook) in crate::object::big_int::json_hooks() {
+        type_registry::register_attr(static_index::BIG_INT, name, Any::from(hook).view())?;
+    }
+    for (key, is_final) in TYPE_FINAL {
+        type_registry::register_attr(
+            index_of(key)?,
+            "__ffi_type_final__",
+            Any::from(*is_final).view(),
+        )?;
+    }
     Ok(())
 }
+
+/// `__ffi_type_final__` of the library's types: whether the C++ class is final
+/// (`Class::_type_final`), published by tvm-ffi's `ObjectDef` for each type it defines.
+const TYPE_FINAL: &[(&str, bool)] = &[
+    ("ffi.Module", true),
+    ("ffi.BigInt", true),
+    ("ffi.EnumState", true),
+    ("ffi.Enum", false),
+    ("ffi.IntEnum", false),
+    ("ffi.StrEnum", false),
+    ("ffi.StructuralKey", true),
+    ("ffi.VisitErrorContext", true),
+    ("ffi.VisitInterrupt", true),
+    ("ffi.StructuralVisitor", false),
+    ("ffi.StructuralMutator", false),
+    ("ffi.reflection.AccessStep", true),
+    ("ffi.reflection.AccessPath", true),
+];

@@ -17,6 +17,7 @@ pub mod convert;
 pub mod deep_copy;
 pub mod fields;
 pub mod init;
+pub mod json;
 pub mod json_graph;
 pub mod library_types;
 pub mod py_class;

@@ -171,6 +171,12 @@ impl Printer {
             ti::SMALL_BYTES | ti::BYTES | ti::BYTE_ARRAY_PTR => {
                 return Ok(format_bytes(v.as_byte_slice().unwrap_or(&[])))
             }
+            // A big integer prints as its decimal value (tvm-ffi's `operator<<`).
+            crate::object::type_registry::static_index::BIG_INT => {
+                if let Some(words) = crate::object::big_int::integer_words(v) {
+                    return Ok(crate::object::big_int::words_to_decimal(&words));
+                }
+            }
             _ => {}
         }
         if t < ti::STATIC_OBJECT_BEGIN {

@@ -20,6 +20,76 @@ use crate::value::{Any, AnyView};
 use super::access_path::{self, kind};
 use super::fields;
 
+/// Names `node` in `err`'s visit context, as the next frame out (tvm-ffi's
+/// `UpdateVisitErrorContext`): a traversal adds one frame per node it was inside when an error
+/// came up, innermost first, so `FindAccessPaths` can later say where it happened. An error
+/// already carrying an `ffi.VisitErrorContext` gets the node appended to its pattern; otherwise
+/// a new context takes the node, keeping the error's previous extra context. Nodes that are not
+/// objects have no identity to name and add nothing.
+pub fn record_visit(mut err: Error, node: &AnyView<'_>) -> Error {
+    if let Some(node) = node.as_object() {
+        // Recording is best effort: a failure to record keeps the error as it was.
+        let _ = push_frame(&mut err, node);
+    }
+    err
+}
+
+fn push_frame(err: &mut Error, node: ObjectRef) -> Result<()> {
+    let t = crate::object::type_registry::key_to_index("ffi.VisitErrorContext")?;
+    let info = fields::type_info(t)?;
+    let field = |name: &str| {
+        fields::all_fields(info)
+            .into_iter()
+            .find(|f| fields::field_name(f) == name)
+            .ok_or_else(|| Error::type_error(format!("ffi.VisitErrorContext has no `{name}`")))
+    };
+    let pattern = field("reverse_visit_pattern")?;
+    if let Some(ctx) = err.extra_context.as_ref().filter(|c| c.type_index() == t) {
+        let list = fields::read_field(ctx, &pattern)?;
+        let list = list.view().as_object();
+        let appended = list.as_ref().is_some_and(|l| {
+            crate::object::containers::list::modify(l, |items| {
+                items.push(Any::from_object(node.clone()));
+                Ok(())
+            })
+            .is_ok()
+        });
+        if !appended {
+            // A list tvmrt did not make: the pattern is replaced by a longer copy.
+            let mut items = list.and_then(|l| seq_items(&l)).unwrap_or_default();
+            items.push(Any::from_object(node));
+            let longer = Any::from_object(crate::object::containers::list::new_list(items));
+            fields::set_field(ctx, &pattern, longer.view())?;
+        }
+        return Ok(());
+    }
+    let ctx = fields::create_empty(info)?;
+    let first = Any::from_object(crate::object::containers::list::new_list(vec![
+        Any::from_object(node),
+    ]));
+    fields::set_field(&ctx, &pattern, first.view())?;
+    if let Some(previous) = err.extra_context.take() {
+        fields::set_field(
+            &ctx,
+            &field("prev_error_context")?,
+            Any::from_object(previous).view(),
+        )?;
+    }
+    err.extra_context = Some(ctx);
+    Ok(())
+}
+
+/// Runs `f(v)` and names `v` in the visit context of an error it returns. `v` is watched through
+/// a weak reference, so `f` sees the reference counts it would see without the watch (in-place
+/// rebuilds depend on them); a node `f` released entirely has no identity left to name.
+pub fn with_visit_frame<T>(v: Any, f: impl FnOnce(Any) -> Result<T>) -> Result<T> {
+    let watch = v.view().as_object().map(|o| o.downgrade());
+    f(v).map_err(|e| match watch.as_ref().and_then(|w| w.upgrade()) {
+        Some(node) => record_visit(e, &Any::from_object(node).view()),
+        None => e,
+    })
+}
+
 struct Finder {
     /// The pattern, innermost first.
     records: Vec<ObjectRef>,

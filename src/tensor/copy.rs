@@ -247,7 +247,7 @@ unsafe fn copy_sides(from: &Side<'_>, to: &Side<'_>, elem_bits: usize) -> Result
         unsafe { std::ptr::copy(from.base.cast_const(), to.base, from.nbytes) };
         return Ok(());
     }
-    if elem_bits % 8 != 0 {
+    if !elem_bits.is_multiple_of(8) {
         return Err(Error::value(format!(
             "strided copy of a {elem_bits}-bit sub-byte element type is not supported; \
              make the tensor compact first"

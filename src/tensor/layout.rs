@@ -217,7 +217,7 @@ pub fn is_aligned(t: &DLTensor, alignment: usize) -> bool {
         return true;
     }
     let addr = (t.data as usize).wrapping_add(t.byte_offset as usize);
-    addr % alignment == 0
+    addr.is_multiple_of(alignment)
 }
 
 #[cfg(test)]

@@ -255,7 +255,9 @@ impl Tensor {
         check_dtype(dtype)?;
         check_ndim(shape.len() as i64)?;
         let nbytes = data_size(check_shape(shape)?, dtype)?;
-        if nbytes != bytes.len() || bytes.as_ptr() as usize % device::api::ALLOC_ALIGNMENT != 0 {
+        if nbytes != bytes.len()
+            || !(bytes.as_ptr() as usize).is_multiple_of(device::api::ALLOC_ALIGNMENT)
+        {
             return Err(Error::value(format!(
                 "internal: {} mapped bytes at {:p} cannot hold a tensor of {nbytes} bytes \
                  aligned to {}",

@@ -80,7 +80,7 @@ pub fn read_tensor(r: &mut Reader<'_>) -> Result<Tensor> {
     };
     // In a mapped library, aligned data is used where it lies; other data is copied once and
     // its pages dropped (see crate::mapped).
-    if !data.is_empty() && data.as_ptr() as usize % ALLOC_ALIGNMENT == 0 {
+    if !data.is_empty() && (data.as_ptr() as usize).is_multiple_of(ALLOC_ALIGNMENT) {
         if let Some(owner) = mapped::owner_of(data) {
             return Tensor::over_mapped(data, &shape, dt, device, owner);
         }

@@ -113,12 +113,7 @@ pub unsafe fn classic_to_raw(value: TVMValue, code: i32) -> Result<TVMFFIAny> {
                     v_int64: (value.v_int64 != 0) as i64,
                 },
             ),
-            tc::DATA_TYPE => raw(
-                ti::DATA_TYPE,
-                AnyPayload {
-                    v_dtype: value.v_type,
-                },
-            ),
+            tc::DATA_TYPE => raw(ti::DATA_TYPE, AnyPayload::dtype(value.v_type)),
             tc::DEVICE => raw(
                 ti::DEVICE,
                 AnyPayload {

@@ -510,7 +510,7 @@ impl From<String> for Any {
 }
 impl From<DLDataType> for Any {
     fn from(v: DLDataType) -> Any {
-        Any(pod(ti::DATA_TYPE, AnyPayload { v_dtype: v }))
+        Any(pod(ti::DATA_TYPE, AnyPayload::dtype(v)))
     }
 }
 impl From<DLDevice> for Any {

@@ -604,7 +604,7 @@ impl VmModule {
     /// one where the model runs and the last one the host (TVM 0.27 passes `(4, 0, 2, 1, 0, 2)`
     /// for OpenCL device 0 and the CPU).
     pub fn init(&self, args: &[AnyView<'_>]) -> Result<()> {
-        if args.is_empty() || args.len() % 3 != 0 {
+        if args.is_empty() || !args.len().is_multiple_of(3) {
             return Err(Error::value(format!(
                 "vm_initialization expects (device_type, device_id, allocator_type) per device, \
                  got {} arguments",

@@ -62,10 +62,7 @@ fn check_opencl_side(dev: DLDevice) -> Result<()> {
 
 /// Checks that `nbytes` from `offset` lie inside buffer `b`.
 fn check_range(b: &Buffer, offset: usize, nbytes: usize, what: &str) -> Result<()> {
-    if offset
-        .checked_add(nbytes)
-        .map_or(true, |end| end > b.nbytes)
-    {
+    if offset.checked_add(nbytes).is_none_or(|end| end > b.nbytes) {
         return Err(Error::value(format!(
             "{what}: {nbytes} bytes at offset {offset} exceed the OpenCL buffer's {} bytes",
             b.nbytes

@@ -53,7 +53,7 @@ fn check_shape(t: &Tensor, want: &[Option<i64>], func: &str, name: &str) -> Resu
         && shape
             .iter()
             .zip(want)
-            .all(|(&s, w)| w.map_or(true, |w| w == s));
+            .all(|(&s, w)| w.is_none_or(|w| w == s));
     if !ok {
         let w: Vec<String> = want
             .iter()

@@ -198,7 +198,7 @@ impl PagedKvCache {
     /// The text the layout hash covers (`GetLayoutDescriptor`): C++ stream formatting, floats
     /// with 17 significant digits and bools as 0/1.
     fn layout_descriptor(&self) -> String {
-        use crate::reflection::json_graph::format_g17;
+        use crate::reflection::json::format_g17;
         let cfg = &self.shared.cfg;
         let b = |v: bool| v as i32;
         let kinds: Vec<&str> = (cfg.layer_begin..cfg.layer_end)
@@ -284,9 +284,7 @@ impl PagedKvCache {
         pairs.push(("seq_length", Any::from(seq_length)));
         pairs.push(("logical_pages", arr(logical)));
         pairs.push(("groups", arr(groups)));
-        let mut out = String::new();
-        crate::reflection::json_graph::stringify(&map(pairs).view(), &mut out, 0)?;
-        Ok(out)
+        crate::reflection::json::stringify(&map(pairs).view(), 0)
     }
 
     fn check_group_tensor(&self, t: &Tensor, n_pages: i64, api: &str) -> Result<()> {

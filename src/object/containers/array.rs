@@ -77,6 +77,45 @@ pub fn replace_items_if_unique(
     Ok(None)
 }
 
+/// The item count of an array or list of any producer (its sequence cell's `size`).
+pub fn seq_len(obj: &ObjectRef) -> usize {
+    // SAFETY: arrays and lists (any producer) have the sequence cell after the header.
+    let cell = unsafe { *obj.cell_ptr().cast::<TVMFFISeqCell>() };
+    usize::try_from(cell.size).unwrap_or(0)
+}
+
+/// Item `index` of an array or list of any producer, borrowed as a raw value (no reference
+/// taken), as C++ code reads `self->begin()[index]`.
+///
+/// # Safety
+/// `obj` is an array or list; the value is valid while the item stays in it.
+pub unsafe fn seq_item_raw(obj: &ObjectRef, index: usize) -> Option<TVMFFIAny> {
+    // SAFETY: per the contract, the sequence cell follows the header.
+    let cell = unsafe { *obj.cell_ptr().cast::<TVMFFISeqCell>() };
+    if usize::try_from(cell.size).map_or(true, |n| index >= n) {
+        return None;
+    }
+    // SAFETY: `index` is one of the cell's live items.
+    Some(unsafe { *cell.data.cast::<TVMFFIAny>().add(index) })
+}
+
+/// Replaces item `index` of an array or list of any producer (the sequence cell's items), in
+/// place; `false` when `index` is out of range.
+///
+/// # Safety
+/// The caller holds the only reference to `obj` (tvm-ffi's in-place structural mutation
+/// contract), so nothing reads the item while it changes, and no length change runs meanwhile.
+pub unsafe fn set_item_in_place(obj: &ObjectRef, index: usize, value: Any) -> bool {
+    // SAFETY: arrays and lists (any producer) have the sequence cell after the header.
+    let cell = unsafe { *obj.cell_ptr().cast::<TVMFFISeqCell>() };
+    if usize::try_from(cell.size).map_or(true, |n| index >= n) {
+        return false;
+    }
+    // SAFETY: `index` is one of the cell's live items; the old item is released in place.
+    unsafe { *cell.data.cast::<Any>().add(index) = value };
+    true
+}
+
 /// The items of any array object (tvmrt's or tvm-ffi's: both have the sequence cell), as
 /// views valid while `obj` lives; `None` when `obj` is not an array.
 pub fn array_items(obj: &ObjectRef) -> Option<&[AnyView<'_>]> {
@@ -124,5 +163,22 @@ mod tests {
         assert_eq!(array_get(&a, 1).unwrap().view().as_str(), Some("x"));
         assert!(array_get(&a, 2).is_err());
         assert!(array_get(&a, -1).is_err());
+    }
+
+    #[test]
+    fn items_change_in_place_through_the_cell() {
+        let a = new_array(vec![Any::from(3i64), Any::from("a string on the heap")]);
+        assert_eq!(seq_len(&a), 2);
+        // SAFETY: only this test holds the array.
+        unsafe {
+            assert!(set_item_in_place(&a, 1, Any::from(4i64)));
+            assert!(!set_item_in_place(&a, 2, Any::none()));
+            assert_eq!(
+                AnyView::from_raw(seq_item_raw(&a, 1).unwrap()).as_i64(),
+                Some(4)
+            );
+            assert!(seq_item_raw(&a, 2).is_none());
+        }
+        assert_eq!(array_get(&a, 0).unwrap().view().as_i64(), Some(3));
     }
 }

@@ -14,7 +14,7 @@ use std::ffi::c_void;
 use parking_lot::Mutex;
 
 use super::key::any_equal;
-use crate::abi::type_index;
+use crate::abi::{type_index, TVMFFIAny};
 use crate::error::{Error, Result};
 use crate::object::type_registry::static_index;
 use crate::object::{new_object, ObjectPayload, ObjectRef};
@@ -107,7 +107,7 @@ unsafe impl ObjectPayload for DictObj {
 /// Entries from alternating key/value arguments; a repeated key keeps its first position and
 /// takes the last value.
 pub fn entries_from_pairs(args: &[AnyView<'_>]) -> Result<Vec<Entry>> {
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return Err(Error::value(format!(
             "expected key/value pairs, got an odd number of arguments ({})",
             args.len()
@@ -251,6 +251,113 @@ pub fn modify_dict<R>(
     r
 }
 
+/// The entry count of a map or dict of any producer (its cell's `size`); 0 for other objects.
+pub fn map_len(obj: &ObjectRef) -> usize {
+    if !is_map_kind(obj.type_index()) {
+        return 0;
+    }
+    // SAFETY: maps and dicts (any producer) have the `MapBaseObj` cell after the header.
+    let cell = unsafe { *obj.cell_ptr().cast::<MapCell>() };
+    cell.size as usize
+}
+
+/// The value of the `index`-th entry (in iteration order) of a map or dict of any producer,
+/// borrowed as a raw value (no reference taken), as C++ code reads `it->second`.
+///
+/// # Safety
+/// The value is valid while the entry stays in the map.
+pub unsafe fn map_value_raw(obj: &ObjectRef, index: usize) -> Result<Option<TVMFFIAny>> {
+    if !is_map_kind(obj.type_index()) {
+        return Ok(None);
+    }
+    // SAFETY: maps and dicts (any producer) have the `MapBaseObj` cell after the header (tvmrt's
+    // publish theirs in the small layout).
+    let cell = unsafe { *obj.cell_ptr().cast::<MapCell>() };
+    if index as u64 >= cell.size {
+        return Ok(None);
+    }
+    let slot: *const TVMFFIAny = if cell.slots & SMALL_TAG != 0 {
+        // SAFETY: a small map's data holds `size` key/value pairs; the value follows its key.
+        unsafe { cell.data.cast::<TVMFFIAny>().add(2 * index + 1) }
+    } else {
+        // SAFETY: a dense map's list links its `size` live items.
+        unsafe { dense_item(obj, &cell, index)?.cast::<TVMFFIAny>().add(1) }
+    };
+    // SAFETY: a live value slot.
+    Ok(Some(unsafe { *slot }))
+}
+
+/// Replaces the value of the `index`-th entry (in iteration order) of a map or dict of any
+/// producer, in place.
+///
+/// # Safety
+/// The caller holds the only reference to `obj` (tvm-ffi's in-place structural mutation
+/// contract), so nothing reads the entry while it changes.
+pub unsafe fn set_value_in_place(obj: &ObjectRef, index: usize, value: Any) -> Result<()> {
+    let core = obj
+        .downcast_ref::<MapObj>()
+        .map(|m| &m.0)
+        .or_else(|| obj.downcast_ref::<DictObj>().map(|d| &d.0));
+    if let Some(core) = core {
+        let mut entries = core.entries.lock();
+        let e = entries
+            .get_mut(index)
+            .ok_or_else(|| Error::index(format!("map entry {index} out of range")))?;
+        e.value = value;
+        core.publish(&mut entries);
+        return Ok(());
+    }
+    if !is_map_kind(obj.type_index()) {
+        return Err(Error::type_error("expected ffi.Map or ffi.Dict"));
+    }
+    // SAFETY: maps and dicts (any producer) have the `MapBaseObj` cell after the header.
+    let cell = unsafe { *obj.cell_ptr().cast::<MapCell>() };
+    if index as u64 >= cell.size {
+        return Err(Error::index(format!("map entry {index} out of range")));
+    }
+    let slot: *mut Any = if cell.slots & SMALL_TAG != 0 {
+        // SAFETY: a small map's data holds `size` key/value pairs; the value follows its key.
+        unsafe { cell.data.cast::<Any>().add(2 * index + 1) }
+    } else {
+        // SAFETY: a dense map's list links its `size` live items (checked by `dense_item`).
+        unsafe { dense_item(obj, &cell, index)?.cast::<Any>().add(1) }
+    };
+    // SAFETY: a live value slot of an object only the caller holds; the old value is released.
+    unsafe { *slot = value };
+    Ok(())
+}
+
+/// The address of the `index`-th item (in insertion order) of a dense map.
+///
+/// # Safety
+/// `obj` is a live tvm-ffi dense map and `cell` its cell.
+unsafe fn dense_item(obj: &ObjectRef, cell: &MapCell, index: usize) -> Result<*mut u8> {
+    // SAFETY: the head index follows the cell and `fib_shift_` in a dense map.
+    let mut at = unsafe { *obj.cell_ptr().add(dense::HEAD_OFFSET).cast::<u64>() };
+    for step in 0..=index {
+        if at >= cell.slots {
+            return Err(Error::value(format!(
+                "corrupt dense map: list index {at} with {} slots",
+                cell.slots
+            )));
+        }
+        let i = at as usize;
+        // SAFETY: `at < slots`: slot `i` is inside block `i / 16` of `data`.
+        let item = unsafe {
+            cell.data
+                .cast::<u8>()
+                .add(i / dense::BLOCK_CAP * dense::BLOCK)
+                .add(dense::BLOCK_CAP + i % dense::BLOCK_CAP * dense::ITEM)
+        };
+        if step == index {
+            return Ok(item);
+        }
+        // SAFETY: a listed item's `next` index.
+        at = unsafe { *item.add(dense::NEXT_OFFSET).cast::<u64>() };
+    }
+    unreachable!("the loop returns at step == index")
+}
+
 /// The value of `key`, if present.
 pub fn lookup(entries: &[Entry], key: &AnyView<'_>) -> Option<Any> {
     entries
@@ -324,6 +431,24 @@ mod tests {
                 .as_i64(),
             Some(30)
         );
+        // Values read and replaced in place, in insertion order (the structural hooks do this).
+        assert_eq!(map_len(&handle), 3);
+        // SAFETY: the map is alive and only this test holds it.
+        unsafe {
+            let second = map_value_raw(&handle, 1).unwrap().unwrap();
+            assert_eq!(AnyView::from_raw(second).as_i64(), Some(10));
+            set_value_in_place(&handle, 1, Any::from("eleven, on the heap")).unwrap();
+            assert!(map_value_raw(&handle, 3).unwrap().is_none());
+            assert!(set_value_in_place(&handle, 3, Any::none()).is_err());
+        }
+        let entries = map_entries(&handle).unwrap().unwrap();
+        assert_eq!(
+            entries[1].value.view().as_str(),
+            Some("eleven, on the heap")
+        );
+        drop(entries);
+        // SAFETY: as above; releases the string put there.
+        unsafe { set_value_in_place(&handle, 1, Any::from(10i64)).unwrap() };
         // A list that points outside the slots is refused, not followed.
         // SAFETY: the head field of the object above.
         unsafe { *p.add(24 + dense::HEAD_OFFSET).cast::<u64>() = 99 };
@@ -333,5 +458,29 @@ mod tests {
         assert!(e.message.contains("corrupt dense map"), "{}", e.message);
         drop(handle);
         drop(obj);
+    }
+
+    #[test]
+    fn values_of_tvmrt_maps_change_in_place() {
+        let m = new_dict(vec![
+            Entry {
+                key: Any::from("a"),
+                value: Any::from(1i64),
+            },
+            Entry {
+                key: Any::from("b"),
+                value: Any::from(2i64),
+            },
+        ]);
+        assert_eq!(map_len(&m), 2);
+        // SAFETY: only this test holds the dict.
+        unsafe {
+            set_value_in_place(&m, 1, Any::from("two")).unwrap();
+            let v = map_value_raw(&m, 1).unwrap().unwrap();
+            assert_eq!(AnyView::from_raw(v).as_str(), Some("two"));
+        }
+        let e = map_entries(&m).unwrap().unwrap();
+        assert_eq!(e[0].value.view().as_i64(), Some(1));
+        assert_eq!(e[1].key.view().as_str(), Some("b"));
     }
 }

@@ -116,5 +116,16 @@ pub(super) fn call_first(entries: &[Entry], v: &AnyView<'_>, region: i32) -> Res
     } else {
         e.f.call(std::slice::from_ref(v))?
     };
-    Ok(Some(r))
+    failed_if_error(r).map(Some)
+}
+
+/// A callback result that is an error object is the callback's failure (tvm-ffi's
+/// `CallExpected`: returning an `Error` is failing with it).
+pub(super) fn failed_if_error(r: Any) -> Result<Any> {
+    if r.view().type_index() != crate::abi::type_index::ERROR {
+        return Ok(r);
+    }
+    let obj = r.view().as_object().expect("an error value is an object");
+    Err(crate::object::error_obj::error_from_object(&obj)
+        .unwrap_or_else(|| Error::runtime("a callback returned an unreadable error")))
 }

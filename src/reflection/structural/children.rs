@@ -90,9 +90,17 @@ pub(super) fn each_child(
     Ok(None)
 }
 
-/// Whether `b` can stand for `a` unchanged: the same object, or the same string, bytes or
-/// scalar value.
+/// Whether `v` is tvm-ffi's `Unchanged` marker (a callback's "keep the input").
+pub(super) fn is_unchanged_marker(v: &AnyView<'_>) -> bool {
+    v.type_index() == static_index::UNCHANGED
+}
+
+/// Whether `b` can stand for `a` unchanged: the `Unchanged` marker, the same object, or the
+/// same string, bytes or scalar value.
 pub(super) fn unchanged(a: &AnyView<'_>, b: &AnyView<'_>) -> bool {
+    if is_unchanged_marker(b) {
+        return true;
+    }
     let (ka, kb) = (content_kind(a.type_index()), content_kind(b.type_index()));
     if ka != kb {
         return false;
@@ -116,8 +124,12 @@ fn map_all(
     let mut changed = false;
     for item in items {
         let m = f(item.clone(), met_in)?;
-        changed |= !unchanged(&item.view(), &m.view());
-        out.push(m);
+        if unchanged(&item.view(), &m.view()) {
+            out.push(item.clone());
+        } else {
+            changed = true;
+            out.push(m);
+        }
     }
     Ok(changed.then_some(out))
 }

@@ -65,8 +65,16 @@ struct Hash {
     stack: StackBase,
 }
 
+/// A big integer's hash: its type and its words.
+fn big_int_hash(obj: &ObjectRef) -> u64 {
+    big_int_words(obj)
+        .iter()
+        .fold(type_key_hash(static_index::BIG_INT), |h, &w| combine(h, w))
+}
+
 impl Hash {
-    /// The hash of a value that needs no walk: strings, bytes and POD values.
+    /// The hash of a value that needs no walk: strings, bytes, big integers (by value, so
+    /// they also anchor map entries as keys) and POD values.
     fn leaf(v: &AnyView<'_>) -> Option<u64> {
         let t = content_kind(v.type_index());
         if t == ti::STR || t == ti::BYTES {
@@ -74,6 +82,9 @@ impl Hash {
                 t as u64,
                 hash_bytes(v.as_byte_slice().unwrap_or(&[])),
             ));
+        }
+        if t == static_index::BIG_INT {
+            return v.as_object().map(|o| big_int_hash(&o));
         }
         if t >= ti::STATIC_OBJECT_BEGIN {
             return None;
@@ -118,9 +129,7 @@ impl Hash {
                 |h, &d| combine(h, d as u64),
             )),
             ti::TENSOR => self.hash_tensor(obj, seed),
-            static_index::BIG_INT => {
-                Ok(big_int_words(obj).iter().fold(seed, |h, &w| combine(h, w)))
-            }
+            static_index::BIG_INT => Ok(big_int_hash(obj)),
             _ => self.hash_reflected(obj),
         }
     }

@@ -19,6 +19,7 @@ use crate::value::{Any, AnyView};
 use super::callbacks::{self, Entry};
 use super::children::{fields_region, kind_of, rebuild, reflected, unchanged};
 use super::{kind, region, StackBase};
+use crate::reflection::visit_error::{record_visit, with_visit_frame};
 
 /// `ffi.StructuralMap(root, entries, entries_with_def_region_kind, order)`.
 pub fn structural_map(args: &[AnyView<'_>]) -> Result<Any> {
@@ -58,9 +59,14 @@ impl Mapper {
         }
     }
 
-    /// The first matching callback's result, or `v` when none matches or the result is `v`.
+    /// The first matching callback's result, or `v` when none matches or the result is `v` (or
+    /// the `Unchanged` marker).
+    /// A failing callback names `v` in the error's visit context (one frame per node, as
+    /// tvm-ffi's engines add).
     fn call(&self, v: Any, met_in: i32) -> Result<Any> {
-        match callbacks::call_first(&self.entries, &v.view(), met_in)? {
+        let r = callbacks::call_first(&self.entries, &v.view(), met_in)
+            .map_err(|e| record_visit(e, &v.view()))?;
+        match r {
             Some(r) if !unchanged(&v.view(), &r.view()) => Ok(r),
             _ => Ok(v),
         }
@@ -68,6 +74,10 @@ impl Mapper {
 
     /// `v` with its children mapped; a variable or DAG node once per region.
     fn children(&self, v: Any, met_in: i32) -> Result<Any> {
+        with_visit_frame(v, |v| self.children_of(v, met_in))
+    }
+
+    fn children_of(&self, v: Any, met_in: i32) -> Result<Any> {
         let Some((obj, info)) = reflected(&v.view()) else {
             return rebuild(v, met_in, &mut |c, r| self.map(c, r));
         };

@@ -27,6 +27,7 @@ mod children;
 mod equal;
 mod hash;
 mod map;
+mod native;
 mod owned;
 mod walk;
 
@@ -255,12 +256,20 @@ pub fn structural_key_equal(a: &ObjectRef, b: &ObjectRef) -> Result<bool> {
 }
 
 /// Makes `ffi.StructuralKey` objects equal as container keys when [`structural_key_equal`]
-/// says so (their `__any_equal__` in tvm-ffi); once, after the library types are registered.
+/// says so, hashing as their stored structural hash (their `__any_equal__` and `__any_hash__`
+/// in tvm-ffi); once, after the library types are registered.
 pub fn register_all() -> Result<()> {
+    native::register_all()?;
     let t = crate::object::type_registry::key_to_index("ffi.StructuralKey")?;
-    crate::object::containers::key::register_key_equality(t, |a, b| {
-        structural_key_equal(a, b).unwrap_or(false)
-    });
+    crate::object::containers::key::register_key_type(
+        t,
+        |a, b| structural_key_equal(a, b).unwrap_or(false),
+        |k| {
+            super::library_types::structural_key_parts(k)
+                .map(|(_, hash)| hash as u64)
+                .unwrap_or(0)
+        },
+    );
     Ok(())
 }
 

@@ -23,8 +23,9 @@ use crate::reflection::library_types::{handle_id, new_handle};
 use crate::value::{Any, AnyView};
 
 use super::callbacks::{self, Entry};
-use super::children::{each_child, kind_of, rebuild, reflected};
+use super::children::{each_child, is_unchanged_marker, kind_of, rebuild, reflected};
 use super::{callback_region, kind, region, StackBase};
+use crate::reflection::visit_error::{record_visit, with_visit_frame};
 
 const VISITOR: &str = "ffi.StructuralVisitor";
 const MUTATOR: &str = "ffi.StructuralMutator";
@@ -131,14 +132,20 @@ fn arity(args: &[AnyView<'_>], n: usize, what: &str) -> Result<()> {
 }
 
 impl Visitor {
-    /// The value's callback, or its default descent.
+    /// The value's callback, or its default descent; an error coming up names `v` in its visit
+    /// context (one frame per node, as tvm-ffi's engines add).
     fn visit(&self, v: &AnyView<'_>) -> Result<Option<Any>> {
+        self.visit_node(v).map_err(|e| record_visit(e, v))
+    }
+
+    fn visit_node(&self, v: &AnyView<'_>) -> Result<Option<Any>> {
         self.0.stack.check("StructuralVisit")?;
         let Some(e) = callbacks::first_match(&self.0.entries, v.type_index()) else {
             return self.default_visit(v);
         };
-        let r =
-            e.f.call(&[*v, Any::from_object(self.0.handle.clone()).view()])?;
+        let r = callbacks::failed_if_error(
+            e.f.call(&[*v, Any::from_object(self.0.handle.clone()).view()])?,
+        )?;
         Ok((r.view().type_index() == static_index::VISIT_INTERRUPT).then_some(r))
     }
 
@@ -152,21 +159,28 @@ impl Visitor {
 
 impl Mutator {
     /// The value's callback (its result final), or its default mutation. `owned`: this call
-    /// holds the value's only outside reference (it was moved in).
+    /// holds the value's only outside reference (it was moved in). An error coming up names `v`
+    /// in its visit context.
     fn mutate(&self, v: Any, owned: bool) -> Result<Any> {
         let c = &self.common;
         c.stack.check("StructuralMutate")?;
         let Some(e) = callbacks::first_match(&c.entries, v.view().type_index()) else {
-            return self.default_mutate(v);
+            return with_visit_frame(v, |v| self.default_mutate(v));
         };
         let handle = Any::from_object(c.handle.clone());
         let mut args = vec![v.clone(), handle];
         if e.takes_mode {
             // `v` and the argument list hold two references; more means it is shared.
-            let alone = owned && v.view().as_object().map_or(true, |o| o.strong_count() <= 3);
+            let alone = owned && v.view().as_object().is_none_or(|o| o.strong_count() <= 3);
             args.push(Any::from(if alone { ALLOW } else { DISALLOW }));
         }
-        e.f.call_values(&args)
+        let r =
+            e.f.call_values(&args)
+                .and_then(callbacks::failed_if_error)
+                .map_err(|err| record_visit(err, &v.view()))?;
+        drop(args);
+        // A callback's `Unchanged` keeps its input (tvm-ffi's `ValueOrUnchanged`).
+        Ok(if is_unchanged_marker(&r.view()) { v } else { r })
     }
 
     /// The value rebuilt from its mutated children; a variable or DAG node is mutated once and
