@@ -2,7 +2,8 @@
 # The library's unit tests for its raw-memory code under valgrind memcheck: lent and released
 # library pages (mapped), tensors read in place (tensor::serialize), tvm-ffi's dense map layout
 # (containers::map), arrays changed in place and hook callbacks (reflection::structural), a
-# loaded library's own symbol tables (module::dynsym), and
+# loaded library's own symbol tables (module::dynsym), the classic door's values (rewritten
+# bool descriptors and tensor views, value::classic), and
 # the random fillers writing tensors (contrib::random). Fails on any memory error.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -15,4 +16,4 @@ for line in sys.stdin:
 [ -n "$bin" ] || { echo "valgrind_unit.sh: no unit test binary found"; exit 1; }
 valgrind --quiet --error-exitcode=1 --leak-check=no "$bin" --test-threads 1 \
   mapped:: tensor::serialize containers::map reflection::structural contrib::random \
-  module::dynsym
+  module::dynsym value::classic graph::params

@@ -14,12 +14,13 @@ use tvmrt::tensor::Tensor;
 use tvmrt::value::Any;
 use tvmrt::{Error, Function};
 
-const MODELS: [&str; 5] = [
+const MODELS: [&str; 6] = [
     "mlp",
     "two_outputs",
     "shared_storage",
     "int_model",
     "f64_model",
+    "bool_model",
 ];
 
 fn dir() -> PathBuf {
@@ -71,6 +72,12 @@ fn as_json(t: &Tensor) -> Value {
             .map(|c| Value::from(i32::from_le_bytes(c.try_into().unwrap())))
             .collect(),
         "int8" => bytes.iter().map(|&b| Value::from(b as i8)).collect(),
+        // Inside tvmrt (and through the tvm-ffi door) a bool is kDLBool, one byte each; TVM
+        // 0.19 recorded it as uint1 ("bool" too).
+        "bool" => {
+            assert_eq!(t.dtype(), tvmrt::dtype::dtypes::BOOL);
+            bytes.iter().map(|&b| Value::from(b != 0)).collect()
+        }
         other => panic!("unexpected dtype {other}"),
     };
     serde_json::json!({"dtype": dtype, "shape": t.shape(), "values": values})

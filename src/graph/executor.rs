@@ -53,6 +53,9 @@ enum OpKind {
 struct OpCall {
     node: usize,
     kind: OpKind,
+    /// Whether the callee is classic compiled code: its descriptors then type a bool entry as
+    /// TVM 0.19's `uint1`, which its argument checks expect (`code * 1000 + bits == 1001`).
+    classic: bool,
     /// Entry id of each argument.
     eids: Vec<usize>,
     /// The argument descriptors; boxed so the pointers in `values` stay valid.
@@ -554,10 +557,10 @@ fn build_ops(g: &Graph, lib: &Module, entries: &[Tensor]) -> Result<Vec<OpCall>>
         };
         let mut eids: Vec<usize> = node.inputs.iter().map(|&e| g.entry_id(e)).collect();
         eids.extend((0..p.num_outputs).map(|i| g.node_row_ptr[nid] + i));
-        // SAFETY: each entry tensor is live; its descriptor is copied.
+        let classic = matches!(kind, OpKind::Classic(..));
         let mut args: Box<[DLTensor]> = eids
             .iter()
-            .map(|&e| unsafe { *entries[e].dltensor() })
+            .map(|&e| arg_descriptor(&entries[e], classic))
             .collect();
         let values: Box<[TVMFFIAny]> = args
             .iter_mut()
@@ -583,6 +586,7 @@ fn build_ops(g: &Graph, lib: &Module, entries: &[Tensor]) -> Result<Vec<OpCall>>
         }
         ops.push(OpCall {
             node: nid,
+            classic,
             kind,
             eids,
             args,
@@ -632,12 +636,20 @@ fn retarget_ops(state: &mut State, eids: &[usize]) {
     for op in ops.iter_mut() {
         for (arg, eid) in op.args.iter_mut().zip(&op.eids) {
             if eids.contains(eid) {
-                // SAFETY: a live entry tensor's descriptor; its shape (and strides) live as long
-                // as the entry, which the state keeps.
-                *arg = unsafe { *entries[*eid].dltensor() };
+                *arg = arg_descriptor(&entries[*eid], op.classic);
             }
         }
     }
+}
+
+/// A call argument: a copy of the entry's descriptor (its shape and strides live as long as
+/// the entry, which the state keeps), typed for a classic callee when `classic`.
+fn arg_descriptor(entry: &Tensor, classic: bool) -> DLTensor {
+    let mut d = *entry.dl();
+    if classic {
+        d.dtype = crate::dtype::classic_bool::to_classic(d.dtype);
+    }
+    d
 }
 
 fn arg<'a, 'b>(args: &'a [AnyView<'b>], i: usize, what: &str) -> Result<&'a AnyView<'b>> {

@@ -337,7 +337,9 @@ impl Graph {
             .iter()
             .enumerate()
             .map(|(i, s)| {
+                // TVM 0.19 reads "bool" (and "uint1") as `uint1`: held as `kDLBool` here.
                 dtype_from_str(s)
+                    .map(crate::dtype::classic_bool::from_classic)
                     .and_then(|t| crate::tensor::layout::check_dtype(t).map(|()| t))
                     .map_err(|e| bad(format_args!("`attrs.dltype[1][{i}]`: {}", e.message)))
             })
