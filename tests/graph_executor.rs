@@ -14,13 +14,14 @@ use tvmrt::tensor::Tensor;
 use tvmrt::value::Any;
 use tvmrt::{Error, Function};
 
-const MODELS: [&str; 6] = [
+const MODELS: [&str; 7] = [
     "mlp",
     "two_outputs",
     "shared_storage",
     "int_model",
     "f64_model",
     "bool_model",
+    "parallel_conv",
 ];
 
 fn dir() -> PathBuf {

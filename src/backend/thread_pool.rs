@@ -6,7 +6,9 @@
 //! any task count is correct for them, including 1. Facts mirrored from TVM
 //! (`src/runtime/thread_pool.cc`, `include/tvm/runtime/c_backend_api.h`):
 //! - `num_task == 0` means "one task per pool thread";
-//! - the launching thread runs task 0 itself, pool workers run the others;
+//! - the launching thread runs task 0 itself, pool workers run the others (here: the
+//!   launching thread claims task 0, and every thread then claims the next task no one has
+//!   started, see below);
 //! - `penv->sync_handle` is private to the runtime and only handed back to the barrier;
 //! - the pool size comes from `TVM_NUM_THREADS`, else `OMP_NUM_THREADS`, else the core count.
 //!
@@ -26,8 +28,14 @@
 //!   count on x86 to skip hyper-threads.
 //! - The barrier spins briefly, then sleeps; a task that returns without reaching a barrier the
 //!   others wait at (it failed, or skipped it) releases them with an error rather than hanging.
+//! - Tasks are claimed, not assigned: each thread of a launch takes the next task no thread has
+//!   started. A worker that is asleep, descheduled by other load, or slow to wake thus never
+//!   holds the launch up: the launching thread runs the tasks it has not reached and takes the
+//!   launch back from it (a worker that never picked the launch up never touches it). Tasks
+//!   that meet at a barrier still each get their own thread, since a thread waiting at the
+//!   barrier claims nothing more.
 //! - Idle workers spin for [`SPIN_BEFORE_PARK`] after a job, then sleep on a condition variable
-//!   (TVM spins 300000 yields before sleeping).
+//!   (TVM spins 300000 yields before sleeping, more than 100 ms of a core after every launch).
 //! - A process forked after the pool started gets a fresh set of workers on its first launch
 //!   (unless another thread was in the middle of a launch when it forked).
 
@@ -378,17 +386,18 @@ struct Failure {
 }
 
 /// Everything the tasks of one launch share. It lives on the launching thread's stack; the
-/// launcher does not return before every worker has decremented `pending`, and a worker does
-/// not touch the job after that.
+/// launcher does not return before every worker that picked the launch up has decremented
+/// `pending`, and a worker does not touch the job after that.
 struct Job {
     f: ParallelLambda,
     cdata: *mut c_void,
     num_task: usize,
-    /// Threads running tasks; thread `k` runs tasks `k, k + threads, ...`.
-    threads: usize,
     env: UnsafeCell<ParallelGroupEnv>,
     barrier: Barrier,
-    /// Workers that have not finished their share.
+    /// The next task no thread has claimed; every thread of the launch claims from it.
+    next_task: AtomicUsize,
+    /// Workers the launch was posted to that may still use the job: each decrements it once it
+    /// is done with the job, and the launcher for each posting it takes back unseen.
     pending: AtomicUsize,
     failures: Mutex<Vec<Failure>>,
 }
@@ -400,21 +409,21 @@ impl Job {
         f: ParallelLambda,
         cdata: *mut c_void,
         num_task: usize,
-        threads: usize,
+        posted: usize,
         kind: BarrierKind,
     ) -> &Job {
         let job: &Job = slot.insert(Job {
             f,
             cdata,
             num_task,
-            threads,
             env: UnsafeCell::new(ParallelGroupEnv {
                 sync_handle: ptr::null_mut(),
                 // `num_task` was checked to fit an i32 by the caller.
                 num_task: num_task as i32,
             }),
             barrier: Barrier::new(num_task, kind),
-            pending: AtomicUsize::new(threads - 1),
+            next_task: AtomicUsize::new(0),
+            pending: AtomicUsize::new(posted),
             failures: Mutex::new(Vec::new()),
         });
         let sync = &job.barrier as *const Barrier as *mut c_void;
@@ -423,10 +432,13 @@ impl Job {
         job
     }
 
-    /// Runs the tasks of thread `first`.
-    fn run_share(&self, first: usize) {
-        let mut task = first;
-        while task < self.num_task {
+    /// Claims and runs tasks until none is left.
+    fn run_tasks(&self) {
+        loop {
+            let task = self.next_task.fetch_add(1, Ordering::AcqRel);
+            if task >= self.num_task {
+                return;
+            }
             // SAFETY: the launch's caller vouched that `f` may be called with `cdata` for every
             // task id below `num_task`, from any thread; `env` outlives the call.
             let code = unsafe { (self.f)(task as i32, self.env.get(), self.cdata) };
@@ -435,20 +447,19 @@ impl Job {
                 self.failures.lock().push(Failure { task, code, detail });
             }
             self.barrier.depart();
-            task += self.threads;
         }
     }
 
-    /// Runs the share of thread `first` with this thread marked as inside a task, so that a
-    /// launch from the task runs inline. A panic (only possible in tvmrt's own code or the
-    /// error hook; task functions are C and do not unwind) becomes a failure of the share.
-    fn run_share_guarded(&self, first: usize) {
+    /// Runs tasks with this thread marked as inside a task, so that a launch from a task runs
+    /// inline. A panic (only possible in tvmrt's own code or the error hook; task functions
+    /// are C and do not unwind) becomes a failure of the launch.
+    fn run_tasks_guarded(&self) {
         let outer = IN_TASK.with(|c| c.replace(true));
-        let ran = catch_unwind(AssertUnwindSafe(|| self.run_share(first)));
+        let ran = catch_unwind(AssertUnwindSafe(|| self.run_tasks()));
         IN_TASK.with(|c| c.set(outer));
         if ran.is_err() {
             self.failures.lock().push(Failure {
-                task: first,
+                task: usize::MAX,
                 code: -1,
                 detail: Some(Error::runtime("tvmrt's parallel pool panicked")),
             });
@@ -468,6 +479,7 @@ impl Job {
         let parts: Vec<String> = failures
             .iter()
             .map(|f| match &f.detail {
+                Some(e) if f.task == usize::MAX => e.message.clone(),
                 Some(e) => format!("task {} returned {}: {}", f.task, f.code, e.message),
                 None => format!("task {} returned {}", f.task, f.code),
             })
@@ -494,7 +506,8 @@ thread_local! {
 /// One worker's mailbox, on its own cache line so workers do not slow each other down.
 #[repr(align(64))]
 struct WorkerSlot {
-    /// The job to run; set by the launcher when null, taken (reset to null) by the worker.
+    /// The job to run: set by the launcher when null; taken (reset to null) by the worker, or
+    /// by the launcher if the worker has not taken it by the time every task is claimed.
     job: AtomicPtr<Job>,
     sleeping: AtomicBool,
     lock: Mutex<()>,
@@ -510,25 +523,50 @@ impl WorkerSlot {
         }
     }
 
+    /// Takes back a posting the worker has not picked up; false if it has.
+    fn retract(&self, job: *const Job) -> bool {
+        self.job
+            .compare_exchange(
+                job as *mut Job,
+                ptr::null_mut(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+    }
+
+    /// Waits for a job and takes it: spins for [`SPIN_BEFORE_PARK`], then sleeps until a
+    /// launch wakes it. A launch that finished before this worker woke has taken its job back;
+    /// the worker then spins again rather than sleeping at once, so that when launches come
+    /// back to back (a model's kernels) it is awake for the next one.
     fn take(&self) -> *const Job {
-        let mut job = ptr::null_mut();
-        if !spin_until(|| {
-            job = self.job.load(Ordering::Acquire);
-            !job.is_null()
-        }) {
-            let mut guard = self.lock.lock();
-            self.sleeping.store(true, Ordering::SeqCst);
-            loop {
+        loop {
+            let mut job = ptr::null_mut();
+            if !spin_until(|| {
+                job = self.job.load(Ordering::Acquire);
+                !job.is_null()
+            }) {
+                let mut guard = self.lock.lock();
+                self.sleeping.store(true, Ordering::SeqCst);
                 job = self.job.load(Ordering::SeqCst);
-                if !job.is_null() {
-                    break;
+                if job.is_null() {
+                    self.cv.wait(&mut guard);
+                    job = self.job.load(Ordering::SeqCst);
                 }
-                self.cv.wait(&mut guard);
+                self.sleeping.store(false, Ordering::SeqCst);
+                if job.is_null() {
+                    continue;
+                }
             }
-            self.sleeping.store(false, Ordering::Relaxed);
+            // The launcher may have taken it back meanwhile; then wait for the next one.
+            if self
+                .job
+                .compare_exchange(job, ptr::null_mut(), Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return job;
+            }
         }
-        self.job.store(ptr::null_mut(), Ordering::Relaxed);
-        job
     }
 }
 
@@ -574,7 +612,7 @@ impl Crew {
             let spawned = thread::Builder::new()
                 .name(format!("tvmrt-worker-{index}"))
                 .stack_size(WORKER_STACK_BYTES)
-                .spawn(move || worker_main(index, &worker_slot, &done));
+                .spawn(move || worker_main(&worker_slot, &done));
             if spawned.is_err() {
                 break;
             }
@@ -602,14 +640,14 @@ static POOL: Lazy<Mutex<Crew>> = Lazy::new(|| {
     Mutex::new(Crew::new())
 });
 
-fn worker_main(index: usize, slot: &WorkerSlot, done: &DoneSignal) {
+fn worker_main(slot: &WorkerSlot, done: &DoneSignal) {
     IN_TASK.with(|c| c.set(true));
     loop {
         let job = slot.take();
         // SAFETY: the launcher keeps the job alive until `pending` reaches zero, which this
         // worker's decrement below is part of; the job is not touched after it.
         let job = unsafe { &*job };
-        job.run_share_guarded(index);
+        job.run_tasks_guarded();
         if job.pending.fetch_sub(1, Ordering::SeqCst) == 1 && done.waiting.load(Ordering::SeqCst) {
             let _guard = done.lock.lock();
             done.cv.notify_one();
@@ -636,7 +674,7 @@ pub unsafe fn parallel_launch(f: ParallelLambda, cdata: *mut c_void, num_task: i
         // Nested: run every task here, in order. The pool is busy with the outer launch (whose
         // tasks may be waiting on this one), so using it could deadlock.
         let num_task = requested.max(1);
-        Job::init(&mut slot, f, cdata, num_task, 1, BarrierKind::Nested).run_share_guarded(0);
+        Job::init(&mut slot, f, cdata, num_task, 0, BarrierKind::Nested).run_tasks_guarded();
         return slot.take().map_or(Ok(()), Job::into_result);
     }
     let threads = num_threads();
@@ -644,7 +682,7 @@ pub unsafe fn parallel_launch(f: ParallelLambda, cdata: *mut c_void, num_task: i
     if num_task == 1 || threads == 1 {
         // Nothing to share out: no need to wake (or wait for) the pool.
         let kind = BarrierKind::Oversubscribed { threads: 1 };
-        Job::init(&mut slot, f, cdata, num_task, 1, kind).run_share_guarded(0);
+        Job::init(&mut slot, f, cdata, num_task, 0, kind).run_tasks_guarded();
         return slot.take().map_or(Ok(()), Job::into_result);
     }
 
@@ -662,11 +700,18 @@ pub unsafe fn parallel_launch(f: ParallelLambda, cdata: *mut c_void, num_task: i
     } else {
         BarrierKind::Concurrent
     };
-    let job = Job::init(&mut slot, f, cdata, num_task, threads, kind);
-    for worker in &crew.slots[..threads - 1] {
+    let posted = &crew.slots[..threads - 1];
+    let job = Job::init(&mut slot, f, cdata, num_task, posted.len(), kind);
+    for worker in posted {
         worker.post(job);
     }
-    job.run_share_guarded(0);
+    job.run_tasks_guarded();
+    // Every task is claimed: postings no worker has picked up are taken back (those workers
+    // never see the job), and the launch waits only for the workers that did.
+    let unseen = posted.iter().filter(|w| w.retract(job)).count();
+    if unseen > 0 {
+        job.pending.fetch_sub(unseen, Ordering::SeqCst);
+    }
     wait_for_workers(job, &crew.done);
     drop(crew);
     // Every worker is done with the job: it can be moved out now.
@@ -1246,6 +1291,52 @@ mod tests {
             let s = Slices::new(&mut buf, TEST_THREADS);
             launch(slice_task, &s, 0).unwrap();
             assert_eq!(s.runs(), vec![1; TEST_THREADS]);
+        });
+    }
+
+    thread_local! {
+        /// Tasks run on this thread.
+        static RAN_HERE: Cell<usize> = const { Cell::new(0) };
+    }
+
+    unsafe extern "C" fn tally_task(
+        task: i32,
+        _penv: *mut ParallelGroupEnv,
+        cdata: *mut c_void,
+    ) -> i32 {
+        // SAFETY: `cdata` is the test's `Count`.
+        let c = unsafe { &*(cdata as *const Count) };
+        c.runs[task as usize].fetch_add(1, Ordering::SeqCst);
+        RAN_HERE.with(|r| r.set(r.get() + 1));
+        0
+    }
+
+    #[test]
+    fn launches_do_not_wait_for_sleeping_workers() {
+        let _g = exclusive();
+        within(60, || {
+            for round in 0..50 {
+                // Let the workers go to sleep, then launch work the caller can do alone in
+                // far less time than a sleeping thread takes to wake up.
+                if round % 10 == 0 {
+                    thread::sleep(SPIN_BEFORE_PARK * 4);
+                }
+                let c = Count::new(TEST_THREADS, false);
+                launch(tally_task, &c, 0).unwrap();
+                // Every task ran exactly once, wherever it ran.
+                assert_eq!(c.runs(), vec![1; TEST_THREADS], "round {round}");
+            }
+            // With the workers asleep, the caller ran tasks itself instead of waiting.
+            assert!(RAN_HERE.with(Cell::get) > 0);
+            // Workers that woke after their launch was over are still good for the next one:
+            // a barrier needs every task on its own thread at once.
+            let mut buf = vec![0u64; TEST_THREADS * PER_TASK];
+            let s = Slices::new(&mut buf, TEST_THREADS);
+            for _ in 0..20 {
+                launch(slice_task, &s, 0).unwrap();
+            }
+            assert_eq!(s.bad.load(Ordering::SeqCst), 0);
+            assert_eq!(s.runs(), vec![20; TEST_THREADS]);
         });
     }
 
