@@ -36,15 +36,19 @@
 //!   barrier claims nothing more.
 //! - Idle workers spin for [`SPIN_BEFORE_PARK`] after a job, then sleep on a condition variable
 //!   (TVM spins 300000 yields before sleeping, more than 100 ms of a core after every launch).
+//! - Affinity: see [`super::affinity`] (`runtime.config_threadpool`); none is set until asked.
 //! - A process forked after the pool started gets a fresh set of workers on its first launch
 //!   (unless another thread was in the middle of a launch when it forked).
 
 use std::cell::{Cell, UnsafeCell};
 use std::collections::HashMap;
 use std::ffi::c_void;
+use std::os::unix::thread::JoinHandleExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 use std::sync::Arc;
 use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
@@ -52,6 +56,7 @@ use std::time::{Duration, Instant};
 use once_cell::sync::Lazy;
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use super::affinity::{self, AffinityMode};
 use crate::error::{Error, Result};
 
 /// `TVMParallelGroupEnv` from `c_backend_api.h`: what every task of one launch shares.
@@ -122,6 +127,189 @@ pub fn set_num_threads(n: usize) -> Result<()> {
     let n = if n == 0 { default_num_threads() } else { n };
     CONFIGURED_THREADS.store(n, Ordering::Relaxed);
     Ok(())
+}
+
+/// The CPUs pool threads are pinned to, as `runtime.config_threadpool` last decided (or
+/// `TVM_BIND_THREADS=1` at start): applied to workers as they are spawned.
+struct AffinityState {
+    /// CPUs of worker `i + 1`, `None` where left alone.
+    workers: Vec<Option<Vec<usize>>>,
+}
+
+impl AffinityState {
+    fn worker_cpus(&self, index: usize) -> Option<Vec<usize>> {
+        self.workers.get(index - 1).cloned().flatten()
+    }
+}
+
+static AFFINITY: Lazy<RwLock<AffinityState>> = Lazy::new(|| {
+    let mut state = AffinityState {
+        workers: Vec::new(),
+    };
+    if affinity::bind_setting().1 {
+        // TVM_BIND_THREADS=1: pin the workers to the big cores at start, as TVM's pool does.
+        let topo = affinity::Topology::detect();
+        if let Ok(plan) = affinity::plan(
+            &topo,
+            AffinityMode::Big,
+            0,
+            &[],
+            default_num_threads(),
+            true,
+        ) {
+            state.workers = plan.workers;
+        }
+    }
+    RwLock::new(state)
+});
+
+/// `runtime.config_threadpool(mode, nthreads, cpus)`: TVM's affinity modes (1 big cores, -1
+/// little cores, -2 one listed CPU per worker, -3 every thread on all listed CPUs, 0 only the
+/// thread count), the thread count later launches use (`nthreads`, 0 for the mode's count;
+/// never more than the pool's default size), and the CPUs of the workers (pinned now, and as
+/// they are spawned) and of the calling thread, which is the one that runs task 0 of its
+/// launches (see [`super::affinity`]). Returns the thread count launches now use.
+pub fn config_threadpool(mode: i64, nthreads: i64, cpus: &[usize]) -> Result<usize> {
+    let mode = AffinityMode::from_code(mode)?;
+    let nthreads = usize::try_from(nthreads).map_err(|_| {
+        Error::value(format!(
+            "config_threadpool: the thread count must be >= 0 (0: the mode's), got {nthreads}"
+        ))
+    })?;
+    let topo = affinity::Topology::detect();
+    let (bind, _) = affinity::bind_setting();
+    let pool_threads = default_num_threads();
+    let plan = affinity::plan(&topo, mode, nthreads, cpus, pool_threads, bind)?;
+    // Lock order: the pool, then the affinity state (as `ensure_workers` takes them).
+    let crew = POOL.lock();
+    {
+        let mut state = AFFINITY.write();
+        if mode != AffinityMode::Unchanged {
+            state.workers = plan.workers.clone();
+        }
+    }
+    if mode != AffinityMode::Unchanged {
+        for (i, worker) in crew.slots.iter().enumerate() {
+            if let Some(Some(cpus)) = plan.workers.get(i) {
+                affinity::set_thread_affinity(worker.pthread, cpus)?;
+            }
+        }
+    }
+    drop(crew);
+    if let Some(cpus) = &plan.launcher {
+        // SAFETY: pthread_self has no preconditions.
+        affinity::set_thread_affinity(unsafe { libc::pthread_self() }, cpus)?;
+    }
+    CONFIGURED_THREADS.store(plan.threads, Ordering::Relaxed);
+    Ok(plan.threads)
+}
+
+/// The kernel thread ids of the pool's workers (worker 1 first), starting any that are not
+/// running yet up to the configured size: what to read affinities back with
+/// (`sched_getaffinity`).
+pub fn worker_thread_ids() -> Vec<i32> {
+    let threads = num_threads();
+    let mut crew = POOL.lock();
+    if crew.fork_generation != FORK_GENERATION.load(Ordering::SeqCst) {
+        *crew = Crew::new();
+    }
+    crew.ensure_workers(threads.saturating_sub(1));
+    crew.slots
+        .iter()
+        .map(|w| {
+            // A worker records its id first thing; wait for it.
+            let start = Instant::now();
+            loop {
+                let tid = w.tid.load(Ordering::SeqCst);
+                if tid != 0 || start.elapsed() > Duration::from_secs(10) {
+                    return tid;
+                }
+                thread::yield_now();
+            }
+        })
+        .collect()
+}
+
+/// The global functions of the pool: `runtime.config_threadpool`, `runtime.NumThreads` and
+/// `tvm.runtime.threading.set_current_thread_affinity`, as TVM registers them.
+pub(crate) fn builtins() -> Vec<(&'static str, crate::function::Function)> {
+    use crate::function::Function;
+    use crate::value::Any;
+    vec![
+        (
+            "runtime.config_threadpool",
+            Function::from_fn(|args| {
+                if args.len() < 2 || args.len() > 3 {
+                    crate::bail_type!(
+                        "runtime.config_threadpool expects (mode, nthreads[, cpus]), got {}                          arguments",
+                        args.len()
+                    );
+                }
+                let mode = args[0].expect_i64("mode")?;
+                let nthreads = args[1].expect_i64("nthreads")?;
+                let cpus = match args.get(2) {
+                    None => Vec::new(),
+                    Some(v) if v.is_none() => Vec::new(),
+                    Some(v) => cpu_list(v)?,
+                };
+                config_threadpool(mode, nthreads, &cpus)?;
+                Ok(Any::none())
+            }),
+        ),
+        (
+            "runtime.NumThreads",
+            Function::from_fn(|_| Ok(Any::from(num_threads() as i64))),
+        ),
+        (
+            "tvm.runtime.threading.set_current_thread_affinity",
+            Function::from_fn(|args| {
+                let v = args.first().ok_or_else(|| {
+                    Error::type_error("set_current_thread_affinity expects a tuple of CPU ids")
+                })?;
+                let cpus = cpu_list(v)?;
+                let allowed = affinity::allowed_cpus();
+                if let Some(bad) = cpus.iter().find(|c| !allowed.contains(c)) {
+                    crate::bail_value!(
+                        "set_current_thread_affinity: CPU {bad} is not one this process may run                          on ({allowed:?})"
+                    );
+                }
+                // SAFETY: pthread_self has no preconditions.
+                affinity::set_thread_affinity(unsafe { libc::pthread_self() }, &cpus)?;
+                Ok(Any::none())
+            }),
+        ),
+    ]
+}
+
+/// CPU ids from an array of numeric strings (TVM's `Array<String>`), of ints, or a shape.
+fn cpu_list(v: &crate::value::AnyView<'_>) -> Result<Vec<usize>> {
+    let mismatch = || v.type_mismatch("cpus", "an array of CPU ids (strings or ints)");
+    let obj = v.as_object().ok_or_else(mismatch)?;
+    let items: Vec<crate::value::Any> = if let Some(dims) = crate::object::shape::shape_dims(&obj) {
+        dims.iter().map(|&d| crate::value::Any::from(d)).collect()
+    } else {
+        crate::object::containers::array::array_items(&obj)
+            .ok_or_else(mismatch)?
+            .iter()
+            .map(|item| item.to_owned_any())
+            .collect()
+    };
+    items
+        .iter()
+        .map(|item| {
+            let item = item.view();
+            let id = if let Some(text) = item.as_str() {
+                text.trim().parse::<i64>().map_err(|_| {
+                    Error::value(format!(
+                        "The CPU core information '{text}' is not a number."
+                    ))
+                })?
+            } else {
+                item.expect_i64("cpu id")?
+            };
+            usize::try_from(id).map_err(|_| Error::value(format!("CPU id {id} is negative")))
+        })
+        .collect()
 }
 
 /// Installs (or removes) the hook that reads a failed task's error message on its own thread.
@@ -512,6 +700,9 @@ struct WorkerSlot {
     sleeping: AtomicBool,
     lock: Mutex<()>,
     cv: Condvar,
+    /// The worker's thread (for affinity), and its kernel thread id once it has started.
+    pthread: libc::pthread_t,
+    tid: AtomicI32,
 }
 
 impl WorkerSlot {
@@ -599,21 +790,35 @@ impl Crew {
     }
 
     /// Grows the crew to `want` workers; a thread that cannot be spawned leaves it smaller.
+    /// New workers get the CPUs the current affinity plan gives them.
     fn ensure_workers(&mut self, want: usize) {
         while self.slots.len() < want {
+            let index = self.slots.len() + 1;
+            let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<Arc<WorkerSlot>>(1);
+            let done = self.done.clone();
+            let spawned = thread::Builder::new()
+                .name(format!("tvmrt-worker-{index}"))
+                .stack_size(WORKER_STACK_BYTES)
+                .spawn(move || {
+                    // The slot comes once the spawner knows this thread's handle.
+                    if let Ok(slot) = ready_rx.recv() {
+                        worker_main(&slot, &done);
+                    }
+                });
+            let Ok(handle) = spawned else { break };
             let slot = Arc::new(WorkerSlot {
                 job: AtomicPtr::new(ptr::null_mut()),
                 sleeping: AtomicBool::new(false),
                 lock: Mutex::new(()),
                 cv: Condvar::new(),
+                pthread: handle.as_pthread_t(),
+                tid: AtomicI32::new(0),
             });
-            let index = self.slots.len() + 1;
-            let (worker_slot, done) = (slot.clone(), self.done.clone());
-            let spawned = thread::Builder::new()
-                .name(format!("tvmrt-worker-{index}"))
-                .stack_size(WORKER_STACK_BYTES)
-                .spawn(move || worker_main(&worker_slot, &done));
-            if spawned.is_err() {
+            if let Some(cpus) = AFFINITY.read().worker_cpus(index) {
+                // Best effort, as in TVM: a worker that cannot be pinned still works.
+                let _ = affinity::set_thread_affinity(slot.pthread, &cpus);
+            }
+            if ready_tx.send(slot.clone()).is_err() {
                 break;
             }
             self.slots.push(slot);
@@ -642,6 +847,8 @@ static POOL: Lazy<Mutex<Crew>> = Lazy::new(|| {
 
 fn worker_main(slot: &WorkerSlot, done: &DoneSignal) {
     IN_TASK.with(|c| c.set(true));
+    // SAFETY: gettid has no preconditions.
+    slot.tid.store(unsafe { libc::gettid() }, Ordering::SeqCst);
     loop {
         let job = slot.take();
         // SAFETY: the launcher keeps the job alive until `pending` reaches zero, which this
