@@ -21,6 +21,9 @@ python3 -m venv "$tmp/venv"
 cd "$tmp"
 env -u PYTHONPATH -u TVMRT_LIBRARY "$tmp/venv/bin/python" "$repo/python/run_tests.py" \
   --installed --no-skips
+# And the same installed package without its extension (the ctypes path).
+env -u PYTHONPATH -u TVMRT_LIBRARY TVMRT_PYTHON_EXTENSION=0 "$tmp/venv/bin/python" \
+  "$repo/python/run_tests.py" --installed --no-skips
 info=$("$tmp/venv/bin/tvmrt" inspect "$repo/tests/fixtures/graph/mlp.so")
 grep -q "graph: 7 nodes" <<<"$info" || { echo "the bundled tvmrt tool failed: $info"; exit 1; }
 echo "wheel: $(basename "$wheel") installed and tested ($(du -h "$wheel" | cut -f1))"

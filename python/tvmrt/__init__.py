@@ -102,21 +102,13 @@ def _delete_callback(self_handle):
         _callbacks.pop(self_handle, None)
 
 
-class Function(Object):
+class Function(_ffi.FunctionBase, Object):
     """A function of the runtime: a compiled kernel, a global function, or a Python callable
     wrapped for C. Call it with ints, floats, strings, bytes, tensors, numpy arrays (passed by
     DLPack), functions, modules or Python callables."""
 
     __slots__ = ()
     _static_type_index = _ffi.FUNCTION
-
-    def __call__(self, *args):
-        pack = _ffi.ArgPack(args)
-        result = TVMFFIAny()
-        status = _ffi.lib().TVMFFIFunctionCall(self._handle, pack.array, pack.n, byref(result))
-        if status != 0:
-            raise _ffi.raised_error("function call")
-        return _ffi.from_owned_any(result)
 
     @staticmethod
     def from_callable(fn) -> "Function":
@@ -170,6 +162,17 @@ def register_func(name, f=None, override: bool = False):
     return register(f) if f is not None else register
 
 
+_BUILTINS: dict = {}
+
+
+def _builtin(name: str) -> Function:
+    """A global function of tvmrt itself (``ffi.*``, ``runtime.*``), looked up once."""
+    f = _BUILTINS.get(name)
+    if f is None:
+        f = _BUILTINS[name] = get_global_func(name)
+    return f
+
+
 def list_global_funcs() -> list:
     """Names of every global function."""
     names = get_global_func("ffi.FunctionListGlobalNames")()
@@ -190,7 +193,7 @@ class Module(Object):
 
     @property
     def kind(self) -> str:
-        return get_global_func("ffi.ModuleGetKind")(self)
+        return _builtin("ffi.ModuleGetKind")(self)
 
     @property
     def imports(self) -> list:
@@ -200,10 +203,10 @@ class Module(Object):
 
     def get_function(self, name: str, query_imports: bool = True):
         """The function ``name`` (searching the imports too), or ``None``."""
-        return get_global_func("ffi.ModuleGetFunction")(self, name, query_imports)
+        return _builtin("ffi.ModuleGetFunction")(self, name, query_imports)
 
     def implements_function(self, name: str, query_imports: bool = False) -> bool:
-        return bool(get_global_func("ffi.ModuleImplementsFunction")(self, name, query_imports))
+        return bool(_builtin("ffi.ModuleImplementsFunction")(self, name, query_imports))
 
     def __getitem__(self, name: str) -> Function:
         if not isinstance(name, str):
