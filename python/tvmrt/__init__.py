@@ -258,6 +258,7 @@ class VirtualMachine:
     vm = tvmrt.VirtualMachine(tvmrt.load_module("model.so"), tvmrt.cpu())
     y = vm["main"](x)                       # or, statefully:
     vm.set_input("main", x); vm.invoke_stateful("main"); y = vm.get_outputs("main")
+    # with profile=True: print(vm.profile("main", x))   (per-kernel times)
     """
 
     #: TVM's ``VirtualMachine.POOLED_ALLOCATOR``.
@@ -265,11 +266,12 @@ class VirtualMachine:
     #: DLPack's ``kDLCPU``.
     CPU = 1
 
-    def __init__(self, executable: Module, device=None):
+    def __init__(self, executable: Module, device=None, profile: bool = False):
         device_type, device_id = device if device is not None else cpu()
         if device_type != self.CPU:
             raise ValueError(f"tvmrt runs Relax models on the CPU only, got device {device}")
-        self.module = executable["vm_load_executable"]()
+        load = "vm_profiler_load_executable" if profile else "vm_load_executable"
+        self.module = executable[load]()
         self.module["vm_initialization"](device_type, device_id, self.POOLED_ALLOCATOR)
 
     def __getitem__(self, name: str) -> Function:
@@ -297,3 +299,10 @@ class VirtualMachine:
     def get_output(self, func_name: str, index: int):
         """Output ``index`` of the last :meth:`invoke_stateful` of ``func_name``."""
         return self.module["get_output"](func_name, index)
+
+    def profile(self, func_name: str, *args):
+        """One warm-up call of ``func_name``, then one with every kernel call timed: a
+        :class:`tvmrt.profiling.Report` (make the VM with ``profile=True``)."""
+        from .profiling import Report
+
+        return Report.from_json(self.module["profile"](func_name, *args))

@@ -43,6 +43,8 @@ pub struct OpParam {
     pub num_inputs: usize,
     pub num_outputs: usize,
     pub flatten_data: bool,
+    /// Every attribute as written (`hash`, layouts, ...), for the profiler.
+    pub attrs: Vec<(String, String)>,
 }
 
 /// A node of the graph.
@@ -158,6 +160,10 @@ fn op_param(attrs: &Map<String, Value>, what: &str) -> Result<OpParam> {
         num_inputs: number("num_inputs")?,
         num_outputs: number("num_outputs")?,
         flatten_data: number("flatten_data")? != 0,
+        attrs: attrs
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+            .collect(),
     })
 }
 
