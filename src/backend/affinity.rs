@@ -18,12 +18,14 @@
 //! - with more pool threads than cores, big/little modes set no affinity; the list modes give
 //!   every thread the whole list.
 //!
+//! - as TVM's pool does when it starts, the workers are bound to the big cores, worker `i` to
+//!   the `i`-th, before any `config_threadpool` (`kBig`, nothing changed for the launching
+//!   thread here: on a chip of one kind of core it may run on them all anyway).
+//!
 //! Where tvmrt differs: only the CPUs this process may run on (`sched_getaffinity`) are
 //! considered; `kLittle` on a chip whose cores all run at one frequency means all cores (TVM
 //! would use zero threads); a mode TVM does not define (other than 0, which changes no
-//! affinity) or a CPU outside the allowed set is an error; and tvmrt sets no affinity until
-//! `config_threadpool` is called (TVM binds to the big cores when its pool starts), unless
-//! `TVM_BIND_THREADS=1` asks for that.
+//! affinity) or a CPU outside the allowed set is an error.
 
 use std::collections::BTreeSet;
 
@@ -224,16 +226,12 @@ pub fn plan(
     Ok(out)
 }
 
-/// Whether `TVM_BIND_THREADS` allows setting affinity (unset or `1`), and whether it asks for
-/// it at pool start (`1`).
-pub fn bind_setting() -> (bool, bool) {
+/// Whether `TVM_BIND_THREADS` allows setting affinity: unset or `1` (TVM reads it with
+/// `atoi`); anything else leaves every thread's affinity alone.
+pub fn binding_allowed() -> bool {
     match std::env::var("TVM_BIND_THREADS") {
-        Err(_) => (true, false),
-        // TVM reads it with atoi.
-        Ok(v) => {
-            let on = v.trim().parse::<i64>().ok() == Some(1);
-            (on, on)
-        }
+        Err(_) => true,
+        Ok(v) => v.trim().parse::<i64>().ok() == Some(1),
     }
 }
 

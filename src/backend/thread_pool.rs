@@ -36,7 +36,8 @@
 //!   barrier claims nothing more.
 //! - Idle workers spin for [`SPIN_BEFORE_PARK`] after a job, then sleep on a condition variable
 //!   (TVM spins 300000 yields before sleeping, more than 100 ms of a core after every launch).
-//! - Affinity: see [`super::affinity`] (`runtime.config_threadpool`); none is set until asked.
+//! - Affinity: see [`super::affinity`] (`runtime.config_threadpool`; the workers start bound to
+//!   the big cores, as TVM's do, unless `TVM_BIND_THREADS` is set to something other than 1).
 //! - A process forked after the pool started gets a fresh set of workers on its first launch
 //!   (unless another thread was in the middle of a launch when it forked).
 
@@ -129,8 +130,9 @@ pub fn set_num_threads(n: usize) -> Result<()> {
     Ok(())
 }
 
-/// The CPUs pool threads are pinned to, as `runtime.config_threadpool` last decided (or
-/// `TVM_BIND_THREADS=1` at start): applied to workers as they are spawned.
+/// The CPUs pool threads are pinned to, as `runtime.config_threadpool` last decided (at start:
+/// the big cores, as TVM's pool binds them, unless `TVM_BIND_THREADS` says otherwise): applied
+/// to workers as they are spawned.
 struct AffinityState {
     /// CPUs of worker `i + 1`, `None` where left alone.
     workers: Vec<Option<Vec<usize>>>,
@@ -146,8 +148,10 @@ static AFFINITY: Lazy<RwLock<AffinityState>> = Lazy::new(|| {
     let mut state = AffinityState {
         workers: Vec::new(),
     };
-    if affinity::bind_setting().1 {
-        // TVM_BIND_THREADS=1: pin the workers to the big cores at start, as TVM's pool does.
+    if affinity::binding_allowed() {
+        // Worker i on the i-th big core, as TVM's pool binds them when it starts (its
+        // `Configure(kBig, 0)`). A worker that cannot be preempted away from its core keeps the
+        // scheduler from stacking the pool's threads on one core of a busy machine.
         let topo = affinity::Topology::detect();
         if let Ok(plan) = affinity::plan(
             &topo,
@@ -177,7 +181,7 @@ pub fn config_threadpool(mode: i64, nthreads: i64, cpus: &[usize]) -> Result<usi
         ))
     })?;
     let topo = affinity::Topology::detect();
-    let (bind, _) = affinity::bind_setting();
+    let bind = affinity::binding_allowed();
     let pool_threads = default_num_threads();
     let plan = affinity::plan(&topo, mode, nthreads, cpus, pool_threads, bind)?;
     // Lock order: the pool, then the affinity state (as `ensure_workers` takes them).
