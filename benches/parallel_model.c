@@ -12,7 +12,6 @@
  *   idle_cpu            process CPU time over 200 ms of sleep right after a run, in ms per s.
  * TVM_NUM_THREADS sets the pool size of both runtimes. */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,31 +19,7 @@
 #include <time.h>
 
 #include "bench_timing.h"
-
-typedef union {
-  int64_t v_int64;
-  double v_float64;
-  void* v_handle;
-  const char* v_str;
-  struct {
-    int32_t device_type, device_id;
-  } v_device;
-} Value;
-
-typedef int (*LoadFn)(const char*, const char*, void**);
-typedef int (*GetFn)(void*, const char*, int, void**);
-typedef int (*CallFn)(void*, Value*, int*, int, Value*, int*);
-typedef const char* (*ErrFn)(void);
-
-static ErrFn last_error;
-static CallFn call;
-
-static void check(int rc, const char* what) {
-  if (rc != 0) {
-    fprintf(stderr, "%s failed: %s\n", what, last_error());
-    exit(1);
-  }
-}
+#include "classic_dlopen.h"
 
 static double process_cpu_ns(void) {
   struct timespec ts;
@@ -68,7 +43,7 @@ static void* run_fn;
 static void run_once(void) {
   Value ret;
   int rc;
-  check(call(run_fn, NULL, NULL, 0, &ret, &rc), "run");
+  check(g_api.call(run_fn, NULL, NULL, 0, &ret, &rc), "run");
 }
 
 static void report(const char* metric, double* v, int n, const char* unit) {
@@ -100,29 +75,14 @@ int main(int argc, char** argv) {
   }
   int runs = atoi(argv[3]), rounds = atoi(argv[4]);
   if (runs < 1 || rounds < 1 || rounds > 64) return 2;
-  void* rt = dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL);
-  if (!rt) {
-    fprintf(stderr, "%s\n", dlerror());
-    return 1;
-  }
-  LoadFn load = (LoadFn)dlsym(rt, "TVMModLoadFromFile");
-  GetFn get = (GetFn)dlsym(rt, "TVMModGetFunction");
-  call = (CallFn)dlsym(rt, "TVMFuncCall");
-  last_error = (ErrFn)dlsym(rt, "TVMGetLastError");
-
-  void *factory, *create, *set_input, *get_output;
-  check(load(argv[2], "so", &factory), "TVMModLoadFromFile");
-  check(get(factory, "default", 0, &create), "default");
+  classic_open(argv[1]);
+  void* exec = classic_graph_executor(argv[2]);
+  void* set_input = classic_function(exec, "set_input");
+  void* get_output = classic_function(exec, "get_output");
+  run_fn = classic_function(exec, "run");
   Value v[2], ret;
   int codes[2], rc;
-  v[0].v_device.device_type = 1;
-  v[0].v_device.device_id = 0;
-  codes[0] = 6; /* kDLDevice */
-  check(call(create, v, codes, 1, &ret, &rc), "default(cpu)");
-  void* exec = ret.v_handle;
-  check(get(exec, "set_input", 0, &set_input), "set_input");
-  check(get(exec, "run", 0, &run_fn), "run");
-  check(get(exec, "get_output", 0, &get_output), "get_output");
+  int (*call)(void*, Value*, int*, int, Value*, int*) = g_api.call;
 
   /* x: float32[1, 4, 12, 12] */
   static float x[4 * 12 * 12];

@@ -14,29 +14,6 @@
 
 #include "check.h"
 
-static TVMFunctionHandle get(TVMModuleHandle m, const char* name, int query_imports) {
-  TVMFunctionHandle f = NULL;
-  CHECK_OK(TVMModGetFunction(m, name, query_imports, &f));
-  if (f == NULL) {
-    fprintf(stderr, "no function %s\n", name);
-    exit(1);
-  }
-  return f;
-}
-
-static DLTensor tensor(void* data, int64_t* shape, int ndim, uint8_t code, uint8_t bits) {
-  DLTensor t;
-  memset(&t, 0, sizeof(t));
-  t.data = data;
-  t.device.device_type = kDLCPU;
-  t.ndim = ndim;
-  t.dtype.code = code;
-  t.dtype.bits = bits;
-  t.dtype.lanes = 1;
-  t.shape = shape;
-  return t;
-}
-
 static int is_uint1(const DLTensor* t) {
   return t->dtype.code == kDLUInt && t->dtype.bits == 1 && t->dtype.lanes == 1;
 }
@@ -59,7 +36,7 @@ static void arrays(void) {
   CHECK(memcmp(in, out, 5) == 0, "uint1 bytes did not round-trip");
   /* A C-owned uint1 tensor is one byte per element too. */
   uint8_t mine[5] = {0};
-  DLTensor t = tensor(mine, shape, 1, kDLUInt, 1);
+  DLTensor t = cpu_tensor(mine, shape, 1, kDLUInt, 1);
   CHECK_OK(TVMArrayCopyFromTo(a, &t, NULL));
   CHECK(memcmp(in, mine, 5) == 0, "TVMArrayCopyFromTo of uint1 copied the wrong bytes");
   CHECK_OK(TVMArrayFree(a));
@@ -75,16 +52,17 @@ static void model(const char* path) {
   v[0].v_device.device_type = kDLCPU;
   v[0].v_device.device_id = 0;
   codes[0] = kDLDevice;
-  TVMFunctionHandle create = get(factory, "default", 0);
+  TVMFunctionHandle create = get_func(factory, "default", 0);
   CHECK_OK(TVMFuncCall(create, v, codes, 1, &ret, &rc));
   TVMModuleHandle exec = ret.v_handle;
-  TVMFunctionHandle set_input = get(exec, "set_input", 0), run = get(exec, "run", 0);
-  TVMFunctionHandle get_output = get(exec, "get_output", 0);
+  TVMFunctionHandle set_input = get_func(exec, "set_input", 0);
+  TVMFunctionHandle run = get_func(exec, "run", 0);
+  TVMFunctionHandle get_output = get_func(exec, "get_output", 0);
 
   /* The saved parameter: TVM 0.19's uint1. */
   v[0].v_str = "flip";
   codes[0] = kTVMStr;
-  TVMFunctionHandle get_input = get(exec, "get_input", 0);
+  TVMFunctionHandle get_input = get_func(exec, "get_input", 0);
   CHECK_OK(TVMFuncCall(get_input, v, codes, 1, &ret, &rc));
   DLTensor* flip = (DLTensor*)ret.v_handle;
   CHECK(rc == kTVMNDArrayHandle && is_uint1(flip), "flip is not a uint1 array");
@@ -94,7 +72,8 @@ static void model(const char* path) {
 
   float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8] = {8, 1, 6, 3, 4, 7, 2, 9};
   int64_t s24[2] = {2, 4};
-  DLTensor xt = tensor(x, s24, 2, kDLFloat, 32), yt = tensor(y, s24, 2, kDLFloat, 32);
+  DLTensor xt = cpu_tensor(x, s24, 2, kDLFloat, 32);
+  DLTensor yt = cpu_tensor(y, s24, 2, kDLFloat, 32);
   const char* names[2] = {"x", "y"};
   DLTensor* ts[2] = {&xt, &yt};
   for (int i = 0; i < 2; ++i) {
@@ -134,7 +113,7 @@ static void model(const char* path) {
   CHECK_OK(TVMArrayFree(z));
   /* get_output into a C-owned uint1 tensor (8 bytes). */
   uint8_t got[8] = {0};
-  DLTensor gt = tensor(got, s24, 2, kDLUInt, 1);
+  DLTensor gt = cpu_tensor(got, s24, 2, kDLUInt, 1);
   v[0].v_int64 = 1;
   v[1].v_handle = &gt;
   codes[1] = kTVMDLTensorHandle;
@@ -143,9 +122,9 @@ static void model(const char* path) {
 
   /* A classic kernel called through the tvm-ffi door with kDLBool tensors (as Python or any
    * tvm-ffi caller passes a bool array) sees uint1 and accepts them. */
-  TVMFunctionHandle greater = get(factory, "tvmgen_default_fused_greater", 1);
+  TVMFunctionHandle greater = get_func(factory, "tvmgen_default_fused_greater", 1);
   uint8_t out[8] = {7, 7, 7, 7, 7, 7, 7, 7};
-  DLTensor ot = tensor(out, s24, 2, kDLBool, 8);
+  DLTensor ot = cpu_tensor(out, s24, 2, kDLBool, 8);
   TVMFFIAny args[3], result = ffi_none();
   DLTensor* targs[3] = {&xt, &yt, &ot};
   for (int i = 0; i < 3; ++i) {
@@ -209,7 +188,7 @@ static void callbacks(void) {
   /* A kDLBool tensor from a tvm-ffi caller. */
   uint8_t data[2] = {1, 0};
   int64_t shape[1] = {2};
-  DLTensor t = tensor(data, shape, 1, kDLBool, 8);
+  DLTensor t = cpu_tensor(data, shape, 1, kDLBool, 8);
   TVMFFIAny arg = ffi_none(), result = ffi_none();
   arg.type_index = kTVMFFIDLTensorPtr;
   arg.v_ptr = &t;

@@ -130,7 +130,8 @@ int main(void) {
    * every thread gets the whole list (TVM's rule). */
   CHECK_OK(config(-2, 2, first));
   CHECK(mask_of(worker) == 1ull << first, "worker mask %llx", (unsigned long long)mask_of(worker));
-  CHECK(num_threads() == 2, "NumThreads %lld (nthreads wins over the list)", (long long)num_threads());
+  CHECK(num_threads() == 2, "NumThreads %lld (nthreads wins over the list)",
+        (long long)num_threads());
 
   /* Bad input: an unknown mode, a CPU that is not a number. */
   CHECK_FAILS_WITH(config(7, 0, -2), "unknown affinity mode 7");

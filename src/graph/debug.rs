@@ -130,16 +130,7 @@ pub fn profile_once(e: &GraphExecutor) -> Result<Report> {
 
 /// The debug executor's functions (`None` for other names).
 pub(super) fn get_function(this: &Module, name: &str) -> Option<Function> {
-    let me = this.clone();
-    let with = move |f: fn(&GraphExecutor, &[AnyView<'_>]) -> Result<Any>| {
-        let me = me.clone();
-        Function::from_fn(move |args| {
-            let exec = me
-                .downcast::<GraphExecutor>()
-                .expect("a GraphExecutor module holds a GraphExecutor");
-            f(exec, args)
-        })
-    };
+    let with = |f| super::executor::method(this, f);
     Some(match name {
         "run_individual" => with(|e, args| {
             let t = timing(args, 0)?;

@@ -796,16 +796,7 @@ impl ModuleKind for GraphExecutor {
     }
 
     fn get_function(&self, this: &Module, name: &str) -> Result<Option<Function>> {
-        let me = this.clone();
-        let with = move |f: fn(&GraphExecutor, &[AnyView<'_>]) -> Result<Any>| {
-            let me = me.clone();
-            Function::from_fn(move |args| {
-                let exec = me
-                    .downcast::<GraphExecutor>()
-                    .expect("a GraphExecutor module holds a GraphExecutor");
-                f(exec, args)
-            })
-        };
+        let with = |f| method(this, f);
         let f = match name {
             "set_input" => with(|e, args| {
                 let t = tensor_arg(arg(args, 1, "value")?, "value")?;
@@ -885,6 +876,20 @@ impl ModuleKind for GraphExecutor {
         };
         Ok(Some(f))
     }
+}
+
+/// A function of the executor module `this` (which keeps it alive) running `f` on it.
+pub(super) fn method(
+    this: &Module,
+    f: fn(&GraphExecutor, &[AnyView<'_>]) -> Result<Any>,
+) -> Function {
+    let me = this.clone();
+    Function::from_fn(move |args| {
+        let exec = me
+            .downcast::<GraphExecutor>()
+            .expect("a GraphExecutor module holds a GraphExecutor");
+        f(exec, args)
+    })
 }
 
 /// `run_from_inputs(device_type, device_id, key, tensor, ...)`: sets the inputs, runs, and
