@@ -5,8 +5,8 @@ installed in a fresh venv), each in its own processes, alternating.
     python python_calls.py TVM_PYTHON TVMRT_PYTHON ROUNDS OUT_DIR
 
 TVM_PYTHON has apache-tvm 0.27 and numpy (it also compiles the four-input model into OUT_DIR);
-TVMRT_PYTHON has the tvmrt wheel and numpy. Measurements (microseconds per call, best of 5
-timeit runs of 2000 calls in each process; the table gives the median over ROUNDS processes):
+TVMRT_PYTHON has the tvmrt wheel and numpy. Measurements (microseconds per call, best of 15
+timeit runs of 1000 calls in each process; the table gives the median over ROUNDS processes):
   tensor_in            f(t): main of tests/fixtures/mlp.so on a runtime tensor
   numpy_in             f(x): on a numpy array
   numpy_in_out         np.from_dlpack(f(x)): numpy in and out
@@ -61,7 +61,7 @@ else:
     t = tvmrt.from_dlpack(x)
 f, f4 = vm["main"], vm4["main"]
 check = float(np.from_dlpack(f(x)).sum()) + float(np.from_dlpack(f4(*ins4)).sum())
-per = lambda g: min(timeit.repeat(g, number=2000, repeat=5)) / 2000 * 1e6
+per = lambda g: min(timeit.repeat(g, number=1000, repeat=15)) / 1000 * 1e6
 r = [per(lambda: f(t)), per(lambda: f(x)), per(lambda: np.from_dlpack(f(x))),
      per(lambda: np.from_dlpack(vm["main"](x))),
      per(lambda: np.from_dlpack(vm4["main"](*ins4)))]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds tvmrt's C extension, python/tvmrt/_core.c, for CPython's stable ABI (one binary for
-# CPython 3.8 and later): tvmrt/_core.abi3.so next to its source, or in --out DIR. The package
+# CPython 3.10 and later): tvmrt/_core.abi3.so next to its source, or in --out DIR. The package
 # works without it (through ctypes, several times slower per call); build_wheel.sh ships it and
 # run_tests.sh tests both.
 #

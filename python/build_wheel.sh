@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the tvmrt wheel: the Python package with libtvmrt.so and the `tvmrt` command-line
 # tool bundled (tvmrt/lib/, tvmrt/bin/; the `tvmrt` console script runs the tool) and its C
-# extension (tvmrt/_core.abi3.so, CPython's stable ABI), tagged cp38-abi3-manylinux_2_N for the
+# extension (tvmrt/_core.abi3.so, CPython's stable ABI), tagged cp310-abi3-manylinux_2_N for the
 # newest glibc symbol version the binaries use.
 #
 #   python/build_wheel.sh [--profile release|dev] [--out DIR]    (default: release, dist/)
@@ -30,7 +30,7 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/tvmrt"
 tar -C python/tvmrt --exclude=__pycache__ --exclude='*.pyc' --exclude=lib --exclude=bin \
   --exclude='_core*.so' -cf - . | tar -C "$stage/tvmrt" -xf -
-# The C extension, built for CPython's stable ABI: one binary for CPython 3.8 and later.
+# The C extension, built for CPython's stable ABI: one binary for CPython 3.10 and later.
 python/build_ext.sh --python "$python" --out "$stage/tvmrt" >/dev/null
 mkdir -p "$stage/tvmrt/lib" "$stage/tvmrt/bin"
 cp python/README.md "$stage/"
@@ -60,7 +60,7 @@ name = "tvmrt"
 version = "$version"
 description = "Run libraries compiled by Apache TVM: tvmrt's runtime with its Python binding"
 readme = "README.md"
-requires-python = ">=3.8"
+requires-python = ">=3.10"
 license = "Apache-2.0"
 dependencies = []
 
@@ -82,17 +82,17 @@ built=$(mktemp -d)
 glibc=$(objdump -T "$stage/tvmrt/lib/libtvmrt.so" "$stage/tvmrt/bin/tvmrt" "$stage/tvmrt/_core.abi3.so" |
   grep -o 'GLIBC_2\.[0-9]*' | sed 's/GLIBC_2\.//' | sort -n | tail -1)
 plat="manylinux_2_${glibc}_$(uname -m)"
-# Retag cp38-abi3-PLAT (the extension's stable ABI; the package also runs without it, through
+# Retag cp310-abi3-PLAT (the extension's stable ABI; the package also runs without it, through
 # ctypes), and mark the wheel as holding binaries (Root-Is-Purelib: false: it installs into
 # platlib, as platform wheels do); `wheel pack` rewrites RECORD's hashes.
 "$python" -m wheel unpack --dest "$built/unpacked" "$built"/tvmrt-*.whl >&2
 info=$(ls -d "$built"/unpacked/tvmrt-*/tvmrt-*.dist-info)
 sed -i -e 's/^Root-Is-Purelib: .*/Root-Is-Purelib: false/' -e '/^Tag: /d' -e '/^$/d' "$info/WHEEL"
-echo "Tag: cp38-abi3-$plat" >>"$info/WHEEL"
+echo "Tag: cp310-abi3-$plat" >>"$info/WHEEL"
 mkdir -p "$out"
 "$python" -m wheel pack --dest-dir "$out" "$built"/unpacked/tvmrt-* >&2
 rm -rf "$built"
-wheel=$(ls "$out"/tvmrt-"$version"-cp38-abi3-"$plat".whl)
+wheel=$(ls "$out"/tvmrt-"$version"-cp310-abi3-"$plat".whl)
 unpacked=$("$python" -c 'import sys, zipfile; print(sum(i.file_size for i in zipfile.ZipFile(sys.argv[1]).infolist()))' "$wheel")
 echo "built $wheel: $(stat -c %s "$wheel") bytes, $unpacked bytes unpacked" >&2
 echo "$wheel"

@@ -12,11 +12,11 @@
  *   - Tensor(Object): __dlpack__ / __dlpack_device__ (capsules whose destructor releases an
  *     unconsumed export);
  *   - from_dlpack(obj): a runtime tensor over another library's array, without a copy.
- * Built for CPython's stable ABI (abi3, 3.8+): one binary for every CPython 3 version. The
+ * Built for CPython's stable ABI (abi3, 3.10+): one binary for every CPython from 3.10. The
  * library's functions are looked up in the libtvmrt the package loaded (init), so the
  * extension links against nothing but libc.
  */
-#define Py_LIMITED_API 0x03080000
+#define Py_LIMITED_API 0x030A0000
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
@@ -147,14 +147,23 @@ static PyObject* raise_from_library(const char* what) {
 
 /* A runtime tensor (new handle) over `obj`'s memory through its __dlpack__; NULL with an
  * exception set on failure, or NULL without one when the array is not compact (the caller
- * then lets the package make it compact). */
-static void* handle_from_dlpack(PyObject* obj) {
+ * then lets the package make it compact). `numpy` (obj is exactly a numpy.ndarray): ask for
+ * the legacy capsule first, which numpy makes faster and refuses for read-only arrays (then
+ * the DLPack 1.x one, which carries the flag). */
+static void* handle_from_dlpack(PyObject* obj, int numpy) {
   PyObject* meth = PyObject_GetAttr(obj, g_str_dlpack);
   if (meth == NULL) return NULL;
-  PyObject* capsule = PyObject_Call(meth, g_empty_tuple, g_kw_max_version);
-  if (capsule == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
-    PyErr_Clear(); /* a producer without DLPack 1.x keywords */
+  PyObject* capsule = NULL;
+  if (numpy) {
     capsule = PyObject_Call(meth, g_empty_tuple, NULL);
+    if (capsule == NULL && PyErr_ExceptionMatches(PyExc_BufferError)) PyErr_Clear();
+  }
+  if (capsule == NULL && !PyErr_Occurred()) {
+    capsule = PyObject_Call(meth, g_empty_tuple, g_kw_max_version);
+    if (capsule == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
+      PyErr_Clear(); /* a producer without DLPack 1.x keywords */
+      capsule = PyObject_Call(meth, g_empty_tuple, NULL);
+    }
   }
   Py_DECREF(meth);
   if (capsule == NULL) return NULL;
@@ -200,7 +209,7 @@ static PyObject* core_from_dlpack(PyObject* module, PyObject* obj) {
     Py_INCREF(obj);
     return obj;
   }
-  void* h = handle_from_dlpack(obj);
+  void* h = handle_from_dlpack(obj, 0);
   if (h == NULL) {
     if (PyErr_Occurred()) return NULL;
     Py_RETURN_NONE; /* not compact: the package copies it first */
@@ -262,23 +271,36 @@ static void frame_release(CallFrame* f) {
   Py_XDECREF(f->py_keep);
 }
 
-/* Type -> whether it exports DLPack, for the types seen lately (strong references). */
+/* Type -> whether it exports DLPack (0 no, 1 yes, 2 it is numpy.ndarray), for the types seen
+ * lately (strong references). */
 #define TYPE_CACHE 16
 static PyObject* g_cache_types[TYPE_CACHE];
 static char g_cache_dlpack[TYPE_CACHE];
 static int g_cache_next;
 
-static int has_dlpack(PyObject* v) {
+static int is_numpy_ndarray(PyObject* t) {
+  PyObject* mod = PyObject_GetAttrString(t, "__module__");
+  PyObject* name = PyObject_GetAttrString(t, "__qualname__");
+  int yes = mod && name && PyUnicode_Check(mod) && PyUnicode_Check(name) &&
+            PyUnicode_CompareWithASCIIString(mod, "numpy") == 0 &&
+            PyUnicode_CompareWithASCIIString(name, "ndarray") == 0;
+  Py_XDECREF(mod);
+  Py_XDECREF(name);
+  PyErr_Clear();
+  return yes;
+}
+
+static int dlpack_kind(PyObject* v) {
   PyObject* t = (PyObject*)Py_TYPE(v);
   for (int i = 0; i < TYPE_CACHE; ++i)
     if (g_cache_types[i] == t) return g_cache_dlpack[i];
-  int yes = PyObject_HasAttrString(t, "__dlpack__");
+  int kind = PyObject_HasAttrString(t, "__dlpack__") ? (is_numpy_ndarray(t) ? 2 : 1) : 0;
   int slot = g_cache_next++ % TYPE_CACHE;
   Py_XDECREF(g_cache_types[slot]);
   Py_INCREF(t);
   g_cache_types[slot] = t;
-  g_cache_dlpack[slot] = (char)yes;
-  return yes;
+  g_cache_dlpack[slot] = (char)kind;
+  return kind;
 }
 
 /* Fills `out` with argument `v` (borrowed for the call); `depth` bounds the hook's answers. */
@@ -332,15 +354,10 @@ static int fill_arg(CallFrame* f, int i, PyObject* v, int depth) {
     return 0;
   }
   if (PyUnicode_Check(v)) {
-    PyObject* utf8 = PyUnicode_AsUTF8String(v);
-    if (utf8 == NULL || keep_py(f, utf8) != 0) {
-      Py_XDECREF(utf8);
-      return -1;
-    }
-    Py_DECREF(utf8); /* kept by the frame */
-    char* data;
+    /* UTF-8 kept by the str object itself, alive for the call. */
     Py_ssize_t n;
-    if (PyBytes_AsStringAndSize(utf8, &data, &n) != 0) return -1;
+    const char* data = PyUnicode_AsUTF8AndSize(v, &n);
+    if (data == NULL) return -1;
     if (n < 8) { /* tvm-ffi's small string, inline */
       out->type_index = kTVMFFISmallStr;
       out->small_str_len = (uint32_t)n;
@@ -371,8 +388,9 @@ static int fill_arg(CallFrame* f, int i, PyObject* v, int depth) {
     out->v_ptr = &f->bytes[i];
     return 0;
   }
-  if (has_dlpack(v)) {
-    void* h = handle_from_dlpack(v);
+  int kind = dlpack_kind(v);
+  if (kind != 0) {
+    void* h = handle_from_dlpack(v, kind == 2);
     if (h != NULL) {
       if (keep_handle(f, h) != 0) {
         p_dec_ref(h);
@@ -506,12 +524,36 @@ static void capsule_destructor(PyObject* capsule) {
   /* A consumed capsule ("used_...") belongs to its consumer. */
 }
 
-static PyObject* tensor_dlpack(PyObject* self, PyObject* args, PyObject* kwargs) {
-  static char* kwlist[] = {"stream", "max_version", "dl_device", "copy", NULL};
-  PyObject *stream = NULL, *max_version = NULL, *dl_device = NULL, *copy = NULL;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:__dlpack__", kwlist, &stream,
-                                   &max_version, &dl_device, &copy))
+/* The keyword arguments of __dlpack__ (interned; compared by identity first). */
+static PyObject* g_kw_names[4]; /* stream, max_version, dl_device, copy */
+
+static PyObject* tensor_dlpack(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                               PyObject* kwnames) {
+  /* Vectorcall, keywords parsed by hand: np.from_dlpack calls this with keywords, and both a
+   * keyword dict and PyArg_ParseTupleAndKeywords (which decodes its names on every call) cost
+   * more than the export itself. */
+  PyObject* given[4] = {NULL, NULL, NULL, NULL};
+  if (nargs != 0) {
+    PyErr_SetString(PyExc_TypeError, "__dlpack__ takes keyword arguments only");
     return NULL;
+  }
+  Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
+  for (Py_ssize_t i = 0; i < nkw; ++i) {
+    PyObject* key = PyTuple_GetItem(kwnames, i);
+    int k = 0;
+    while (k < 4 && key != g_kw_names[k]) ++k;
+    for (int j = 0; k == 4 && j < 4; ++j) {
+      int eq = PyObject_RichCompareBool(key, g_kw_names[j], Py_EQ);
+      if (eq < 0) return NULL;
+      if (eq) k = j;
+    }
+    if (k == 4) {
+      PyErr_Format(PyExc_TypeError, "__dlpack__() got an unexpected keyword argument %R", key);
+      return NULL;
+    }
+    given[k] = args[i];
+  }
+  PyObject *max_version = given[1], *copy = given[3];
   if (!ready()) return NULL;
   if (copy != NULL && PyObject_IsTrue(copy) == 1) {
     PyErr_SetString(PyExc_BufferError,
@@ -548,7 +590,7 @@ static PyObject* tensor_dlpack_device(PyObject* self, PyObject* unused) {
 }
 
 static PyMethodDef tensor_methods[] = {
-    {"__dlpack__", (PyCFunction)(void (*)(void))tensor_dlpack, METH_VARARGS | METH_KEYWORDS,
+    {"__dlpack__", (PyCFunction)(void (*)(void))tensor_dlpack, METH_FASTCALL | METH_KEYWORDS,
      "A DLPack capsule of this tensor (no copy)."},
     {"__dlpack_device__", tensor_dlpack_device, METH_NOARGS,
      "(device_type, device_id) of this tensor."},
@@ -668,6 +710,11 @@ PyMODINIT_FUNC PyInit__core(void) {
   if (g_function_type == NULL || g_tensor_type == NULL) return NULL;
   g_kw_max_version = Py_BuildValue("{s(ii)}", "max_version", 1, 0);
   g_str_dlpack = PyUnicode_InternFromString("__dlpack__");
+  const char* kw[4] = {"stream", "max_version", "dl_device", "copy"};
+  for (int i = 0; i < 4; ++i) {
+    g_kw_names[i] = PyUnicode_InternFromString(kw[i]);
+    if (g_kw_names[i] == NULL) return NULL;
+  }
   g_empty_tuple = PyTuple_New(0);
   if (g_kw_max_version == NULL || g_str_dlpack == NULL || g_empty_tuple == NULL) return NULL;
   Py_INCREF(g_object_type);
