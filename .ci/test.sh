@@ -74,6 +74,13 @@ if [ ! -f /usr/include/gtest/gtest.h ]; then
   step "installing googletest (tvm-ffi's C++ suite)"
   apt_install libgtest-dev || failed+=("install libgtest-dev")
 fi
+# The Python package's C extension (python/build_ext.sh) needs the headers of the python3 the
+# venvs are made from.
+py_include=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+if [ ! -f "$py_include/Python.h" ]; then
+  step "installing python3-dev"
+  apt_install python3-dev || failed+=("install python3-dev")
+fi
 
 # The header as the tree has it, before any build regenerates it.
 header_before=$(mktemp)
@@ -101,11 +108,13 @@ run "cargo test" cargo test --no-fail-fast
 # The unit tests of the raw-memory code once more, under valgrind memcheck (about 10 s).
 run "unit tests under valgrind" .ci/valgrind_unit.sh
 # `cargo test` builds the library as an rlib only: the Python package needs libtvmrt.so.
-# In the pinned venv (numpy), every test must run: a skip fails the step.
+# In the pinned venv (numpy), every test must run: a skip fails the step. The suite runs twice,
+# through the C extension (built first) and through ctypes.
 python_tests() { cargo build --lib --quiet && python/run_tests.sh --no-skips; }
 run "python package tests" python_tests
 # The wheel, installed in a fresh venv (pinned numpy) and tested from a temporary directory
-# with --installed --no-skips (the package must be the venv's, the library the bundled one).
+# with --installed --no-skips, with its C extension and without it (the package must be the
+# venv's, the library and the extension the bundled ones).
 # Dev profile: `cargo test` and the step above already built it, so this takes 10-25 s on 2
 # cores; a release build would add 2 min of CPU (2.5 min wall measured on the shared VM)
 # for the same behaviour. README's `python/build_wheel.sh` builds release.

@@ -4,10 +4,11 @@
 # and values and items changed in place (containers::map, containers::array), arrays changed in
 # place and hook callbacks (reflection::structural), a loaded library's own symbol tables
 # (module::dynsym), objects with a vtable pointer and weak references (object::tests), modules'
-# C++-visible slots (module::tests), the native key hooks (containers::key), the random fillers
-# writing tensors (contrib::random), the device layer (device::: host allocation, zeroed blocks,
-# payload and launch parsing, the CUDA code readers and block table; the OpenCL and CUDA calls
-# themselves run under valgrind in ctest's memcheck_opencl and memcheck_cuda), and the LLM
+# C++-visible slots (module::tests), the native key hooks (containers::key), the classic door's
+# values (rewritten bool descriptors and tensor views, value::classic, graph::params), the random
+# fillers writing tensors (contrib::random), the device layer (device::: host allocation, zeroed
+# blocks, payload and launch parsing, the CUDA code readers and block table; the OpenCL and CUDA
+# calls themselves run under valgrind in ctest's memcheck_opencl and memcheck_cuda), and the LLM
 # state's mapped weight shards, int32 uploads and staged auxiliary arrays (llm::). Fails on any
 # memory error.
 set -euo pipefail
@@ -21,4 +22,5 @@ for line in sys.stdin:
 [ -n "$bin" ] || { echo "valgrind_unit.sh: no unit test binary found"; exit 1; }
 valgrind --quiet --error-exitcode=1 --leak-check=no "$bin" --test-threads 1 \
   mapped:: tensor::serialize containers::map reflection::structural contrib::random \
-  module::dynsym object::tests containers::array containers::key module::tests device:: llm::
+  module::dynsym object::tests containers::array containers::key module::tests device:: llm:: \
+  value::classic graph::params

@@ -4,37 +4,13 @@
  * through the classic C API only.
  * Usage: graph_run <runtime.so> <model.so> <runs> */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench_timing.h"
-
-typedef union {
-  int64_t v_int64;
-  double v_float64;
-  void* v_handle;
-  const char* v_str;
-  struct {
-    int32_t device_type, device_id;
-  } v_device;
-} Value;
-
-typedef int (*LoadFn)(const char*, const char*, void**);
-typedef int (*GetFn)(void*, const char*, int, void**);
-typedef int (*CallFn)(void*, Value*, int*, int, Value*, int*);
-typedef const char* (*ErrFn)(void);
-
-static ErrFn last_error;
-
-static void check(int rc, const char* what) {
-  if (rc != 0) {
-    fprintf(stderr, "%s failed: %s\n", what, last_error());
-    exit(1);
-  }
-}
+#include "classic_dlopen.h"
 
 int main(int argc, char** argv) {
   if (argc != 4) {
@@ -42,28 +18,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   int runs = atoi(argv[3]);
-  void* rt = dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL);
-  if (!rt) {
-    fprintf(stderr, "%s\n", dlerror());
-    return 1;
-  }
-  LoadFn load = (LoadFn)dlsym(rt, "TVMModLoadFromFile");
-  GetFn get = (GetFn)dlsym(rt, "TVMModGetFunction");
-  CallFn call = (CallFn)dlsym(rt, "TVMFuncCall");
-  last_error = (ErrFn)dlsym(rt, "TVMGetLastError");
-
-  void *factory, *create, *set_input, *run;
-  check(load(argv[2], "so", &factory), "TVMModLoadFromFile");
-  check(get(factory, "default", 0, &create), "default");
+  classic_open(argv[1]);
+  void* exec = classic_graph_executor(argv[2]);
+  void* set_input = classic_function(exec, "set_input");
+  void* run = classic_function(exec, "run");
   Value v[2], ret;
   int codes[2], rc;
-  v[0].v_device.device_type = 1;
-  v[0].v_device.device_id = 0;
-  codes[0] = 6; /* kDLDevice */
-  check(call(create, v, codes, 1, &ret, &rc), "default(cpu)");
-  void* exec = ret.v_handle;
-  check(get(exec, "set_input", 0, &set_input), "set_input");
-  check(get(exec, "run", 0, &run), "run");
+  int (*call)(void*, Value*, int*, int, Value*, int*) = g_api.call;
 
   float x[4] = {0.5f, -1.0f, 2.0f, 0.25f};
   int64_t shape[1] = {4};

@@ -18,6 +18,9 @@
  *       runs `BIN --load-once` N times per BIN, alternating binaries.
  *   vm_bench --calls N mlp|cnn FIXDIR
  *       N calls of `main` after loading, nothing else (for profilers such as callgrind).
+ *   vm_bench --bench-pool MODEL DIR
+ *       `main` of one model back to back, after 2 ms of sleep (the pool's workers may sleep),
+ *       and the process CPU time over 200 ms of idleness right after a call (ms per s).
  * Machine-readable lines: RESULT <metric> <median> <min> <unit>.
  */
 #define _GNU_SOURCE
@@ -58,6 +61,8 @@ typedef struct {
 static const Model kModels[] = {
     {"mlp", "mlp.so", "data/mlp.main.in0.npy", "data/mlp.main.out0.npy"},
     {"cnn", "cnn.so", "data/cnn.main.in0.npy", "data/cnn.main.out0.npy"},
+    /* Made by benches/parallel_relax.py (run_parallel_relax.sh), not a fixture. */
+    {"pcnn", "pcnn.so", "data/pcnn.main.in0.npy", "data/pcnn.main.out0.npy"},
 };
 
 static const Model* find_model(const char* name) {
@@ -145,6 +150,60 @@ static void bench_main(const Model* md, const char* dir) {
   unload(&l);
 }
 
+static double process_cpu_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* What a parallel model meets: calls back to back, calls after the application slept, and
+ * the CPU the pool burns while the application is idle. */
+static void bench_pool(const Model* md, const char* dir) {
+  enum { kRounds = 7, kCalls = 400, kSpaced = 40 };
+  Loaded l;
+  TVMFFIAny arg, out;
+  double back[kRounds], spaced[kRounds], idle[kRounds], v[kCalls];
+  char err[2048], metric[64];
+  int r, i;
+  load_and_first_call(md, dir, &l);
+  arg = vm_obj(l.xt);
+  for (i = 0; i < 200; i++) {
+    if (vm_call(l.main_fn, &arg, 1, &out, err, sizeof(err)) != 0) die("main", err);
+    vm_release(&out);
+  }
+  for (r = 0; r < kRounds; r++) {
+    for (i = 0; i < kCalls; i++) {
+      uint64_t t0 = now_ns();
+      if (vm_call(l.main_fn, &arg, 1, &out, err, sizeof(err)) != 0) die("main", err);
+      v[i] = (double)(now_ns() - t0) / 1000.0;
+      vm_release(&out);
+    }
+    back[r] = median_of(v, kCalls);
+    for (i = 0; i < kSpaced; i++) {
+      sleep_ms(2);
+      uint64_t t0 = now_ns();
+      if (vm_call(l.main_fn, &arg, 1, &out, err, sizeof(err)) != 0) die("main", err);
+      v[i] = (double)(now_ns() - t0) / 1000.0;
+      vm_release(&out);
+    }
+    spaced[r] = median_of(v, kSpaced);
+    double c0 = process_cpu_ms();
+    sleep_ms(200);
+    idle[r] = (process_cpu_ms() - c0) / 0.2;
+  }
+  snprintf(metric, sizeof(metric), "%s_main_back_to_back", md->name);
+  report(metric, back, kRounds, "us");
+  snprintf(metric, sizeof(metric), "%s_main_every_2ms", md->name);
+  report(metric, spaced, kRounds, "us");
+  report("idle_cpu", idle, kRounds, "ms/s");
+  unload(&l);
+}
+
 static int run_calls(int n, const char* which, const char* dir) {
   Loaded l;
   TVMFFIAny arg, out;
@@ -228,13 +287,19 @@ int main(int argc, char** argv) {
     bench_main(find_model("cnn"), argv[2]);
     return 0;
   }
+  if (argc == 4 && !strcmp(argv[1], "--bench-pool")) {
+    printf("# vm_bench on %s\n", VB_RUNTIME);
+    bench_pool(find_model(argv[2]), argv[3]);
+    return 0;
+  }
   if (argc == 4 && !strcmp(argv[1], "--load-once")) return run_load_once(argv[2], argv[3]);
   if (argc == 5 && !strcmp(argv[1], "--calls")) return run_calls(atoi(argv[2]), argv[3], argv[4]);
   if (argc >= 6 && !strcmp(argv[1], "--spawn"))
     return run_spawn(atoi(argv[2]), argv[3], argv[4], argc - 5, argv + 5);
   fprintf(stderr,
           "usage: %s --bench FIXDIR | --load-once mlp|cnn FIXDIR |"
-          " --spawn N mlp|cnn FIXDIR BIN... | --calls N mlp|cnn FIXDIR\n",
+          " --spawn N mlp|cnn FIXDIR BIN... | --calls N mlp|cnn FIXDIR |"
+          " --bench-pool MODEL DIR\n",
           argv[0]);
   return 2;
 }

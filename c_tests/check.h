@@ -12,7 +12,9 @@
 #include <tvm/runtime/c_runtime_api.h>
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int g_failures = 0;
@@ -162,6 +164,32 @@ static inline int cb_noop(TVMValue* args, int* codes, int num_args, TVMRetValueH
   (void)ret;
   (void)resource;
   return 0;
+}
+
+/* A module's function (searching its imports when asked); exits the test when missing. */
+static inline TVMFunctionHandle get_func(TVMModuleHandle m, const char* name, int imports) {
+  TVMFunctionHandle f = NULL;
+  CHECK_OK(TVMModGetFunction(m, name, imports, &f));
+  if (f == NULL) {
+    fprintf(stderr, "no function %s\n", name);
+    exit(1);
+  }
+  return f;
+}
+
+/* A compact CPU tensor over `data`. */
+static inline DLTensor cpu_tensor(void* data, int64_t* shape, int ndim, uint8_t code,
+                                  uint8_t bits) {
+  DLTensor t;
+  memset(&t, 0, sizeof(t));
+  t.data = data;
+  t.device.device_type = kDLCPU;
+  t.ndim = ndim;
+  t.dtype.code = code;
+  t.dtype.bits = bits;
+  t.dtype.lanes = 1;
+  t.shape = shape;
+  return t;
 }
 
 /* The exit status of a test's main. */

@@ -9,29 +9,6 @@
 
 #include "check.h"
 
-static TVMFunctionHandle get(TVMModuleHandle m, const char* name) {
-  TVMFunctionHandle f = NULL;
-  CHECK_OK(TVMModGetFunction(m, name, 0, &f));
-  if (f == NULL) {
-    fprintf(stderr, "no function %s\n", name);
-    exit(1);
-  }
-  return f;
-}
-
-static DLTensor tensor(void* data, int64_t* shape, int ndim, uint8_t code, uint8_t bits) {
-  DLTensor t;
-  memset(&t, 0, sizeof(t));
-  t.data = data;
-  t.device.device_type = kDLCPU;
-  t.ndim = ndim;
-  t.dtype.code = code;
-  t.dtype.bits = bits;
-  t.dtype.lanes = 1;
-  t.shape = shape;
-  return t;
-}
-
 /* Calls f(args...) with one argument list built by the caller. */
 static int call(TVMFunctionHandle f, TVMValue* v, int* codes, int n, TVMValue* ret, int* rc) {
   return TVMFuncCall(f, v, codes, n, ret, rc);
@@ -51,15 +28,17 @@ int main(int argc, char** argv) {
   v[0].v_device.device_type = kDLCPU;
   v[0].v_device.device_id = 0;
   codes[0] = kDLDevice;
-  TVMFunctionHandle create = get(factory, "default");
+  TVMFunctionHandle create = get_func(factory, "default", 0);
   CHECK_OK(call(create, v, codes, 1, &ret, &ret_code));
   if (!CHECK(ret_code == kTVMModuleHandle, "default() returned type code %d", ret_code)) return 1;
   TVMModuleHandle exec = ret.v_handle;
 
-  TVMFunctionHandle set_input = get(exec, "set_input"), run = get(exec, "run");
-  TVMFunctionHandle get_output = get(exec, "get_output"), get_input = get(exec, "get_input");
-  TVMFunctionHandle num_outputs = get(exec, "get_num_outputs");
-  TVMFunctionHandle load_params = get(exec, "load_params");
+  TVMFunctionHandle set_input = get_func(exec, "set_input", 0);
+  TVMFunctionHandle run = get_func(exec, "run", 0);
+  TVMFunctionHandle get_output = get_func(exec, "get_output", 0);
+  TVMFunctionHandle get_input = get_func(exec, "get_input", 0);
+  TVMFunctionHandle num_outputs = get_func(exec, "get_num_outputs", 0);
+  TVMFunctionHandle load_params = get_func(exec, "load_params", 0);
 
   /* The saved parameter `w`, as an NDArray handle. */
   v[0].v_str = "w";
@@ -75,7 +54,7 @@ int main(int argc, char** argv) {
 
   int32_t x[5] = {1, 2, 3, -4, 5};
   int64_t s5[1] = {5};
-  DLTensor xt = tensor(x, s5, 1, kDLInt, 32);
+  DLTensor xt = cpu_tensor(x, s5, 1, kDLInt, 32);
   v[0].v_str = "x";
   codes[0] = kTVMStr;
   v[1].v_handle = &xt;
@@ -87,7 +66,7 @@ int main(int argc, char** argv) {
 
   /* Output 0 into our tensor: y = x * w + 3. */
   int32_t y[5] = {0};
-  DLTensor yt = tensor(y, s5, 1, kDLInt, 32);
+  DLTensor yt = cpu_tensor(y, s5, 1, kDLInt, 32);
   v[0].v_int64 = 0;
   codes[0] = kDLInt;
   v[1].v_handle = &yt;
@@ -113,7 +92,7 @@ int main(int argc, char** argv) {
   codes[0] = kDLInt;
   CHECK_FAILS_WITH(call(get_output, v, codes, 1, &ret, &ret_code), "output index 7 is out of range");
   float xf[5] = {0};
-  DLTensor xft = tensor(xf, s5, 1, kDLFloat, 32);
+  DLTensor xft = cpu_tensor(xf, s5, 1, kDLFloat, 32);
   v[0].v_str = "x";
   codes[0] = kTVMStr;
   v[1].v_handle = &xft;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the tvmrt wheel: the Python package with libtvmrt.so, its libtvm_ffi.so alias and the
 # `tvmrt` command-line tool bundled (tvmrt/lib/, tvmrt/bin/; the `tvmrt` console script runs the
-# tool), tagged py3-none-manylinux_2_N for the newest glibc symbol version the binaries use.
+# tool) and its C extension (tvmrt/_core.abi3.so, CPython's stable ABI), tagged
+# cp310-abi3-manylinux_2_N for the newest glibc symbol version the binaries use.
 #
 #   python/build_wheel.sh [--profile release|dev] [--out DIR]    (default: release, dist/)
 #
@@ -28,7 +29,9 @@ trap 'rm -rf "$stage"' EXIT
 # so a module added there ships without touching this script.
 mkdir -p "$stage/tvmrt"
 tar -C python/tvmrt --exclude=__pycache__ --exclude='*.pyc' --exclude=lib --exclude=bin \
-  -cf - . | tar -C "$stage/tvmrt" -xf -
+  --exclude='_core*.so' -cf - . | tar -C "$stage/tvmrt" -xf -
+# The C extension, built for CPython's stable ABI: one binary for CPython 3.10 and later.
+python/build_ext.sh --python "$python" --out "$stage/tvmrt" >/dev/null
 mkdir -p "$stage/tvmrt/lib" "$stage/tvmrt/bin"
 cp python/README.md "$stage/"
 cp "$target/$dir/libtvmrt.so" "$stage/tvmrt/lib/"
@@ -42,7 +45,8 @@ strip --strip-unneeded "$stage/tvmrt/lib/libtvmrt.so" "$stage/tvmrt/bin/tvmrt"
 # manylinux allows only a few system libraries (PEP 599/600); the binaries link no others
 # (libstdc++ for tvmrt's C++ part, as tvm-ffi's own wheel; libtvmrt.so is the alias's, bundled).
 needed=$(readelf -d "$stage/tvmrt/lib/libtvmrt.so" "$stage/tvmrt/lib/libtvm_ffi.so" \
-  "$stage/tvmrt/bin/tvmrt" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u)
+  "$stage/tvmrt/bin/tvmrt" "$stage/tvmrt/_core.abi3.so" |
+  sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u)
 for so in $needed; do
   case $so in
     libc.so.6 | libm.so.6 | libdl.so.2 | libpthread.so.0 | librt.so.1 | libgcc_s.so.1) ;;
@@ -73,7 +77,7 @@ name = "tvmrt"
 version = "$version"
 description = "Run libraries compiled by Apache TVM: tvmrt's runtime with its Python binding"
 readme = "README.md"
-requires-python = ">=3.8"
+requires-python = ">=3.10"
 license = "Apache-2.0"
 dependencies = []
 
@@ -87,24 +91,25 @@ tvmrt = "tvmrt._cli:main"
 include = ["tvmrt", "tvmrt.*"]
 
 [tool.setuptools.package-data]
-tvmrt = ["lib/libtvmrt.so", "lib/libtvm_ffi.so", "bin/tvmrt"]
+tvmrt = ["lib/libtvmrt.so", "lib/libtvm_ffi.so", "bin/tvmrt", "_core.abi3.so"]
 TOML
 built=$(mktemp -d)
 "$python" -m pip wheel --quiet --no-deps --no-build-isolation "$stage" -w "$built" >&2
 # The newest GLIBC_x.y either binary needs sets the manylinux tag.
-glibc=$(objdump -T "$stage/tvmrt/lib/libtvmrt.so" "$stage/tvmrt/bin/tvmrt" |
+glibc=$(objdump -T "$stage/tvmrt/lib/libtvmrt.so" "$stage/tvmrt/bin/tvmrt" "$stage/tvmrt/_core.abi3.so" |
   grep -o 'GLIBC_2\.[0-9]*' | sed 's/GLIBC_2\.//' | sort -n | tail -1)
 plat="manylinux_2_${glibc}_$(uname -m)"
-# Retag py3-none-PLAT, and mark the wheel as holding binaries (Root-Is-Purelib: false: it
-# installs into platlib, as platform wheels do); `wheel pack` rewrites RECORD's hashes.
+# Retag cp310-abi3-PLAT (the extension's stable ABI; the package also runs without it, through
+# ctypes), and mark the wheel as holding binaries (Root-Is-Purelib: false: it installs into
+# platlib, as platform wheels do); `wheel pack` rewrites RECORD's hashes.
 "$python" -m wheel unpack --dest "$built/unpacked" "$built"/tvmrt-*.whl >&2
 info=$(ls -d "$built"/unpacked/tvmrt-*/tvmrt-*.dist-info)
 sed -i -e 's/^Root-Is-Purelib: .*/Root-Is-Purelib: false/' -e '/^Tag: /d' -e '/^$/d' "$info/WHEEL"
-echo "Tag: py3-none-$plat" >>"$info/WHEEL"
+echo "Tag: cp310-abi3-$plat" >>"$info/WHEEL"
 mkdir -p "$out"
 "$python" -m wheel pack --dest-dir "$out" "$built"/unpacked/tvmrt-* >&2
 rm -rf "$built"
-wheel=$(ls "$out"/tvmrt-"$version"-py3-none-"$plat".whl)
+wheel=$(ls "$out"/tvmrt-"$version"-cp310-abi3-"$plat".whl)
 unpacked=$("$python" -c 'import sys, zipfile; print(sum(i.file_size for i in zipfile.ZipFile(sys.argv[1]).infolist()))' "$wheel")
 echo "built $wheel: $(stat -c %s "$wheel") bytes, $unpacked bytes unpacked" >&2
 echo "$wheel"

@@ -29,6 +29,11 @@ def check_installed() -> None:
     bundled = package.parent / "lib" / "libtvmrt.so"
     if library != bundled:
         raise SystemExit(f"python: the library loaded is {library}, not the bundled {bundled}")
+    core = tvmrt._ffi._core
+    if os.environ.get("TVMRT_PYTHON_EXTENSION", "1") != "0" and (
+        core is None or Path(core.__file__).resolve().parent != package.parent
+    ):
+        raise SystemExit(f"python: the wheel's C extension is not the one in use ({core})")
     print(f"python: testing the installed package {package.parent} (its bundled {library.name})")
 
 

@@ -21,6 +21,9 @@ python3 -m venv "$tmp/venv"
 cd "$tmp"
 env -u PYTHONPATH -u TVMRT_LIBRARY "$tmp/venv/bin/python" "$repo/python/run_tests.py" \
   --installed --no-skips
+# And the same installed package without its extension (the ctypes path).
+env -u PYTHONPATH -u TVMRT_LIBRARY TVMRT_PYTHON_EXTENSION=0 "$tmp/venv/bin/python" \
+  "$repo/python/run_tests.py" --installed --no-skips
 # The bundled libtvm_ffi.so alias resolves tvm-ffi's symbols to the bundled libtvmrt.so itself.
 "$tmp/venv/bin/python" - <<'PY'
 import ctypes, os, tvmrt

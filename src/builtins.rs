@@ -41,6 +41,8 @@ pub fn all() -> Vec<(&'static str, Function)> {
     v.extend(crate::vm::builtins());
     v.extend(crate::graph::builtins());
     v.extend(crate::llm::builtins());
+    v.extend(crate::backend::builtins());
+    v.extend(crate::profiling::builtins());
     v.extend(crate::reflection::builtins());
     v.extend(crate::reflection::recursive::builtins());
     v.extend(crate::reflection::structural::builtins());

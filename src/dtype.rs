@@ -204,6 +204,53 @@ fn split_digits(s: &str) -> (Option<u32>, &str) {
     (s[..end].parse().ok().or(Some(u32::MAX)), &s[end..])
 }
 
+/// How a boolean is typed in each ABI generation. The classic one (TVM <= 0.20: graph JSON
+/// `"bool"`, params blobs, `NDArray`s, and compiled kernels, which check
+/// `code * 1000 + bits == 1001`) calls it `uint1` stored one byte per element (TVM 0.19
+/// `String2DLDataType`, `GetDataSize`); tvm-ffi calls it DLPack's `kDLBool` (code 6, 8 bits),
+/// also one byte per element. tvmrt's objects hold the tvm-ffi form; each classic door
+/// converts with these two functions (only scalar lanes: `uint1xN` is a packed vector in TVM).
+pub mod classic_bool {
+    use super::{dtype, dtypes, DLDataType};
+
+    /// The classic generation's bool: `uint1`.
+    pub const CLASSIC: DLDataType = dtype(1, 1, 1);
+
+    /// Whether `t` is the classic bool (`uint1`).
+    #[inline(always)]
+    pub fn is_classic(t: DLDataType) -> bool {
+        t.code.0 == 1 && t.bits == 1 && t.lanes == 1
+    }
+
+    /// Whether `t` is tvm-ffi's bool (`kDLBool`, 8 bits).
+    #[inline(always)]
+    pub fn is_ffi(t: DLDataType) -> bool {
+        t.code.0 == 6 && t.bits == 8 && t.lanes == 1
+    }
+
+    /// A dtype that came through a classic door, in tvm-ffi's terms: `uint1` becomes
+    /// `kDLBool`; every other dtype is unchanged.
+    #[inline]
+    pub fn from_classic(t: DLDataType) -> DLDataType {
+        if is_classic(t) {
+            dtypes::BOOL
+        } else {
+            t
+        }
+    }
+
+    /// A dtype leaving through a classic door: `kDLBool` becomes `uint1`; every other dtype
+    /// is unchanged.
+    #[inline]
+    pub fn to_classic(t: DLDataType) -> DLDataType {
+        if is_ffi(t) {
+            CLASSIC
+        } else {
+            t
+        }
+    }
+}
+
 /// Bytes one element occupies in memory (`(bits * lanes + 7) / 8`, as TVM's `GetDataSize`).
 pub fn element_bytes(t: DLDataType) -> usize {
     (t.bits as usize * t.lanes.max(1) as usize).div_ceil(8)
@@ -250,6 +297,25 @@ mod tests {
         assert!(dtype_from_str("floaty").is_err());
         assert!(dtype_from_str("int32x0").is_err());
         assert!(dtype_from_str("int999").is_err());
+    }
+
+    #[test]
+    fn bool_converts_between_the_generations() {
+        use classic_bool::*;
+        assert_eq!(from_classic(dtype(1, 1, 1)), dtypes::BOOL);
+        assert_eq!(to_classic(dtypes::BOOL), dtype(1, 1, 1));
+        // Vectors and other types pass unchanged.
+        for t in [
+            dtype(1, 1, 4),
+            dtypes::UINT8,
+            dtype(6, 8, 2),
+            dtypes::FLOAT32,
+        ] {
+            assert_eq!(from_classic(t), t);
+            assert_eq!(to_classic(t), t);
+        }
+        // TVM 0.19 prints uint1 as "bool", as tvm-ffi prints kDLBool.
+        assert_eq!(dtype_to_string(from_classic(CLASSIC)).unwrap(), "bool");
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub mod mapped;
 pub mod module;
 pub mod object;
 pub mod pack;
+pub mod profiling;
 pub mod raised;
 pub mod reflection;
 pub mod tensor;

@@ -454,6 +454,101 @@ fn bench_reports_latency() {
 }
 
 #[test]
+fn bench_profile_prints_a_table_per_kernel() {
+    let out = ok(&[
+        "bench",
+        &lib("cnn.so"),
+        "main",
+        "-i",
+        &data("cnn.main.in0.npy"),
+        "--repeat",
+        "20",
+        "--profile",
+    ]);
+    let at = out.find("per kernel, 20 profiled run(s)").expect(&out);
+    let table: Vec<&str> = out[at..].lines().collect();
+    assert!(
+        table[1].contains("kernel") && table[1].contains("calls"),
+        "{out}"
+    );
+    assert!(
+        table[1].contains("total") && table[1].contains("mean"),
+        "{out}"
+    );
+    assert!(table[1].contains("share"), "{out}");
+    let row = |name: &str| {
+        table
+            .iter()
+            .find(|l| l.trim_start().starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no row {name}: {out}"))
+            .to_string()
+    };
+    // conv2d is called once per run: 20 calls.
+    let conv: Vec<String> = row("conv2d")
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(conv[1], "20", "{out}");
+    assert!(conv.last().unwrap().ends_with('%'), "{out}");
+    assert!(row("whole run").contains("100.0%"), "{out}");
+    row("(outside kernels)");
+
+    // JSON: the same per kernel, and shares that add up to at most the whole.
+    let graph = fixtures().join("graph/int_model.so");
+    let x = int32_npy("xp.npy", &[1, 2, 3, -4, 5]);
+    let v = bench_json(&[
+        "bench",
+        graph.to_str().unwrap(),
+        "default",
+        "-i",
+        &x,
+        "--repeat",
+        "5",
+        "--profile",
+        "--json",
+    ]);
+    let p = &v["profile"];
+    assert_eq!(p["runs"], 5);
+    let kernels = p["kernels"].as_array().unwrap();
+    let names: Vec<&str> = kernels
+        .iter()
+        .map(|k| k["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "tvmgen_default_fused_multiply_add_int",
+            "tvmgen_default_fused_clip_cast"
+        ]
+    );
+    let share: f64 = kernels.iter().map(|k| k["share"].as_f64().unwrap()).sum();
+    assert!(share > 0.0 && share <= 100.0, "{share}");
+    for k in kernels {
+        assert_eq!(k["calls"], 5);
+        assert!(k["mean_ns"].as_u64().unwrap() * 5 <= k["total_ns"].as_u64().unwrap() + 5);
+    }
+    assert!(p["whole_ns"].as_u64().unwrap() >= kernels[0]["total_ns"].as_u64().unwrap());
+    // A kernel library: one row, the kernel itself.
+    let v = bench_json(&[
+        "bench",
+        &lib("add_dyn.so"),
+        "add",
+        "-i",
+        &data("add_dyn.add.n1000.in0.npy"),
+        "-i",
+        &data("add_dyn.add.n1000.in1.npy"),
+        "-o",
+        "float32:1000",
+        "--repeat",
+        "3",
+        "--profile",
+        "--json",
+    ]);
+    assert_eq!(v["profile"]["kernels"][0]["name"], "add");
+    assert_eq!(v["profile"]["kernels"][0]["calls"], 3);
+}
+
+#[test]
 fn scalar_inputs_and_results() {
     // A TVM kernel given an int where it takes a tensor: its own check, naming the input.
     let e = fails(&[

@@ -14,12 +14,14 @@ use tvmrt::tensor::Tensor;
 use tvmrt::value::Any;
 use tvmrt::{Error, Function};
 
-const MODELS: [&str; 5] = [
+const MODELS: [&str; 7] = [
     "mlp",
     "two_outputs",
     "shared_storage",
     "int_model",
     "f64_model",
+    "bool_model",
+    "parallel_conv",
 ];
 
 fn dir() -> PathBuf {
@@ -71,6 +73,12 @@ fn as_json(t: &Tensor) -> Value {
             .map(|c| Value::from(i32::from_le_bytes(c.try_into().unwrap())))
             .collect(),
         "int8" => bytes.iter().map(|&b| Value::from(b as i8)).collect(),
+        // Inside tvmrt (and through the tvm-ffi door) a bool is kDLBool, one byte each; TVM
+        // 0.19 recorded it as uint1 ("bool" too).
+        "bool" => {
+            assert_eq!(t.dtype(), tvmrt::dtype::dtypes::BOOL);
+            bytes.iter().map(|&b| Value::from(b != 0)).collect()
+        }
         other => panic!("unexpected dtype {other}"),
     };
     serde_json::json!({"dtype": dtype, "shape": t.shape(), "values": values})
@@ -521,4 +529,181 @@ fn devices_without_a_back_end_are_refused() {
     );
     let e = err_of(func(&f, "default").call_values(&[]));
     assert!(e.message.contains("no device"), "{}", e.message);
+}
+
+/// The debug executor of `model` (the factory's `debug_create`), with the recorded inputs set.
+fn debug_exec(model: &str) -> Module {
+    let f = factory(model);
+    let exec = func(&f, "debug_create")
+        .call_values(&[Any::from("default"), Any::from(cpu())])
+        .unwrap();
+    let exec = Module::from_view(&exec.view(), "debug executor").unwrap();
+    set_inputs(&exec, &inputs(model));
+    exec
+}
+
+fn ints(v: &[i64]) -> Vec<Any> {
+    v.iter().map(|&i| Any::from(i)).collect()
+}
+
+#[test]
+fn debug_executor_times_and_reads_every_node() {
+    let model = "parallel_conv";
+    let exec = debug_exec(model);
+    let want = expected(model);
+    let graph: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir().join(format!("{model}.json"))).unwrap(),
+    )
+    .unwrap();
+    let nodes = graph["nodes"].as_array().unwrap();
+    // Every node's output, as TVM 0.19's debug_get_output gave them; by name too.
+    let get = func(&exec, "debug_get_output");
+    for (i, node) in nodes.iter().enumerate() {
+        let t = get.call_values(&[Any::from(i as i64)]).unwrap();
+        let t = Tensor::from_any_view(&t.view(), "output").unwrap();
+        assert_eq!(as_json(&t), want["debug"]["node_outputs"][i], "node {i}");
+        let name = node["name"].as_str().unwrap();
+        let by_name = get.call_values(&[Any::from(name)]).unwrap();
+        let by_name = Tensor::from_any_view(&by_name.view(), "output").unwrap();
+        assert_eq!(
+            as_json(&by_name),
+            want["debug"]["node_outputs"][i],
+            "node `{name}`"
+        );
+    }
+    // Into a tensor of ours.
+    let out = Tensor::empty(&[1, 10], tvmrt::dtype::dtypes::FLOAT32, cpu()).unwrap();
+    get.call_values(&[Any::from("dense"), Any::from(out.clone())])
+        .unwrap();
+    assert_eq!(as_json(&out), want["outputs"][0]);
+
+    // run_individual: an int64 node count, then `repeat` doubles per node; zero for inputs.
+    let bytes = func(&exec, "run_individual")
+        .call_values(&ints(&[2, 3, 0, 100, 0, 1]))
+        .unwrap();
+    let b = bytes.view().as_byte_slice().unwrap().to_vec();
+    assert_eq!(
+        i64::from_ne_bytes(b[..8].try_into().unwrap()),
+        nodes.len() as i64
+    );
+    assert_eq!(b.len(), 8 + nodes.len() * 3 * 8);
+    let times: Vec<f64> = b[8..]
+        .chunks(8)
+        .map(|c| f64::from_ne_bytes(c.try_into().unwrap()))
+        .collect();
+    for (i, node) in nodes.iter().enumerate() {
+        for t in &times[i * 3..i * 3 + 3] {
+            if node["op"] == "null" {
+                assert_eq!(*t, 0.0, "input node {i}");
+            } else {
+                assert!(*t > 0.0 && *t < 1.0, "node {i}: {t} s");
+            }
+        }
+    }
+    let timed: Vec<usize> = (0..nodes.len()).filter(|&i| times[i * 3] > 0.0).collect();
+    let want_timed: Vec<usize> = want["debug"]["timed_nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as usize)
+        .collect();
+    assert_eq!(timed, want_timed, "the nodes TVM 0.19 times");
+    let one = func(&exec, "run_individual_node")
+        .call_values(&ints(&[6, 1, 4, 0, 100, 0, 1]))
+        .unwrap();
+    assert_eq!(one.view().as_byte_slice().unwrap().len(), 4 * 8);
+    let e =
+        err_of(func(&exec, "run_individual_node").call_values(&ints(&[99, 1, 1, 0, 100, 0, 1])));
+    assert_eq!(e.kind, "IndexError");
+    let e = err_of(func(&exec, "run_individual").call_values(&ints(&[1, 0, 0, 100, 0, 1])));
+    assert!(e.message.contains("repeat must be > 0"), "{e}");
+
+    // execute_node, then get_node_output of that node (only).
+    func(&exec, "execute_node")
+        .call_values(&[Any::from(6i64)])
+        .unwrap();
+    let t = func(&exec, "get_node_output")
+        .call_values(&ints(&[6, 0]))
+        .unwrap();
+    let t = Tensor::from_any_view(&t.view(), "output").unwrap();
+    assert_eq!(as_json(&t), want["debug"]["node_outputs"][6]);
+    let e = err_of(func(&exec, "get_node_output").call_values(&ints(&[5, 0])));
+    assert!(e.message.contains("not the last node executed"), "{e}");
+    let e = err_of(func(&exec, "get_node_output").call_values(&ints(&[6, 1])));
+    assert_eq!(e.kind, "IndexError");
+
+    // profile: one row per call, as TVM 0.19 reports them (names, argument shapes, hashes).
+    let report = func(&exec, "profile_rpc").call_values(&[]).unwrap();
+    let report: Value = serde_json::from_str(report.view().as_str().unwrap()).unwrap();
+    let calls: Vec<Value> = report["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            serde_json::json!([
+                c["Name"]["string"],
+                c["Argument Shapes"]["string"],
+                c["Hash"]["string"],
+                c["Count"]["count"]
+            ])
+        })
+        .collect();
+    assert_eq!(Value::Array(calls), want["debug"]["profile_calls"]);
+    for c in report["calls"].as_array().unwrap() {
+        assert!(c["Duration (us)"]["microseconds"].as_f64().unwrap() > 0.0);
+        assert!(c["Percent"]["percent"].as_f64().unwrap() > 0.0);
+    }
+    let obj = func(&exec, "profile").call_values(&[]).unwrap();
+    let table = tvmrt::function::registry::get("runtime.profiling.AsTable")
+        .unwrap()
+        .call_values(&[obj, Any::from(true), Any::from(true), Any::from(true)])
+        .unwrap();
+    let table = table.view().as_str().unwrap().to_string();
+    assert!(table.starts_with("Name"), "{table}");
+    assert!(
+        table.contains("tvmgen_default_fused_nn_conv2d_divide_max"),
+        "{table}"
+    );
+    assert!(table.contains("Executor: Graph"), "{table}");
+}
+
+#[test]
+fn debug_executor_from_json_and_only_when_asked() {
+    let model = "bool_model";
+    let lib = factory(model).imports()[0].clone();
+    let json = std::fs::read_to_string(dir().join(format!("{model}.json"))).unwrap();
+    let create = tvmrt::function::registry::get("tvm.graph_executor_debug.create").unwrap();
+    let exec = create
+        .call_values(&[
+            Any::from(json.as_str()),
+            Any::from(lib),
+            Any::from(1i64),
+            Any::from(0i64),
+        ])
+        .unwrap();
+    let exec = Module::from_view(&exec.view(), "debug executor").unwrap();
+    assert_eq!(exec.kind(), "GraphExecutor");
+    set_inputs(&exec, &inputs(model));
+    let got = func(&exec, "debug_get_output")
+        .call_values(&[Any::from("greater")])
+        .unwrap();
+    let got = Tensor::from_any_view(&got.view(), "output").unwrap();
+    assert_eq!(got.dtype(), tvmrt::dtype::dtypes::BOOL);
+    assert_eq!(as_json(&got), expected(model)["debug"]["node_outputs"][4]);
+    let e = err_of(func(&exec, "debug_get_output").call_values(&[Any::from("nope")]));
+    assert!(e.message.contains("cannot find nope"), "{e}");
+    // A plain executor has none of the debug functions.
+    let plain = create_exec(model);
+    assert!(plain
+        .get_function("run_individual", false)
+        .unwrap()
+        .is_none());
+    let e = err_of(
+        func(&factory(model), "debug_create").call_values(&[Any::from("other"), Any::from(cpu())]),
+    );
+    assert!(e.message.contains("not `other`"), "{e}");
+}
+
+fn create_exec(model: &str) -> Module {
+    create(&factory(model))
 }

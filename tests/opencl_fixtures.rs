@@ -241,3 +241,38 @@ fn classic_graph_model_on_opencl_gives_tvm_0_19_results() {
         "{e:?}"
     );
 }
+
+#[test]
+fn profiler_times_opencl_kernels_after_synchronizing() {
+    let _serial = serial();
+    let case = cases_of("relax")
+        .into_iter()
+        .find(|c| c["name"].as_str().unwrap().contains("mlp"))
+        .expect("the OpenCL MLP case");
+    let exec = load(case["library"].as_str().unwrap());
+    let vm = call(&func(&exec, "vm_profiler_load_executable"), &[]).unwrap();
+    let vm = Module::from_view(&vm.view(), "vm").unwrap();
+    let init = [4i64, 0, 2, 1, 0, 2].map(Any::from);
+    call(&func(&vm, "vm_initialization"), &init).unwrap();
+    let fname = case["function"].as_str().unwrap();
+    let x = upload(case["args"][0]["tensor"].as_str().unwrap(), opencl(0));
+    let report = call(&func(&vm, "profile"), &[Any::from(fname), Any::from(x)]).unwrap();
+    let report: Value = serde_json::from_str(report.view().as_str().unwrap()).unwrap();
+    let calls = report["calls"].as_array().unwrap();
+    let kernels: Vec<&Value> = calls
+        .iter()
+        .filter(|c| c["Device"]["string"] == "opencl0")
+        .collect();
+    assert!(!kernels.is_empty(), "no call timed on opencl0: {calls:?}");
+    for k in &kernels {
+        assert!(
+            k["Duration (us)"]["microseconds"].as_f64().unwrap() > 0.0,
+            "{k}"
+        );
+    }
+    assert!(
+        report["device_metrics"]["opencl0"]["Duration (us)"]["microseconds"]
+            .as_f64()
+            .is_some_and(|t| t > 0.0)
+    );
+}

@@ -784,3 +784,75 @@ fn executables_from_libraries_keep_their_bytes_in_place_and_report_memory() {
     assert!(!again.bytes_in_place());
     assert_eq!(again.constant_totals().bytes, totals.bytes);
 }
+
+#[test]
+fn profiler_vm_reports_every_kernel_call() {
+    let path = fixtures().join("cnn.so");
+    let root = load_from_file(path.to_str().unwrap(), "").unwrap();
+    // A plain VM has no `profile`; the one of vm_profiler_load_executable does.
+    assert!(new_vm(&root)
+        .get_function("profile", false)
+        .unwrap()
+        .is_none());
+    let vm = root
+        .get_function("vm_profiler_load_executable", false)
+        .unwrap()
+        .unwrap()
+        .call(&[])
+        .unwrap();
+    let vm = Module::from_view(&vm.view(), "vm").unwrap();
+    call_vm(
+        &vm,
+        "vm_initialization",
+        &[Any::from(1i64), Any::from(0i64), Any::from(2i64)],
+    )
+    .unwrap();
+    let npy = read_npy(&fixtures().join("data/cnn.main.in0.npy"));
+    let x = Tensor::empty(&npy.shape, dtype(2, 32, 1), tvmrt::tensor::layout::cpu()).unwrap();
+    x.copy_from_bytes(&npy.data).unwrap();
+    let report = call_vm(&vm, "profile", &[Any::from("main"), Any::from(x.clone())]).unwrap();
+    let report: Value = serde_json::from_str(report.view().as_str().unwrap()).unwrap();
+    let calls = report["calls"].as_array().unwrap();
+    let names: Vec<&str> = calls
+        .iter()
+        .map(|c| c["Name"]["string"].as_str().unwrap())
+        .collect();
+    // The kernels of cnn.vm.txt, in call order, and the builtins that take tensors.
+    for k in [
+        "conv2d",
+        "add",
+        "relu",
+        "max_pool2d",
+        "matmul",
+        "vm.builtin.reshape",
+    ] {
+        assert!(names.contains(&k), "{k} missing from {names:?}");
+    }
+    let pos = |k: &str| names.iter().position(|n| *n == k).unwrap();
+    assert!(pos("conv2d") < pos("relu") && pos("relu") < pos("matmul"));
+    let conv = &calls[pos("conv2d")];
+    assert_eq!(
+        conv["Argument Shapes"]["string"],
+        "float32[1, 3, 8, 8], float32[4, 3, 3, 3], float32[1, 4, 8, 8]"
+    );
+    assert_eq!(conv["Device"]["string"], "cpu0");
+    let total = report["device_metrics"]["cpu0"]["Duration (us)"]["microseconds"]
+        .as_f64()
+        .unwrap();
+    let sum: f64 = calls
+        .iter()
+        .map(|c| c["Duration (us)"]["microseconds"].as_f64().unwrap())
+        .sum();
+    assert!(
+        sum > 0.0 && sum <= total,
+        "calls {sum} us, total {total} us"
+    );
+    assert_eq!(report["configuration"]["Executor"]["string"], "VM");
+    // With inputs from set_input, only the name; repeating them is an error.
+    call_vm(&vm, "set_input", &[Any::from("main"), Any::from(x.clone())]).unwrap();
+    call_vm(&vm, "profile", &[Any::from("main")]).unwrap();
+    let e = call_vm(&vm, "profile", &[Any::from("main"), Any::from(x)]).unwrap_err();
+    assert!(e.message.contains("already set by set_input"), "{e}");
+    let e = call_vm(&vm, "profile", &[Any::from("nope")]).unwrap_err();
+    assert!(e.message.contains("Unknown function: nope"), "{e}");
+}

@@ -15,7 +15,8 @@ GRAPH = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "graph"
 sys.path.insert(0, str(GRAPH))
 import record  # noqa: E402  (the fixtures' own reader of save_param_dict blobs)
 
-NUMPY = {(2, 32): "float32", (2, 64): "float64", (0, 32): "int32", (0, 8): "int8"}
+NUMPY = {(2, 32): "float32", (2, 64): "float64", (0, 32): "int32", (0, 8): "int8",
+         (1, 1): "bool"}  # TVM 0.19's uint1, one byte per element
 
 
 def inputs(model):

@@ -106,21 +106,13 @@ def _delete_callback(self_handle):
         _callbacks.pop(self_handle, None)
 
 
-class Function(Object):
+class Function(_ffi.FunctionBase, Object):
     """A function of the runtime: a compiled kernel, a global function, or a Python callable
     wrapped for C. Call it with ints, floats, strings, bytes, tensors, numpy arrays (passed by
     DLPack), functions, modules or Python callables."""
 
     __slots__ = ()
     _static_type_index = _ffi.FUNCTION
-
-    def __call__(self, *args):
-        pack = _ffi.ArgPack(args)
-        result = TVMFFIAny()
-        status = _ffi.lib().TVMFFIFunctionCall(self._handle, pack.array, pack.n, byref(result))
-        if status != 0:
-            raise _ffi.raised_error("function call")
-        return _ffi.from_owned_any(result)
 
     @staticmethod
     def from_callable(fn) -> "Function":
@@ -174,6 +166,17 @@ def register_func(name, f=None, override: bool = False):
     return register(f) if f is not None else register
 
 
+_BUILTINS: dict = {}
+
+
+def _builtin(name: str) -> Function:
+    """A global function of tvmrt itself (``ffi.*``, ``runtime.*``), looked up once."""
+    f = _BUILTINS.get(name)
+    if f is None:
+        f = _BUILTINS[name] = get_global_func(name)
+    return f
+
+
 def list_global_funcs() -> list:
     """Names of every global function."""
     names = get_global_func("ffi.FunctionListGlobalNames")()
@@ -194,7 +197,7 @@ class Module(Object):
 
     @property
     def kind(self) -> str:
-        return get_global_func("ffi.ModuleGetKind")(self)
+        return _builtin("ffi.ModuleGetKind")(self)
 
     @property
     def imports(self) -> list:
@@ -204,10 +207,10 @@ class Module(Object):
 
     def get_function(self, name: str, query_imports: bool = True):
         """The function ``name`` (searching the imports too), or ``None``."""
-        return get_global_func("ffi.ModuleGetFunction")(self, name, query_imports)
+        return _builtin("ffi.ModuleGetFunction")(self, name, query_imports)
 
     def implements_function(self, name: str, query_imports: bool = False) -> bool:
-        return bool(get_global_func("ffi.ModuleImplementsFunction")(self, name, query_imports))
+        return bool(_builtin("ffi.ModuleImplementsFunction")(self, name, query_imports))
 
     def __getitem__(self, name: str) -> Function:
         if not isinstance(name, str):
@@ -283,6 +286,7 @@ class VirtualMachine:
     vm = tvmrt.VirtualMachine(tvmrt.load_module("model.so"), tvmrt.cpu())
     y = vm["main"](x)                       # or, statefully:
     vm.set_input("main", x); vm.invoke_stateful("main"); y = vm.get_outputs("main")
+    # with profile=True: print(vm.profile("main", x))   (per-kernel times)
 
     On a device (``tvmrt.opencl()`` or ``tvmrt.cuda()`` for a model built for OpenCL or
     CUDA) the VM runs there with the CPU as its host, as TVM does: ``set_input`` uploads host
@@ -295,10 +299,11 @@ class VirtualMachine:
     #: DLPack's ``kDLCPU``.
     CPU = 1
 
-    def __init__(self, executable: Module, device=None):
+    def __init__(self, executable: Module, device=None, profile: bool = False):
         device_type, device_id = device if device is not None else cpu()
         self.device = Device(int(device_type), int(device_id))
-        self.module = executable["vm_load_executable"]()
+        load = "vm_profiler_load_executable" if profile else "vm_load_executable"
+        self.module = executable[load]()
         init = [device_type, device_id, self.POOLED_ALLOCATOR]
         if device_type != self.CPU:
             init += [self.CPU, 0, self.POOLED_ALLOCATOR]  # the host, as TVM adds it
@@ -329,3 +334,10 @@ class VirtualMachine:
     def get_output(self, func_name: str, index: int):
         """Output ``index`` of the last :meth:`invoke_stateful` of ``func_name``."""
         return self.module["get_output"](func_name, index)
+
+    def profile(self, func_name: str, *args):
+        """One warm-up call of ``func_name``, then one with every kernel call timed: a
+        :class:`tvmrt.profiling.Report` (make the VM with ``profile=True``)."""
+        from .profiling import Report
+
+        return Report.from_json(self.module["profile"](func_name, *args))

@@ -1,10 +1,17 @@
-"""The C side: loading libtvmrt.so and speaking its tvm-ffi C ABI through ctypes.
+"""The C side: loading libtvmrt.so and speaking its tvm-ffi C ABI.
 
 Values cross the boundary as ``TVMFFIAny`` (16 bytes: type index, small-string length,
 8-byte payload; tvm-ffi ``include/tvm/ffi/c_api.h``). Objects (functions, modules, tensors,
 strings, errors) are reference counted: every Python wrapper owns one reference and drops it
 when collected. Tensors travel to and from numpy (or any DLPack producer/consumer) through
 DLPack, without copies.
+
+Calls, their arguments and results, object lifetimes and DLPack exchange go through the
+compiled extension ``tvmrt._core`` (``_core.c``) when it is there (wheels ship it; in a
+checkout ``python/build_ext.sh`` builds it), else through ctypes (the ``_Ctypes*`` classes
+below, several times slower per call); ``TVMRT_PYTHON_EXTENSION=0`` forces ctypes. Both use the
+converters of this module for everything but the common values, so each conversion has one
+definition.
 """
 
 from __future__ import annotations
@@ -33,6 +40,20 @@ from ctypes import (
 )
 from pathlib import Path
 from typing import NamedTuple
+
+
+def _load_extension():
+    if os.environ.get("TVMRT_PYTHON_EXTENSION", "1") == "0":
+        return None
+    try:
+        from . import _core as core
+    except ImportError:
+        return None
+    return core
+
+
+#: The compiled extension, or None (ctypes only).
+_core = _load_extension()
 
 # ---------------------------------------------------------------------------------------------
 # Type indexes (tvm-ffi c_api.h, TVMFFITypeIndex)
@@ -211,7 +232,14 @@ def lib() -> ctypes.CDLL:
                     nvrtc = find_pip_nvrtc()
                     if nvrtc:
                         os.environ["TVMRT_NVRTC_LIBRARY"] = nvrtc
-                _lib = _load(find_library())
+                handle = _load(find_library())
+                if _core is not None:
+                    _core.init(handle._tvmrt_path)
+                    from . import Function, Module  # the package's wrapper classes
+
+                    _core.set_hooks(Tensor, Function, Module, Device, _convert_arg,
+                                    _from_any_parts, error_from_handle)
+                _lib = handle
     return _lib
 
 
@@ -343,23 +371,13 @@ def check(status: int, what: str) -> None:
 # Objects
 
 
-class Object:
-    """An object of the runtime (owns one reference)."""
+class _CtypesObject:
+    """Without the extension: owns one reference, released through ctypes."""
 
-    __slots__ = ("_handle", "__weakref__")
-    # The type index every instance of the class has (None: read it from the object header).
-    _static_type_index = None
+    __slots__ = ("_handle",)
 
     def __init__(self, handle: int):
         self._handle = handle
-
-    @property
-    def handle(self) -> int:
-        return self._handle
-
-    @property
-    def type_index(self) -> int:
-        return c_int32.from_address(self._handle + 8).value
 
     def __del__(self):
         h, self._handle = getattr(self, "_handle", None), None
@@ -368,6 +386,62 @@ class Object:
                 _lib.TVMFFIObjectDecRef(h)
             except Exception:  # interpreter shutdown
                 pass
+
+
+class _CtypesFunction(_CtypesObject):
+    """Without the extension: calls through ctypes."""
+
+    __slots__ = ()
+
+    def __call__(self, *args):
+        pack = ArgPack(args)
+        result = TVMFFIAny()
+        status = lib().TVMFFIFunctionCall(self._handle, pack.array, pack.n, byref(result))
+        if status != 0:
+            raise raised_error("function call")
+        return from_owned_any(result)
+
+
+class _CtypesTensor(_CtypesObject):
+    """Without the extension: DLPack export through ctypes."""
+
+    __slots__ = ()
+
+    def __dlpack_device__(self):
+        d = DLTensor.from_address(self._handle + OBJECT_HEADER_SIZE).device
+        return (d.device_type, d.device_id)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if copy:
+            raise BufferError("tvmrt tensors export without copies (copy=True unsupported)")
+        out = c_void_p()
+        if max_version is not None and tuple(max_version)[0] >= 1:
+            check(lib().TVMFFITensorToDLPackVersioned(self._handle, byref(out)), "__dlpack__")
+            return _capsule(out.value, versioned=True)
+        check(lib().TVMFFITensorToDLPack(self._handle, byref(out)), "__dlpack__")
+        return _capsule(out.value, versioned=False)
+
+
+if _core is not None:
+    _ObjectBase, FunctionBase, _TensorBase = _core.Object, _core.Function, _core.Tensor
+else:
+    _ObjectBase, FunctionBase, _TensorBase = _CtypesObject, _CtypesFunction, _CtypesTensor
+
+
+class Object(_ObjectBase):
+    """An object of the runtime (owns one reference)."""
+
+    __slots__ = ()
+    # The type index every instance of the class has (None: read it from the object header).
+    _static_type_index = None
+
+    @property
+    def handle(self) -> int:
+        return self._handle
+
+    @property
+    def type_index(self) -> int:
+        return c_int32.from_address(self._handle + 8).value
 
     def _new_ref(self) -> int:
         """A new reference to this object, for handing to C."""
@@ -424,7 +498,7 @@ class Device(NamedTuple):
         return f"device(type='{name}', index={self.device_id})"
 
 
-class Tensor(Object):
+class Tensor(_TensorBase, Object):
     """A tensor of the runtime. Convert with ``numpy.from_dlpack(t)`` (no copy) or
     ``t.numpy()``."""
 
@@ -448,19 +522,6 @@ class Tensor(Object):
     def device(self) -> Device:
         d = self._dl.device
         return Device(d.device_type, d.device_id)
-
-    def __dlpack_device__(self):
-        return tuple(self.device)
-
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        if copy:
-            raise BufferError("tvmrt tensors export without copies (copy=True unsupported)")
-        out = c_void_p()
-        if max_version is not None and tuple(max_version)[0] >= 1:
-            check(lib().TVMFFITensorToDLPackVersioned(self._handle, byref(out)), "__dlpack__")
-            return _capsule(out.value, versioned=True)
-        check(lib().TVMFFITensorToDLPack(self._handle, byref(out)), "__dlpack__")
-        return _capsule(out.value, versioned=False)
 
     def numpy(self):
         """This tensor as a numpy array: a view of the data on the CPU, a copy of it (made when
@@ -629,6 +690,12 @@ def tensor_from_dlpack(obj) -> Tensor:
     ``__dlpack__``)."""
     if isinstance(obj, Tensor):
         return obj
+    if _core is not None and hasattr(type(obj), "__dlpack__"):
+        lib()
+        t = _core.from_dlpack(obj)
+        if t is not None:
+            return t
+        # Not compact: numpy arrays are made so below; other producers' strides are kept.
     if isinstance(obj, _numpy_ndarray()) and not obj.flags.c_contiguous:
         # Compiled kernels expect compact row-major tensors.
         import numpy as np
@@ -815,7 +882,14 @@ def fill_any(slot: TVMFFIAny, v, keep: list) -> None:
         slot.type_index = FLOAT
         p.v_float64 = float(v)
     elif isinstance(v, str):
-        buf = ctypes.create_string_buffer(v.encode("utf-8"))
+        data = v.encode("utf-8")
+        if b"\0" in data:  # a string object keeps the length past the NUL
+            check(lib().TVMFFIStringFromByteArray(byref(TVMFFIByteArray.of(data)), byref(slot)),
+                  "str argument")
+            if slot.type_index >= STATIC_OBJECT_BEGIN:  # else a small string, inline
+                keep.append(Object(slot.payload.v_ptr))
+            return
+        buf = ctypes.create_string_buffer(data)
         keep.append(buf)
         slot.type_index = RAW_STR
         p.v_ptr = ctypes.addressof(buf)
@@ -849,6 +923,40 @@ def fill_any(slot: TVMFFIAny, v, keep: list) -> None:
         p.v_ptr = f.handle
     else:
         raise TypeError(f"cannot pass a {type(v).__name__} to a tvmrt function")
+
+
+def _convert_arg(v):
+    """The extension's converter for arguments it does not convert itself: returns an object
+    to pass (kept alive for the call) or ``(type_index, payload)`` for a plain value."""
+    if isinstance(v, numbers.Integral):  # numpy integers
+        v = int(v)
+        if not -(2**63) <= v < 2**63:
+            raise OverflowError(f"{v} does not fit in int64")
+        return v
+    if isinstance(v, numbers.Real):
+        return float(v)
+    if isinstance(v, bytearray):
+        return bytes(v)
+    if isinstance(v, tuple) and all(isinstance(d, numbers.Integral) for d in v):
+        return make_shape(v)  # a tuple of ints travels as an ffi.Shape, as in tvm_ffi
+    if isinstance(v, DLTensorView):
+        return (DLTENSOR_PTR, v._ptr)
+    if hasattr(v, "__dlpack__"):
+        return tensor_from_dlpack(v)  # a layout the extension leaves to the package
+    if callable(v):
+        from . import Function
+
+        return Function.from_callable(v)
+    raise TypeError(f"cannot pass a {type(v).__name__} to a tvmrt function")
+
+
+def _from_any_parts(type_index: int, payload: int, small_len: int):
+    """The extension's converter for results it does not convert itself (takes them over)."""
+    v = TVMFFIAny()
+    v.type_index = type_index
+    v.small_str_len = small_len
+    v.payload.v_int64 = ctypes.c_int64(payload).value
+    return from_owned_any(v)
 
 
 def set_owned_result(slot: TVMFFIAny, v) -> None:

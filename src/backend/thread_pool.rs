@@ -6,7 +6,9 @@
 //! any task count is correct for them, including 1. Facts mirrored from TVM
 //! (`src/runtime/thread_pool.cc`, `include/tvm/runtime/c_backend_api.h`):
 //! - `num_task == 0` means "one task per pool thread";
-//! - the launching thread runs task 0 itself, pool workers run the others;
+//! - the launching thread runs task 0 itself, pool workers run the others (here: the
+//!   launching thread claims task 0, and every thread then claims the next task no one has
+//!   started, see below);
 //! - `penv->sync_handle` is private to the runtime and only handed back to the barrier;
 //! - the pool size comes from `TVM_NUM_THREADS`, else `OMP_NUM_THREADS`, else the core count.
 //!
@@ -26,17 +28,28 @@
 //!   count on x86 to skip hyper-threads.
 //! - The barrier spins briefly, then sleeps; a task that returns without reaching a barrier the
 //!   others wait at (it failed, or skipped it) releases them with an error rather than hanging.
+//! - Tasks are claimed, not assigned: each thread of a launch takes the next task no thread has
+//!   started. A worker that is asleep, descheduled by other load, or slow to wake thus never
+//!   holds the launch up: the launching thread runs the tasks it has not reached and takes the
+//!   launch back from it (a worker that never picked the launch up never touches it). Tasks
+//!   that meet at a barrier still each get their own thread, since a thread waiting at the
+//!   barrier claims nothing more.
 //! - Idle workers spin for [`SPIN_BEFORE_PARK`] after a job, then sleep on a condition variable
-//!   (TVM spins 300000 yields before sleeping).
+//!   (TVM spins 300000 yields before sleeping, more than 100 ms of a core after every launch).
+//! - Affinity: see [`super::affinity`] (`runtime.config_threadpool`; the workers start bound to
+//!   the big cores, as TVM's do, unless `TVM_BIND_THREADS` is set to something other than 1).
 //! - A process forked after the pool started gets a fresh set of workers on its first launch
 //!   (unless another thread was in the middle of a launch when it forked).
 
 use std::cell::{Cell, UnsafeCell};
 use std::collections::HashMap;
 use std::ffi::c_void;
+use std::os::unix::thread::JoinHandleExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 use std::sync::Arc;
 use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
@@ -44,6 +57,7 @@ use std::time::{Duration, Instant};
 use once_cell::sync::Lazy;
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use super::affinity::{self, AffinityMode};
 use crate::error::{Error, Result};
 
 /// `TVMParallelGroupEnv` from `c_backend_api.h`: what every task of one launch shares.
@@ -114,6 +128,192 @@ pub fn set_num_threads(n: usize) -> Result<()> {
     let n = if n == 0 { default_num_threads() } else { n };
     CONFIGURED_THREADS.store(n, Ordering::Relaxed);
     Ok(())
+}
+
+/// The CPUs pool threads are pinned to, as `runtime.config_threadpool` last decided (at start:
+/// the big cores, as TVM's pool binds them, unless `TVM_BIND_THREADS` says otherwise): applied
+/// to workers as they are spawned.
+struct AffinityState {
+    /// CPUs of worker `i + 1`, `None` where left alone.
+    workers: Vec<Option<Vec<usize>>>,
+}
+
+impl AffinityState {
+    fn worker_cpus(&self, index: usize) -> Option<Vec<usize>> {
+        self.workers.get(index - 1).cloned().flatten()
+    }
+}
+
+static AFFINITY: Lazy<RwLock<AffinityState>> = Lazy::new(|| {
+    let mut state = AffinityState {
+        workers: Vec::new(),
+    };
+    if affinity::binding_allowed() {
+        // Worker i on the i-th big core, as TVM's pool binds them when it starts (its
+        // `Configure(kBig, 0)`). A worker that cannot be preempted away from its core keeps the
+        // scheduler from stacking the pool's threads on one core of a busy machine.
+        let topo = affinity::Topology::detect();
+        if let Ok(plan) = affinity::plan(
+            &topo,
+            AffinityMode::Big,
+            0,
+            &[],
+            default_num_threads(),
+            true,
+        ) {
+            state.workers = plan.workers;
+        }
+    }
+    RwLock::new(state)
+});
+
+/// `runtime.config_threadpool(mode, nthreads, cpus)`: TVM's affinity modes (1 big cores, -1
+/// little cores, -2 one listed CPU per worker, -3 every thread on all listed CPUs, 0 only the
+/// thread count), the thread count later launches use (`nthreads`, 0 for the mode's count;
+/// never more than the pool's default size), and the CPUs of the workers (pinned now, and as
+/// they are spawned) and of the calling thread, which is the one that runs task 0 of its
+/// launches (see [`super::affinity`]). Returns the thread count launches now use.
+pub fn config_threadpool(mode: i64, nthreads: i64, cpus: &[usize]) -> Result<usize> {
+    let mode = AffinityMode::from_code(mode)?;
+    let nthreads = usize::try_from(nthreads).map_err(|_| {
+        Error::value(format!(
+            "config_threadpool: the thread count must be >= 0 (0: the mode's), got {nthreads}"
+        ))
+    })?;
+    let topo = affinity::Topology::detect();
+    let bind = affinity::binding_allowed();
+    let pool_threads = default_num_threads();
+    let plan = affinity::plan(&topo, mode, nthreads, cpus, pool_threads, bind)?;
+    // Lock order: the pool, then the affinity state (as `ensure_workers` takes them).
+    let crew = POOL.lock();
+    {
+        let mut state = AFFINITY.write();
+        if mode != AffinityMode::Unchanged {
+            state.workers = plan.workers.clone();
+        }
+    }
+    if mode != AffinityMode::Unchanged {
+        for (i, worker) in crew.slots.iter().enumerate() {
+            if let Some(Some(cpus)) = plan.workers.get(i) {
+                affinity::set_thread_affinity(worker.pthread, cpus)?;
+            }
+        }
+    }
+    drop(crew);
+    if let Some(cpus) = &plan.launcher {
+        // SAFETY: pthread_self has no preconditions.
+        affinity::set_thread_affinity(unsafe { libc::pthread_self() }, cpus)?;
+    }
+    CONFIGURED_THREADS.store(plan.threads, Ordering::Relaxed);
+    Ok(plan.threads)
+}
+
+/// The kernel thread ids of the pool's workers (worker 1 first), starting any that are not
+/// running yet up to the configured size: what to read affinities back with
+/// (`sched_getaffinity`).
+pub fn worker_thread_ids() -> Vec<i32> {
+    let threads = num_threads();
+    let mut crew = POOL.lock();
+    if crew.fork_generation != FORK_GENERATION.load(Ordering::SeqCst) {
+        *crew = Crew::new();
+    }
+    crew.ensure_workers(threads.saturating_sub(1));
+    crew.slots
+        .iter()
+        .map(|w| {
+            // A worker records its id first thing; wait for it.
+            let start = Instant::now();
+            loop {
+                let tid = w.tid.load(Ordering::SeqCst);
+                if tid != 0 || start.elapsed() > Duration::from_secs(10) {
+                    return tid;
+                }
+                thread::yield_now();
+            }
+        })
+        .collect()
+}
+
+/// The global functions of the pool: `runtime.config_threadpool`, `runtime.NumThreads` and
+/// `tvm.runtime.threading.set_current_thread_affinity`, as TVM registers them.
+pub(crate) fn builtins() -> Vec<(&'static str, crate::function::Function)> {
+    use crate::function::Function;
+    use crate::value::Any;
+    vec![
+        (
+            "runtime.config_threadpool",
+            Function::from_fn(|args| {
+                if args.len() < 2 || args.len() > 3 {
+                    crate::bail_type!(
+                        "runtime.config_threadpool expects (mode, nthreads[, cpus]), got {}                          arguments",
+                        args.len()
+                    );
+                }
+                let mode = args[0].expect_i64("mode")?;
+                let nthreads = args[1].expect_i64("nthreads")?;
+                let cpus = match args.get(2) {
+                    None => Vec::new(),
+                    Some(v) if v.is_none() => Vec::new(),
+                    Some(v) => cpu_list(v)?,
+                };
+                config_threadpool(mode, nthreads, &cpus)?;
+                Ok(Any::none())
+            }),
+        ),
+        (
+            "runtime.NumThreads",
+            Function::from_fn(|_| Ok(Any::from(num_threads() as i64))),
+        ),
+        (
+            "tvm.runtime.threading.set_current_thread_affinity",
+            Function::from_fn(|args| {
+                let v = args.first().ok_or_else(|| {
+                    Error::type_error("set_current_thread_affinity expects a tuple of CPU ids")
+                })?;
+                let cpus = cpu_list(v)?;
+                let allowed = affinity::allowed_cpus();
+                if let Some(bad) = cpus.iter().find(|c| !allowed.contains(c)) {
+                    crate::bail_value!(
+                        "set_current_thread_affinity: CPU {bad} is not one this process may run                          on ({allowed:?})"
+                    );
+                }
+                // SAFETY: pthread_self has no preconditions.
+                affinity::set_thread_affinity(unsafe { libc::pthread_self() }, &cpus)?;
+                Ok(Any::none())
+            }),
+        ),
+    ]
+}
+
+/// CPU ids from an array of numeric strings (TVM's `Array<String>`), of ints, or a shape.
+fn cpu_list(v: &crate::value::AnyView<'_>) -> Result<Vec<usize>> {
+    let mismatch = || v.type_mismatch("cpus", "an array of CPU ids (strings or ints)");
+    let obj = v.as_object().ok_or_else(mismatch)?;
+    let items: Vec<crate::value::Any> = if let Some(dims) = crate::object::shape::shape_dims(&obj) {
+        dims.iter().map(|&d| crate::value::Any::from(d)).collect()
+    } else {
+        crate::object::containers::array::array_items(&obj)
+            .ok_or_else(mismatch)?
+            .iter()
+            .map(|item| item.to_owned_any())
+            .collect()
+    };
+    items
+        .iter()
+        .map(|item| {
+            let item = item.view();
+            let id = if let Some(text) = item.as_str() {
+                text.trim().parse::<i64>().map_err(|_| {
+                    Error::value(format!(
+                        "The CPU core information '{text}' is not a number."
+                    ))
+                })?
+            } else {
+                item.expect_i64("cpu id")?
+            };
+            usize::try_from(id).map_err(|_| Error::value(format!("CPU id {id} is negative")))
+        })
+        .collect()
 }
 
 /// Installs (or removes) the hook that reads a failed task's error message on its own thread.
@@ -380,17 +580,18 @@ struct Failure {
 }
 
 /// Everything the tasks of one launch share. It lives on the launching thread's stack; the
-/// launcher does not return before every worker has decremented `pending`, and a worker does
-/// not touch the job after that.
+/// launcher does not return before every worker that picked the launch up has decremented
+/// `pending`, and a worker does not touch the job after that.
 struct Job {
     f: ParallelLambda,
     cdata: *mut c_void,
     num_task: usize,
-    /// Threads running tasks; thread `k` runs tasks `k, k + threads, ...`.
-    threads: usize,
     env: UnsafeCell<ParallelGroupEnv>,
     barrier: Barrier,
-    /// Workers that have not finished their share.
+    /// The next task no thread has claimed; every thread of the launch claims from it.
+    next_task: AtomicUsize,
+    /// Workers the launch was posted to that may still use the job: each decrements it once it
+    /// is done with the job, and the launcher for each posting it takes back unseen.
     pending: AtomicUsize,
     failures: Mutex<Vec<Failure>>,
 }
@@ -402,21 +603,21 @@ impl Job {
         f: ParallelLambda,
         cdata: *mut c_void,
         num_task: usize,
-        threads: usize,
+        posted: usize,
         kind: BarrierKind,
     ) -> &Job {
         let job: &Job = slot.insert(Job {
             f,
             cdata,
             num_task,
-            threads,
             env: UnsafeCell::new(ParallelGroupEnv {
                 sync_handle: ptr::null_mut(),
                 // `num_task` was checked to fit an i32 by the caller.
                 num_task: num_task as i32,
             }),
             barrier: Barrier::new(num_task, kind),
-            pending: AtomicUsize::new(threads - 1),
+            next_task: AtomicUsize::new(0),
+            pending: AtomicUsize::new(posted),
             failures: Mutex::new(Vec::new()),
         });
         let sync = &job.barrier as *const Barrier as *mut c_void;
@@ -425,10 +626,13 @@ impl Job {
         job
     }
 
-    /// Runs the tasks of thread `first`.
-    fn run_share(&self, first: usize) {
-        let mut task = first;
-        while task < self.num_task {
+    /// Claims and runs tasks until none is left.
+    fn run_tasks(&self) {
+        loop {
+            let task = self.next_task.fetch_add(1, Ordering::AcqRel);
+            if task >= self.num_task {
+                return;
+            }
             // SAFETY: the launch's caller vouched that `f` may be called with `cdata` for every
             // task id below `num_task`, from any thread; `env` outlives the call.
             let code = unsafe { (self.f)(task as i32, self.env.get(), self.cdata) };
@@ -437,20 +641,19 @@ impl Job {
                 self.failures.lock().push(Failure { task, code, detail });
             }
             self.barrier.depart();
-            task += self.threads;
         }
     }
 
-    /// Runs the share of thread `first` with this thread marked as inside a task, so that a
-    /// launch from the task runs inline. A panic (only possible in tvmrt's own code or the
-    /// error hook; task functions are C and do not unwind) becomes a failure of the share.
-    fn run_share_guarded(&self, first: usize) {
+    /// Runs tasks with this thread marked as inside a task, so that a launch from a task runs
+    /// inline. A panic (only possible in tvmrt's own code or the error hook; task functions
+    /// are C and do not unwind) becomes a failure of the launch.
+    fn run_tasks_guarded(&self) {
         let outer = IN_TASK.with(|c| c.replace(true));
-        let ran = catch_unwind(AssertUnwindSafe(|| self.run_share(first)));
+        let ran = catch_unwind(AssertUnwindSafe(|| self.run_tasks()));
         IN_TASK.with(|c| c.set(outer));
         if ran.is_err() {
             self.failures.lock().push(Failure {
-                task: first,
+                task: usize::MAX,
                 code: -1,
                 detail: Some(Error::runtime("tvmrt's parallel pool panicked")),
             });
@@ -470,6 +673,7 @@ impl Job {
         let parts: Vec<String> = failures
             .iter()
             .map(|f| match &f.detail {
+                Some(e) if f.task == usize::MAX => e.message.clone(),
                 Some(e) => format!("task {} returned {}: {}", f.task, f.code, e.message),
                 None => format!("task {} returned {}", f.task, f.code),
             })
@@ -496,11 +700,15 @@ thread_local! {
 /// One worker's mailbox, on its own cache line so workers do not slow each other down.
 #[repr(align(64))]
 struct WorkerSlot {
-    /// The job to run; set by the launcher when null, taken (reset to null) by the worker.
+    /// The job to run: set by the launcher when null; taken (reset to null) by the worker, or
+    /// by the launcher if the worker has not taken it by the time every task is claimed.
     job: AtomicPtr<Job>,
     sleeping: AtomicBool,
     lock: Mutex<()>,
     cv: Condvar,
+    /// The worker's thread (for affinity), and its kernel thread id once it has started.
+    pthread: libc::pthread_t,
+    tid: AtomicI32,
 }
 
 impl WorkerSlot {
@@ -512,25 +720,50 @@ impl WorkerSlot {
         }
     }
 
+    /// Takes back a posting the worker has not picked up; false if it has.
+    fn retract(&self, job: *const Job) -> bool {
+        self.job
+            .compare_exchange(
+                job as *mut Job,
+                ptr::null_mut(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+    }
+
+    /// Waits for a job and takes it: spins for [`SPIN_BEFORE_PARK`], then sleeps until a
+    /// launch wakes it. A launch that finished before this worker woke has taken its job back;
+    /// the worker then spins again rather than sleeping at once, so that when launches come
+    /// back to back (a model's kernels) it is awake for the next one.
     fn take(&self) -> *const Job {
-        let mut job = ptr::null_mut();
-        if !spin_until(|| {
-            job = self.job.load(Ordering::Acquire);
-            !job.is_null()
-        }) {
-            let mut guard = self.lock.lock();
-            self.sleeping.store(true, Ordering::SeqCst);
-            loop {
+        loop {
+            let mut job = ptr::null_mut();
+            if !spin_until(|| {
+                job = self.job.load(Ordering::Acquire);
+                !job.is_null()
+            }) {
+                let mut guard = self.lock.lock();
+                self.sleeping.store(true, Ordering::SeqCst);
                 job = self.job.load(Ordering::SeqCst);
-                if !job.is_null() {
-                    break;
+                if job.is_null() {
+                    self.cv.wait(&mut guard);
+                    job = self.job.load(Ordering::SeqCst);
                 }
-                self.cv.wait(&mut guard);
+                self.sleeping.store(false, Ordering::SeqCst);
+                if job.is_null() {
+                    continue;
+                }
             }
-            self.sleeping.store(false, Ordering::Relaxed);
+            // The launcher may have taken it back meanwhile; then wait for the next one.
+            if self
+                .job
+                .compare_exchange(job, ptr::null_mut(), Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return job;
+            }
         }
-        self.job.store(ptr::null_mut(), Ordering::Relaxed);
-        job
     }
 }
 
@@ -563,21 +796,35 @@ impl Crew {
     }
 
     /// Grows the crew to `want` workers; a thread that cannot be spawned leaves it smaller.
+    /// New workers get the CPUs the current affinity plan gives them.
     fn ensure_workers(&mut self, want: usize) {
         while self.slots.len() < want {
+            let index = self.slots.len() + 1;
+            let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<Arc<WorkerSlot>>(1);
+            let done = self.done.clone();
+            let spawned = thread::Builder::new()
+                .name(format!("tvmrt-worker-{index}"))
+                .stack_size(WORKER_STACK_BYTES)
+                .spawn(move || {
+                    // The slot comes once the spawner knows this thread's handle.
+                    if let Ok(slot) = ready_rx.recv() {
+                        worker_main(&slot, &done);
+                    }
+                });
+            let Ok(handle) = spawned else { break };
             let slot = Arc::new(WorkerSlot {
                 job: AtomicPtr::new(ptr::null_mut()),
                 sleeping: AtomicBool::new(false),
                 lock: Mutex::new(()),
                 cv: Condvar::new(),
+                pthread: handle.as_pthread_t(),
+                tid: AtomicI32::new(0),
             });
-            let index = self.slots.len() + 1;
-            let (worker_slot, done) = (slot.clone(), self.done.clone());
-            let spawned = thread::Builder::new()
-                .name(format!("tvmrt-worker-{index}"))
-                .stack_size(WORKER_STACK_BYTES)
-                .spawn(move || worker_main(index, &worker_slot, &done));
-            if spawned.is_err() {
+            if let Some(cpus) = AFFINITY.read().worker_cpus(index) {
+                // Best effort, as in TVM: a worker that cannot be pinned still works.
+                let _ = affinity::set_thread_affinity(slot.pthread, &cpus);
+            }
+            if ready_tx.send(slot.clone()).is_err() {
                 break;
             }
             self.slots.push(slot);
@@ -604,14 +851,16 @@ static POOL: Lazy<Mutex<Crew>> = Lazy::new(|| {
     Mutex::new(Crew::new())
 });
 
-fn worker_main(index: usize, slot: &WorkerSlot, done: &DoneSignal) {
+fn worker_main(slot: &WorkerSlot, done: &DoneSignal) {
     IN_TASK.with(|c| c.set(true));
+    // SAFETY: gettid has no preconditions.
+    slot.tid.store(unsafe { libc::gettid() }, Ordering::SeqCst);
     loop {
         let job = slot.take();
         // SAFETY: the launcher keeps the job alive until `pending` reaches zero, which this
         // worker's decrement below is part of; the job is not touched after it.
         let job = unsafe { &*job };
-        job.run_share_guarded(index);
+        job.run_tasks_guarded();
         if job.pending.fetch_sub(1, Ordering::SeqCst) == 1 && done.waiting.load(Ordering::SeqCst) {
             let _guard = done.lock.lock();
             done.cv.notify_one();
@@ -638,7 +887,7 @@ pub unsafe fn parallel_launch(f: ParallelLambda, cdata: *mut c_void, num_task: i
         // Nested: run every task here, in order. The pool is busy with the outer launch (whose
         // tasks may be waiting on this one), so using it could deadlock.
         let num_task = requested.max(1);
-        Job::init(&mut slot, f, cdata, num_task, 1, BarrierKind::Nested).run_share_guarded(0);
+        Job::init(&mut slot, f, cdata, num_task, 0, BarrierKind::Nested).run_tasks_guarded();
         return slot.take().map_or(Ok(()), Job::into_result);
     }
     let threads = num_threads();
@@ -646,7 +895,7 @@ pub unsafe fn parallel_launch(f: ParallelLambda, cdata: *mut c_void, num_task: i
     if num_task == 1 || threads == 1 {
         // Nothing to share out: no need to wake (or wait for) the pool.
         let kind = BarrierKind::Oversubscribed { threads: 1 };
-        Job::init(&mut slot, f, cdata, num_task, 1, kind).run_share_guarded(0);
+        Job::init(&mut slot, f, cdata, num_task, 0, kind).run_tasks_guarded();
         return slot.take().map_or(Ok(()), Job::into_result);
     }
 
@@ -664,11 +913,18 @@ pub unsafe fn parallel_launch(f: ParallelLambda, cdata: *mut c_void, num_task: i
     } else {
         BarrierKind::Concurrent
     };
-    let job = Job::init(&mut slot, f, cdata, num_task, threads, kind);
-    for worker in &crew.slots[..threads - 1] {
+    let posted = &crew.slots[..threads - 1];
+    let job = Job::init(&mut slot, f, cdata, num_task, posted.len(), kind);
+    for worker in posted {
         worker.post(job);
     }
-    job.run_share_guarded(0);
+    job.run_tasks_guarded();
+    // Every task is claimed: postings no worker has picked up are taken back (those workers
+    // never see the job), and the launch waits only for the workers that did.
+    let unseen = posted.iter().filter(|w| w.retract(job)).count();
+    if unseen > 0 {
+        job.pending.fetch_sub(unseen, Ordering::SeqCst);
+    }
     wait_for_workers(job, &crew.done);
     drop(crew);
     // Every worker is done with the job: it can be moved out now.
@@ -1248,6 +1504,52 @@ mod tests {
             let s = Slices::new(&mut buf, TEST_THREADS);
             launch(slice_task, &s, 0).unwrap();
             assert_eq!(s.runs(), vec![1; TEST_THREADS]);
+        });
+    }
+
+    thread_local! {
+        /// Tasks run on this thread.
+        static RAN_HERE: Cell<usize> = const { Cell::new(0) };
+    }
+
+    unsafe extern "C" fn tally_task(
+        task: i32,
+        _penv: *mut ParallelGroupEnv,
+        cdata: *mut c_void,
+    ) -> i32 {
+        // SAFETY: `cdata` is the test's `Count`.
+        let c = unsafe { &*(cdata as *const Count) };
+        c.runs[task as usize].fetch_add(1, Ordering::SeqCst);
+        RAN_HERE.with(|r| r.set(r.get() + 1));
+        0
+    }
+
+    #[test]
+    fn launches_do_not_wait_for_sleeping_workers() {
+        let _g = exclusive();
+        within(60, || {
+            for round in 0..50 {
+                // Let the workers go to sleep, then launch work the caller can do alone in
+                // far less time than a sleeping thread takes to wake up.
+                if round % 10 == 0 {
+                    thread::sleep(SPIN_BEFORE_PARK * 4);
+                }
+                let c = Count::new(TEST_THREADS, false);
+                launch(tally_task, &c, 0).unwrap();
+                // Every task ran exactly once, wherever it ran.
+                assert_eq!(c.runs(), vec![1; TEST_THREADS], "round {round}");
+            }
+            // With the workers asleep, the caller ran tasks itself instead of waiting.
+            assert!(RAN_HERE.with(Cell::get) > 0);
+            // Workers that woke after their launch was over are still good for the next one:
+            // a barrier needs every task on its own thread at once.
+            let mut buf = vec![0u64; TEST_THREADS * PER_TASK];
+            let s = Slices::new(&mut buf, TEST_THREADS);
+            for _ in 0..20 {
+                launch(slice_task, &s, 0).unwrap();
+            }
+            assert_eq!(s.bad.load(Ordering::SeqCst), 0);
+            assert_eq!(s.runs(), vec![20; TEST_THREADS]);
         });
     }
 

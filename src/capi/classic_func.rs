@@ -10,7 +10,7 @@ use crate::error::Error;
 use crate::function::trampoline::invoke_classic_callback;
 use crate::function::{registry, Function};
 use crate::object::dec_ref_raw;
-use crate::value::classic::{any_to_classic_return, classic_to_owned, classic_to_raw, INLINE_ARGS};
+use crate::value::classic::{any_to_classic_return, classic_to_owned, ClassicInbound, INLINE_ARGS};
 use crate::value::{Any, AnyView};
 
 /// Looks up a global function. `*out` is a new handle (release with `TVMFuncFree`), or NULL
@@ -398,9 +398,11 @@ unsafe extern "C" fn func_call_general(
                 spilled.resize(n, TVMFFIAny::NONE);
                 &mut spilled
             };
+            // `uint1` bools become `kDLBool` for the call (held here).
+            let mut inbound = ClassicInbound::default();
             for (i, slot) in raws.iter_mut().enumerate() {
                 // SAFETY: the arrays hold `num_args` entries; handles live during the call.
-                *slot = unsafe { classic_to_raw(*args.add(i), *arg_type_codes.add(i)) }.map_err(
+                *slot = unsafe { inbound.convert(*args.add(i), *arg_type_codes.add(i)) }.map_err(
                     |e| Error::new(e.kind.clone(), format!("argument {i}: {}", e.message)),
                 )?;
             }

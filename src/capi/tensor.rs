@@ -16,7 +16,7 @@ use dlpark::ffi::DLPackManagedTensorAllocator;
 use crate::abi::{DLDataType, DLDevice, DLDeviceType, DLTensor};
 use crate::capi::boundary::{c_str, non_null, run_or, write_out};
 use crate::device;
-use crate::dtype::dtype;
+use crate::dtype::{classic_bool, dtype};
 use crate::error::{Error, Result};
 use crate::tensor::{copy, env, layout, Tensor};
 
@@ -87,7 +87,9 @@ pub unsafe extern "C" fn TVMArrayAlloc(
         let t = dtype_from_ints(dtype_code, dtype_bits, dtype_lanes)?;
         // SAFETY: per the contract.
         let shape = unsafe { shape_arg(shape, ndim)? };
-        let tensor = Tensor::empty(shape, t, dev)?;
+        // TVM 0.19's `uint1` bool takes one byte per element: allocated as `kDLBool`, handed
+        // out as a `uint1` view.
+        let tensor = Tensor::empty(shape, classic_bool::from_classic(t), dev)?.into_classic()?;
         // SAFETY: checked non-null; writable per the contract.
         unsafe { out.write(tensor.into_handle()) };
         Ok(())
@@ -113,14 +115,17 @@ pub unsafe extern "C" fn TVMArrayFree(handle: *mut DLTensor) -> c_int {
     })
 }
 
-/// Checks a classic `DLTensor*` argument and borrows it.
+/// Checks a classic `DLTensor*` argument and copies its descriptor, with TVM 0.19's `uint1`
+/// bool read as `kDLBool` (one byte per element, as TVM sizes it).
 ///
 /// # Safety
-/// `t` is null or a valid descriptor for `'a`.
-unsafe fn dl_arg<'a>(t: *const DLTensor, what: &str) -> Result<&'a DLTensor> {
+/// `t` is null or a valid descriptor.
+unsafe fn dl_arg(t: *const DLTensor, what: &str) -> Result<DLTensor> {
     non_null(t, what)?;
     // SAFETY: non-null and valid per the contract.
-    Ok(unsafe { &*t })
+    let mut copy = unsafe { *t };
+    copy.dtype = classic_bool::from_classic(copy.dtype);
+    Ok(copy)
 }
 
 /// Copies `nbytes` from `data` (compact row-major) into the array; `nbytes` must equal the
@@ -140,7 +145,7 @@ pub unsafe extern "C" fn TVMArrayCopyFromBytes(
         // SAFETY: per the contract.
         let t = unsafe { dl_arg(handle, "handle")? };
         // SAFETY: a valid descriptor per the contract.
-        let expected = unsafe { layout::dl_bytes(t, "handle")? };
+        let expected = unsafe { layout::dl_bytes(&t, "handle")? };
         if expected != nbytes {
             return Err(Error::value(format!(
                 "TVMArrayCopyFromBytes: expected {expected} bytes, got {nbytes}"
@@ -151,7 +156,7 @@ pub unsafe extern "C" fn TVMArrayCopyFromBytes(
         // SAFETY: readable for `nbytes` per the contract.
         let bytes = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), nbytes) };
         // SAFETY: a valid descriptor of live memory per the contract.
-        unsafe { copy::copy_from_bytes(t, bytes) }
+        unsafe { copy::copy_from_bytes(&t, bytes) }
     })
 }
 
@@ -170,7 +175,7 @@ pub unsafe extern "C" fn TVMArrayCopyToBytes(
         // SAFETY: per the contract.
         let t = unsafe { dl_arg(handle, "handle")? };
         // SAFETY: a valid descriptor per the contract.
-        let expected = unsafe { layout::dl_bytes(t, "handle")? };
+        let expected = unsafe { layout::dl_bytes(&t, "handle")? };
         if expected != nbytes {
             return Err(Error::value(format!(
                 "TVMArrayCopyToBytes: expected {expected} bytes, got {nbytes}"
@@ -180,7 +185,7 @@ pub unsafe extern "C" fn TVMArrayCopyToBytes(
         // SAFETY: writable for `nbytes` per the contract.
         let out = unsafe { std::slice::from_raw_parts_mut(data.cast::<u8>(), nbytes) };
         // SAFETY: a valid descriptor of live memory per the contract.
-        unsafe { copy::copy_to_bytes(t, out) }
+        unsafe { copy::copy_to_bytes(&t, out) }
     })
 }
 
@@ -202,7 +207,7 @@ pub unsafe extern "C" fn TVMArrayCopyFromTo(
         let (src, dst) = unsafe { (dl_arg(from, "from")?, dl_arg(to, "to")?) };
         crate::tensor::check_dltensor_writable(to, "TVMArrayCopyFromTo")?;
         // SAFETY: valid descriptors of live memory per the contract.
-        unsafe { copy::copy_dltensor_on(src, dst, stream) }
+        unsafe { copy::copy_dltensor_on(&src, &dst, stream) }
     })
 }
 
@@ -300,7 +305,7 @@ pub unsafe extern "C" fn TVMDeviceCopyDataFromTo(
         let (src, dst) = unsafe { (dl_arg(from, "from")?, dl_arg(to, "to")?) };
         crate::tensor::check_dltensor_writable(to, "TVMDeviceCopyDataFromTo")?;
         // SAFETY: valid descriptors of live memory per the contract.
-        unsafe { copy::copy_dltensor_on(src, dst, stream) }
+        unsafe { copy::copy_dltensor_on(&src, &dst, stream) }
     })
 }
 

@@ -56,6 +56,9 @@ enum OpKind {
 struct OpCall {
     node: usize,
     kind: OpKind,
+    /// Whether the callee is classic compiled code: its descriptors then type a bool entry as
+    /// TVM 0.19's `uint1`, which its argument checks expect (`code * 1000 + bits == 1001`).
+    classic: bool,
     /// Entry id of each argument.
     eids: Vec<usize>,
     /// The argument descriptors; boxed so the pointers in `values` stay valid.
@@ -85,6 +88,11 @@ struct State {
 pub struct GraphExecutor {
     graph: Arc<Graph>,
     device: DLDevice,
+    /// Made by `tvm.graph_executor_debug.create`: also has the debug executor's functions
+    /// ([`super::debug`]).
+    debug: bool,
+    /// The debug executor's last node run by `execute_node` (-1: none).
+    last_executed_node: parking_lot::Mutex<i64>,
     /// Entry id of each input (`arg_nodes[i]`'s only entry).
     input_eids: Vec<usize>,
     state: Mutex<State>,
@@ -147,6 +155,8 @@ impl GraphExecutor {
         Ok(GraphExecutor {
             graph,
             device,
+            debug: false,
+            last_executed_node: parking_lot::Mutex::new(-1),
             input_eids,
             state: Mutex::new(State {
                 entries,
@@ -160,6 +170,18 @@ impl GraphExecutor {
     /// Wraps the executor in a module object.
     pub fn into_module(self) -> Module {
         Module::new(self)
+    }
+
+    /// This executor with the debug executor's functions as well (TVM 0.19's
+    /// `GraphExecutorDebug`).
+    pub fn with_debug(mut self) -> GraphExecutor {
+        self.debug = true;
+        self
+    }
+
+    /// The debug executor's `execute_node` position.
+    pub(crate) fn last_executed_node(&self) -> parking_lot::MutexGuard<'_, i64> {
+        self.last_executed_node.lock()
     }
 
     /// The graph this executor runs.
@@ -331,30 +353,123 @@ impl GraphExecutor {
     pub fn run(&self) -> Result<()> {
         let mut state = self.state.lock();
         for op in state.ops.iter_mut() {
-            let result = match &op.kind {
-                OpKind::Nop => Ok(()),
-                // SAFETY: both descriptors describe live entries of this executor.
-                OpKind::Copy => unsafe { copy_dltensor(&op.args[0], &op.args[1]) },
-                OpKind::Call(f) => {
-                    // SAFETY: `values` holds `DLTensor*` values into `args`, live for the call.
-                    let args =
-                        unsafe { AnyView::slice_from_raw(op.values.as_ptr(), op.values.len()) };
-                    f.call(args).map(drop)
-                }
-                OpKind::Classic(f, _) => {
-                    let f = *f;
-                    call_classic(f, op)
-                }
-            };
-            result.map_err(|e| {
-                let node = &self.graph.nodes[op.node];
-                e.context(format_args!(
-                    "graph executor: node {} (`{}`)",
-                    op.node, node.name
-                ))
-            })?;
+            self.exec_op(op)?;
         }
         Ok(())
+    }
+
+    /// Makes one node's call (the only code `run` and the debug functions run per node).
+    #[inline(always)]
+    fn exec_op(&self, op: &mut OpCall) -> Result<()> {
+        let result = match &op.kind {
+            OpKind::Nop => Ok(()),
+            // SAFETY: both descriptors describe live entries of this executor.
+            OpKind::Copy => unsafe { copy_dltensor(&op.args[0], &op.args[1]) },
+            OpKind::Call(f) => {
+                // SAFETY: `values` holds `DLTensor*` values into `args`, live for the call.
+                let args = unsafe { AnyView::slice_from_raw(op.values.as_ptr(), op.values.len()) };
+                f.call(args).map(drop)
+            }
+            OpKind::Classic(f, _) => {
+                let f = *f;
+                call_classic(f, op)
+            }
+        };
+        match result {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.node_error(op.node, e)),
+        }
+    }
+
+    /// A node's error, named (off the hot path of `run`).
+    #[cold]
+    #[inline(never)]
+    fn node_error(&self, nid: usize, e: Error) -> Error {
+        e.context(format_args!(
+            "graph executor: node {nid} (`{}`)",
+            self.graph.nodes[nid].name
+        ))
+    }
+
+    /// Runs the calls of nodes `first..=last` (node ids; input nodes have none), as the debug
+    /// executor's `execute_node` and `debug_get_output` do.
+    pub fn run_nodes(&self, first: usize, last: usize) -> Result<()> {
+        let mut state = self.state.lock();
+        for op in state.ops.iter_mut() {
+            if (first..=last).contains(&op.node) {
+                self.exec_op(op)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One run with every call timed by `prof` (already started): the call's name is its
+    /// function's, with its argument shapes, its `hash` attribute and any `*layout*` one, as
+    /// TVM's debug executor records them.
+    pub fn run_profiled(&self, prof: &mut crate::profiling::Profiler) -> Result<()> {
+        use crate::profiling::{shape_string, Metric, Row};
+        let mut state = self.state.lock();
+        for op in state.ops.iter_mut() {
+            let NodeOp::Call(p) = &self.graph.nodes[op.node].op else {
+                continue;
+            };
+            let entered = std::time::Instant::now();
+            let mut extra = Row::new();
+            for (k, v) in &p.attrs {
+                if k.contains("layout") {
+                    extra.insert(k.clone(), Metric::Str(v.clone()));
+                }
+            }
+            if let Some((_, h)) = p.attrs.iter().find(|(k, _)| k == "hash") {
+                extra.insert("Hash".into(), Metric::Str(h.clone()));
+            }
+            // The graph's shapes (TVM reads the arrays' shapes, which `flatten_data` does not
+            // change, only the descriptors the kernel gets).
+            let g = &self.graph;
+            let shapes = shape_string(
+                op.eids
+                    .iter()
+                    .map(|&e| (g.dltype[e], g.shape[e].as_slice())),
+            );
+            extra.insert("Argument Shapes".into(), Metric::Str(shapes));
+            prof.start_call(&p.func_name, self.device, extra)?;
+            let ran = self.exec_op(op);
+            let timed = prof.stop_call()?;
+            prof.add_overhead(entered.elapsed().saturating_sub(timed));
+            ran?;
+        }
+        Ok(())
+    }
+
+    /// Times node `nid`'s call with TVM's time evaluator (seconds per call, `repeat` values);
+    /// zeros for a node without a call (an input).
+    pub fn time_node(&self, nid: usize, timing: &crate::profiling::Timing) -> Result<Vec<f64>> {
+        if nid >= self.graph.nodes.len() {
+            return Err(Error::index(format!(
+                "graph executor: node {nid} is out of range ({} nodes)",
+                self.graph.nodes.len()
+            )));
+        }
+        let mut state = self.state.lock();
+        let Some(op) = state.ops.iter_mut().find(|o| o.node == nid) else {
+            return Ok(vec![0.0; timing.repeat]);
+        };
+        timing.measure(self.device, || self.exec_op(op))
+    }
+
+    /// The tensor of node entry `eid` (shared, not copied).
+    pub fn entry(&self, eid: usize) -> Result<Tensor> {
+        self.state.lock().entries.get(eid).cloned().ok_or_else(|| {
+            Error::index(format!(
+                "graph executor: entry {eid} is out of range ({} entries)",
+                self.graph.num_entries()
+            ))
+        })
+    }
+
+    /// The device the executor runs on.
+    pub fn device(&self) -> DLDevice {
+        self.device
     }
 
     /// Loads parameters from a `save_param_dict` blob: each one that names an input is copied
@@ -572,10 +687,10 @@ fn build_ops(g: &Graph, lib: &Module, entries: &[Tensor]) -> Result<Vec<OpCall>>
         };
         let mut eids: Vec<usize> = node.inputs.iter().map(|&e| g.entry_id(e)).collect();
         eids.extend((0..p.num_outputs).map(|i| g.node_row_ptr[nid] + i));
-        // SAFETY: each entry tensor is live; its descriptor is copied.
+        let classic = matches!(kind, OpKind::Classic(..));
         let mut args: Box<[DLTensor]> = eids
             .iter()
-            .map(|&e| unsafe { *entries[e].dltensor() })
+            .map(|&e| arg_descriptor(&entries[e], classic))
             .collect();
         let values: Box<[TVMFFIAny]> = args
             .iter_mut()
@@ -601,6 +716,7 @@ fn build_ops(g: &Graph, lib: &Module, entries: &[Tensor]) -> Result<Vec<OpCall>>
         }
         ops.push(OpCall {
             node: nid,
+            classic,
             kind,
             eids,
             args,
@@ -613,7 +729,8 @@ fn build_ops(g: &Graph, lib: &Module, entries: &[Tensor]) -> Result<Vec<OpCall>>
 }
 
 /// Calls a classic kernel with the op's classic arrays; a failure takes the error the kernel
-/// raised.
+/// raised. Inlined: it is the per-node path of `run`.
+#[inline(always)]
 fn call_classic(f: TVMBackendPackedCFunc, op: &mut OpCall) -> Result<()> {
     let mut ret = TVMValue { v_int64: 0 };
     let mut code = type_code::NULLPTR;
@@ -650,12 +767,20 @@ fn retarget_ops(state: &mut State, eids: &[usize]) {
     for op in ops.iter_mut() {
         for (arg, eid) in op.args.iter_mut().zip(&op.eids) {
             if eids.contains(eid) {
-                // SAFETY: a live entry tensor's descriptor; its shape (and strides) live as long
-                // as the entry, which the state keeps.
-                *arg = unsafe { *entries[*eid].dltensor() };
+                *arg = arg_descriptor(&entries[*eid], op.classic);
             }
         }
     }
+}
+
+/// A call argument: a copy of the entry's descriptor (its shape and strides live as long as
+/// the entry, which the state keeps), typed for a classic callee when `classic`.
+fn arg_descriptor(entry: &Tensor, classic: bool) -> DLTensor {
+    let mut d = *entry.dl();
+    if classic {
+        d.dtype = crate::dtype::classic_bool::to_classic(d.dtype);
+    }
+    d
 }
 
 fn arg<'a, 'b>(args: &'a [AnyView<'b>], i: usize, what: &str) -> Result<&'a AnyView<'b>> {
@@ -689,16 +814,7 @@ impl ModuleKind for GraphExecutor {
     }
 
     fn get_function(&self, this: &Module, name: &str) -> Result<Option<Function>> {
-        let me = this.clone();
-        let with = move |f: fn(&GraphExecutor, &[AnyView<'_>]) -> Result<Any>| {
-            let me = me.clone();
-            Function::from_fn(move |args| {
-                let exec = me
-                    .downcast::<GraphExecutor>()
-                    .expect("a GraphExecutor module holds a GraphExecutor");
-                f(exec, args)
-            })
-        };
+        let with = |f| method(this, f);
         let f = match name {
             "set_input" => with(|e, args| {
                 let t = tensor_arg(arg(args, 1, "value")?, "value")?;
@@ -773,10 +889,25 @@ impl ModuleKind for GraphExecutor {
             }),
             "get_input_info" => with(|e, _| Ok(e.io_info(false))),
             "get_output_info" => with(|e, _| Ok(e.io_info(true))),
+            _ if self.debug => return Ok(super::debug::get_function(this, name)),
             _ => return Ok(None),
         };
         Ok(Some(f))
     }
+}
+
+/// A function of the executor module `this` (which keeps it alive) running `f` on it.
+pub(super) fn method(
+    this: &Module,
+    f: fn(&GraphExecutor, &[AnyView<'_>]) -> Result<Any>,
+) -> Function {
+    let me = this.clone();
+    Function::from_fn(move |args| {
+        let exec = me
+            .downcast::<GraphExecutor>()
+            .expect("a GraphExecutor module holds a GraphExecutor");
+        f(exec, args)
+    })
 }
 
 /// `run_from_inputs(device_type, device_id, key, tensor, ...)`: sets the inputs, runs, and

@@ -104,8 +104,17 @@ impl GraphExecutorFactory {
     /// Creates an executor on `devices` over the kernels of `this`'s first import, with the
     /// parameters set (largest first, as TVM does).
     pub fn create_executor(&self, this: &Module, devices: &[DLDevice]) -> Result<Module> {
+        self.create(this, devices, false)
+    }
+
+    /// [`GraphExecutorFactory::create_executor`], as the debug executor when `debug` (TVM's
+    /// `debug_create`).
+    pub fn create(&self, this: &Module, devices: &[DLDevice], debug: bool) -> Result<Module> {
         let lib = lib_of(this)?;
-        let exec = GraphExecutor::new(self.graph.clone(), lib, host_device(devices)?)?;
+        let mut exec = GraphExecutor::new(self.graph.clone(), lib, host_device(devices)?)?;
+        if debug {
+            exec = exec.with_debug();
+        }
         let mut order: Vec<&(String, crate::tensor::Tensor)> = self.params.iter().collect();
         order.sort_by_key(|(_, t)| std::cmp::Reverse(t.nbytes()));
         let params: Params = order.into_iter().cloned().collect();
@@ -168,6 +177,25 @@ impl ModuleKind for GraphExecutorFactory {
             })
         } else {
             match name {
+                "debug_create" => Function::from_fn(move |args| {
+                    let f = this
+                        .downcast::<GraphExecutorFactory>()
+                        .expect("a GraphExecutorFactory module holds a factory");
+                    let name = args
+                        .first()
+                        .ok_or_else(|| {
+                            Error::type_error("debug_create expects (module_name, dev)")
+                        })?
+                        .expect_str("module_name")?;
+                    if name != f.module_name {
+                        crate::bail_value!(
+                            "debug_create: this factory's model is `{}`, not `{name}`",
+                            f.module_name
+                        );
+                    }
+                    Ok(f.create(&this, &devices_from_args(&args[1..])?, true)?
+                        .into())
+                }),
                 "get_graph_json" => {
                     let json = self.graph_json.clone();
                     Function::from_fn(move |_| Ok(Any::from(json.as_str())))

@@ -43,6 +43,8 @@ pub struct OpParam {
     pub num_inputs: usize,
     pub num_outputs: usize,
     pub flatten_data: bool,
+    /// Every attribute as written (`hash`, layouts, ...), for the profiler.
+    pub attrs: Vec<(String, String)>,
 }
 
 /// A node of the graph.
@@ -158,6 +160,10 @@ fn op_param(attrs: &Map<String, Value>, what: &str) -> Result<OpParam> {
         num_inputs: number("num_inputs")?,
         num_outputs: number("num_outputs")?,
         flatten_data: number("flatten_data")? != 0,
+        attrs: attrs
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+            .collect(),
     })
 }
 
@@ -337,7 +343,9 @@ impl Graph {
             .iter()
             .enumerate()
             .map(|(i, s)| {
+                // TVM 0.19 reads "bool" (and "uint1") as `uint1`: held as `kDLBool` here.
                 dtype_from_str(s)
+                    .map(crate::dtype::classic_bool::from_classic)
                     .and_then(|t| crate::tensor::layout::check_dtype(t).map(|()| t))
                     .map_err(|e| bad(format_args!("`attrs.dltype[1][{i}]`: {}", e.message)))
             })

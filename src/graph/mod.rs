@@ -9,7 +9,9 @@
 //! - [`params`]: `save_param_dict` blobs.
 //! - [`executor`]: storage planning, kernel calls, the executor module's functions.
 //! - [`factory`]: the factory module and its blob loaders.
+//! - [`debug`]: the debug executor's functions (per-node timing and outputs, `profile`).
 
+pub mod debug;
 pub mod executor;
 pub mod factory;
 pub mod json;
@@ -132,6 +134,10 @@ pub(crate) fn builtins() -> Vec<(&'static str, Function)> {
             Function::from_fn(load_bytes),
         ),
         ("tvm.graph_executor.create", Function::from_fn(create)),
+        (
+            "tvm.graph_executor_debug.create",
+            Function::from_fn(debug::create),
+        ),
         (
             "tvm.graph_executor_factory.create",
             Function::from_fn(create_factory),

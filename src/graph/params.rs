@@ -1,11 +1,14 @@
 //! Parameter dictionaries in TVM's `save_param_dict` format (`runtime::SaveParams`): the magic
 //! `0xF7E58D4F05049CB7`, a reserved `u64`, the names (a `u64` count, then each name as a `u64`
 //! length and its bytes), a `u64` tensor count equal to the name count, and the tensors in
-//! TVM's tensor save format ([`crate::tensor::serialize`]).
+//! TVM's tensor save format ([`crate::tensor::serialize`]). A bool is saved as TVM 0.19 saves
+//! it, `uint1` with one byte per element, and held as `kDLBool`
+//! ([`crate::dtype::classic_bool`]).
 
+use crate::dtype::classic_bool::{from_classic, to_classic};
 use crate::error::{Error, Result};
 use crate::module::blob::{Reader, Writer};
-use crate::tensor::serialize::{read_tensor, write_tensor};
+use crate::tensor::serialize::{read_tensor_as, write_tensor_as};
 use crate::tensor::Tensor;
 
 /// Magic of a parameter list (`kTVMNDArrayListMagic`).
@@ -34,8 +37,8 @@ pub(crate) fn read_named_tensors(
     names
         .into_iter()
         .map(|name| {
-            let t =
-                read_tensor(r).map_err(|e| bad(format_args!("tensor `{name}`: {}", e.message)))?;
+            let t = read_tensor_as(r, from_classic)
+                .map_err(|e| bad(format_args!("tensor `{name}`: {}", e.message)))?;
             Ok((name, t))
         })
         .collect()
@@ -86,7 +89,7 @@ pub(crate) fn write_named_tensors(w: &mut Writer, params: &Params) -> Result<()>
     w.write_u64(params.len() as u64);
     w.write_string_vec(&names);
     for (_, t) in params {
-        write_tensor(w, t)?;
+        write_tensor_as(w, t, to_classic)?;
     }
     Ok(())
 }
@@ -100,7 +103,7 @@ pub fn save_params(params: &Params) -> Result<Vec<u8>> {
     w.write_string_vec(&names);
     w.write_u64(params.len() as u64);
     for (_, t) in params {
-        write_tensor(&mut w, t)?;
+        write_tensor_as(&mut w, t, to_classic)?;
     }
     Ok(w.into_inner())
 }
@@ -130,6 +133,28 @@ mod tests {
         assert_eq!(back.len(), 2);
         assert_eq!(back[0].0, "w");
         assert_eq!(back[1].1.to_vec().unwrap(), (-3.5f32).to_le_bytes());
+    }
+
+    #[test]
+    fn bool_is_saved_as_tvm_0_19_uint1() {
+        let t = Tensor::empty(&[5], dtypes::BOOL, cpu()).unwrap();
+        t.copy_from_bytes(&[1, 0, 0, 1, 1]).unwrap();
+        let blob = save_params(&vec![("m".to_string(), t)]).unwrap();
+        // names: magic, reserved, count, "m"; count; then the tensor header: magic, reserved,
+        // device (8 bytes), ndim, dtype.
+        let dtype_at = 8 + 8 + 8 + (8 + 1) + 8 + 8 + 8 + 8 + 4;
+        assert_eq!(
+            &blob[dtype_at..dtype_at + 4],
+            &[1, 1, 1, 0],
+            "uint1, one lane"
+        );
+        // One byte per element follows the shape: (bits + 7) / 8 per element, as TVM 0.19.
+        let size_at = dtype_at + 4 + 8;
+        assert_eq!(&blob[size_at..size_at + 8], &5u64.to_le_bytes());
+        assert_eq!(&blob[size_at + 8..], &[1, 0, 0, 1, 1]);
+        let back = load_params(&blob).unwrap();
+        assert_eq!(back[0].1.dtype(), dtypes::BOOL);
+        assert_eq!(back[0].1.to_vec().unwrap(), [1, 0, 0, 1, 1]);
     }
 
     #[test]

@@ -209,7 +209,7 @@ pub(crate) unsafe fn take_classic_result(ret: TVMValue, code: i32) -> Result<Any
     let raw = unsafe { classic_to_raw(ret, code)? };
     if raw.type_index >= type_index::STATIC_OBJECT_BEGIN {
         // SAFETY: the callee gave up its reference.
-        Ok(unsafe { Any::from_raw(raw) })
+        crate::value::classic::owned_from_classic(unsafe { Any::from_raw(raw) })
     } else {
         // SAFETY: plain values and strings are copied before the callee's storage changes.
         Ok(unsafe { AnyView::from_raw(raw) }.to_owned_any())

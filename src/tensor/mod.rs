@@ -628,6 +628,37 @@ impl Tensor {
     }
 }
 
+impl Tensor {
+    /// A view of the same elements (data, shape, strides, offset) under `dtype`, which must
+    /// occupy the same bytes; it keeps this tensor alive. What the classic door uses to show a
+    /// `kDLBool` tensor as TVM 0.19's `uint1` and back.
+    pub fn retyped(&self, dtype: DLDataType) -> Result<Tensor> {
+        let mut prototype = *self.dl();
+        prototype.dtype = dtype;
+        // SAFETY: the prototype is this tensor's own descriptor (its shape and strides live as
+        // long as the view's parent, this tensor) with only the dtype changed.
+        unsafe { self.create_unsafe_view(&prototype) }
+    }
+
+    /// This tensor as the classic generation sees it: a `kDLBool` tensor becomes a `uint1`
+    /// view of the same bytes; any other tensor is itself.
+    pub fn into_classic(self) -> Result<Tensor> {
+        if crate::dtype::classic_bool::is_ffi(self.dtype()) {
+            return self.retyped(crate::dtype::classic_bool::CLASSIC);
+        }
+        Ok(self)
+    }
+
+    /// A tensor that came through a classic door: a `uint1` tensor (one byte per element, as
+    /// TVM 0.19 stores it) becomes a `kDLBool` view; any other tensor is itself.
+    pub fn from_classic(self) -> Result<Tensor> {
+        if crate::dtype::classic_bool::is_classic(self.dtype()) {
+            return self.retyped(crate::dtype::dtypes::BOOL);
+        }
+        Ok(self)
+    }
+}
+
 impl From<Tensor> for Any {
     fn from(t: Tensor) -> Any {
         Any::from_object(t.0)

@@ -29,6 +29,15 @@ fn read_i64(r: &mut Reader<'_>) -> Result<i64> {
 /// Reads one tensor, refusing a bad magic, a non-CPU device, an impossible rank or shape, a
 /// byte count that disagrees with the shape and dtype, and truncated data.
 pub fn read_tensor(r: &mut Reader<'_>) -> Result<Tensor> {
+    read_tensor_as(r, |t| t)
+}
+
+/// [`read_tensor`] with the saved dtype passed through `dtype_in` first: the classic
+/// generation's blobs save bool as `uint1` ([`crate::dtype::classic_bool::from_classic`]).
+pub fn read_tensor_as(
+    r: &mut Reader<'_>,
+    dtype_in: fn(DLDataType) -> DLDataType,
+) -> Result<Tensor> {
     let magic = r.read_u64()?;
     if magic != TENSOR_MAGIC {
         crate::bail_value!("bad tensor magic {magic:#x} (expected {TENSOR_MAGIC:#x})");
@@ -43,7 +52,7 @@ pub fn read_tensor(r: &mut Reader<'_>) -> Result<Tensor> {
     }
     let ndim = read_i32(r)?;
     let b = r.read_raw(4)?;
-    let dt = dtype(b[0], b[1], u16::from_le_bytes([b[2], b[3]]));
+    let dt = dtype_in(dtype(b[0], b[1], u16::from_le_bytes([b[2], b[3]])));
     let ndim = usize::try_from(ndim)
         .ok()
         .filter(|&n| n <= MAX_NDIM)
@@ -93,7 +102,17 @@ pub fn read_tensor(r: &mut Reader<'_>) -> Result<Tensor> {
 
 /// Writes `t` (any layout; saved compact, on the CPU) as TVM does.
 pub fn write_tensor(w: &mut Writer, t: &Tensor) -> Result<()> {
-    let dt: DLDataType = t.dtype();
+    write_tensor_as(w, t, |t| t)
+}
+
+/// [`write_tensor`] with the dtype saved as `dtype_out` gives it (classic blobs:
+/// [`crate::dtype::classic_bool::to_classic`]).
+pub fn write_tensor_as(
+    w: &mut Writer,
+    t: &Tensor,
+    dtype_out: fn(DLDataType) -> DLDataType,
+) -> Result<()> {
+    let dt: DLDataType = dtype_out(t.dtype());
     w.write_u64(TENSOR_MAGIC);
     w.write_u64(0);
     w.write_u32(1);

@@ -4,18 +4,33 @@
 //! - a classic `NDArray` handle (code 13) is the `DLTensor*` inside the array object, which in
 //!   tvmrt (as in TVM) is 24 bytes after the object header;
 //! - `TVMFuncCall` returns strings, bytes and data types in thread-local storage valid until
-//!   the next call on the thread, data types as their string form (TVM 0.19 `TVMFuncCall`).
+//!   the next call on the thread, data types as their string form (TVM 0.19 `TVMFuncCall`);
+//! - a bool is `uint1` on the classic side and `kDLBool` inside
+//!   ([`crate::dtype::classic_bool`]): tensors, tensor descriptors and data types are
+//!   converted here, both ways (a descriptor by a copy that lives for the call, a tensor by a
+//!   view of the same bytes).
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_void, CString};
 
 use super::{Any, AnyView};
-use crate::abi::TVMValue;
 use crate::abi::{type_code as tc, type_index as ti, AnyPayload, TVMFFIAny, TVMFFIByteArray};
+use crate::abi::{DLTensor, TVMValue};
+use crate::dtype::classic_bool;
 use crate::error::{Error, Result};
 use crate::object::ObjectHeader;
+use crate::tensor::Tensor;
 
 const HEADER_BYTES: usize = std::mem::size_of::<ObjectHeader>();
+
+/// The `DLTensor` of a tensor object (after its header).
+///
+/// # Safety
+/// `obj` is a live tensor object.
+unsafe fn tensor_cell(obj: *mut c_void) -> *const DLTensor {
+    // SAFETY: tensor objects carry their descriptor right after the header.
+    unsafe { obj.cast::<u8>().add(HEADER_BYTES).cast() }
+}
 
 fn raw(index: i32, payload: AnyPayload) -> TVMFFIAny {
     TVMFFIAny {
@@ -68,8 +83,21 @@ pub unsafe fn plain_classic_to_raw(value: TVMValue, code: i32) -> Option<TVMFFIA
         payload = AnyPayload { v_int64: 0 };
     } else if index == ti::RAW_STR && unsafe { value.v_str }.is_null() {
         return None;
+    } else if index == ti::DL_TENSOR_PTR && unsafe { is_classic_bool_descriptor(value.v_handle) } {
+        // A `uint1` descriptor is rewritten for the call (see `ClassicInbound`).
+        return None;
     }
     Some(raw(index, payload))
+}
+
+/// Whether `t` is a non-null descriptor of TVM 0.19's `uint1` bool.
+///
+/// # Safety
+/// `t` is null or points at a readable `DLTensor`.
+#[inline(always)]
+unsafe fn is_classic_bool_descriptor(t: *mut c_void) -> bool {
+    // SAFETY: non-null pointers are readable descriptors per the contract.
+    !t.is_null() && classic_bool::is_classic(unsafe { (*t.cast::<DLTensor>()).dtype })
 }
 
 /// Whether `code` is one of the classic type codes (`kTVMArgInt` .. `kTVMArgBool`).
@@ -113,7 +141,10 @@ pub unsafe fn classic_to_raw(value: TVMValue, code: i32) -> Result<TVMFFIAny> {
                     v_int64: (value.v_int64 != 0) as i64,
                 },
             ),
-            tc::DATA_TYPE => raw(ti::DATA_TYPE, AnyPayload::dtype(value.v_type)),
+            tc::DATA_TYPE => raw(
+                ti::DATA_TYPE,
+                AnyPayload::dtype(classic_bool::from_classic(value.v_type)),
+            ),
             tc::DEVICE => raw(
                 ti::DEVICE,
                 AnyPayload {
@@ -166,6 +197,54 @@ pub unsafe fn classic_to_raw(value: TVMValue, code: i32) -> Result<TVMFFIAny> {
     }
 }
 
+/// What classic arguments converted for a tvm-ffi callee need kept for the call: rewritten
+/// descriptors and tensor views of `uint1` bools (see [`classic_bool`]). Empty, and free, for
+/// every other argument.
+#[derive(Default)]
+pub struct ClassicInbound {
+    // Boxed so each descriptor keeps its address while the Vec grows: the values point at them.
+    #[allow(clippy::vec_box)]
+    descriptors: Vec<Box<DLTensor>>,
+    views: Vec<Tensor>,
+}
+
+impl ClassicInbound {
+    /// Converts a classic argument as [`classic_to_raw`] does, turning a `uint1` descriptor or
+    /// array into a `kDLBool` one held by `self` for the call.
+    ///
+    /// # Safety
+    /// As [`classic_to_raw`].
+    pub unsafe fn convert(&mut self, value: TVMValue, code: i32) -> Result<TVMFFIAny> {
+        // SAFETY: per the contract, the handle is null or a readable descriptor.
+        if code == tc::DL_TENSOR_HANDLE && unsafe { is_classic_bool_descriptor(value.v_handle) } {
+            // SAFETY: as above.
+            let mut copy = Box::new(unsafe { *value.v_handle.cast::<DLTensor>() });
+            copy.dtype = classic_bool::from_classic(copy.dtype);
+            let ptr = &mut *copy as *mut DLTensor;
+            self.descriptors.push(copy);
+            return Ok(raw(ti::DL_TENSOR_PTR, AnyPayload { v_ptr: ptr.cast() }));
+        }
+        // SAFETY: per the contract.
+        let r = unsafe { classic_to_raw(value, code)? };
+        if r.type_index == ti::TENSOR {
+            // SAFETY: a tensor handle stays alive for the call.
+            let t = Tensor::from_any_view(&unsafe { AnyView::from_raw(r) }, "argument")?;
+            if classic_bool::is_classic(t.dtype()) {
+                let view = t.from_classic()?;
+                let out = raw(
+                    ti::TENSOR,
+                    AnyPayload {
+                        v_obj: view.object().as_ptr(),
+                    },
+                );
+                self.views.push(view);
+                return Ok(out);
+            }
+        }
+        Ok(r)
+    }
+}
+
 /// The classic type code of each tvm-ffi type index below 10 as an argument: the values a
 /// classic callee receives by copying their eight bytes (pointers are borrowed for the call).
 const PLAIN_ARG_CODE: [i32; 10] = [
@@ -187,6 +266,13 @@ const PLAIN_ARG_CODE: [i32; 10] = [
 #[inline(always)]
 pub fn plain_arg_to_classic(r: &TVMFFIAny) -> Option<(TVMValue, i32)> {
     let code = *PLAIN_ARG_CODE.get(r.type_index as u32 as usize)?;
+    // A bool tensor descriptor or dtype is rewritten for the classic side (`ClassicArgs`).
+    // SAFETY: the payload member the type index names; a descriptor pointer is readable.
+    if (r.type_index == ti::DL_TENSOR_PTR && unsafe { is_ffi_bool_descriptor(r.payload.v_ptr) })
+        || (r.type_index == ti::DATA_TYPE && classic_bool::is_ffi(unsafe { r.payload.v_dtype }))
+    {
+        return None;
+    }
     let value = if r.type_index == ti::NONE {
         TVMValue {
             v_handle: std::ptr::null_mut(),
@@ -197,6 +283,16 @@ pub fn plain_arg_to_classic(r: &TVMFFIAny) -> Option<(TVMValue, i32)> {
         unsafe { std::mem::transmute::<AnyPayload, TVMValue>(r.payload) }
     };
     Some((value, code))
+}
+
+/// Whether `t` is a non-null descriptor of a `kDLBool` tensor.
+///
+/// # Safety
+/// `t` is null or points at a readable `DLTensor`.
+#[inline(always)]
+unsafe fn is_ffi_bool_descriptor(t: *mut c_void) -> bool {
+    // SAFETY: non-null pointers are readable descriptors per the contract.
+    !t.is_null() && classic_bool::is_ffi(unsafe { (*t.cast::<DLTensor>()).dtype })
 }
 
 /// Arguments up to this count convert on the stack, without a heap allocation (here and in
@@ -214,6 +310,11 @@ pub struct ClassicArgs {
     // Boxed so each array keeps its address while the Vec grows: the values point at them.
     #[allow(clippy::vec_box)]
     byte_arrays: Vec<Box<TVMFFIByteArray>>,
+    /// `uint1` copies of `kDLBool` descriptors, boxed for the same reason.
+    #[allow(clippy::vec_box)]
+    descriptors: Vec<Box<DLTensor>>,
+    /// `uint1` views of `kDLBool` tensors.
+    views: Vec<Tensor>,
 }
 
 impl Default for ClassicArgs {
@@ -226,6 +327,8 @@ impl Default for ClassicArgs {
             heap_codes: Vec::new(),
             strings: Vec::new(),
             byte_arrays: Vec::new(),
+            descriptors: Vec::new(),
+            views: Vec::new(),
         }
     }
 }
@@ -289,6 +392,36 @@ impl ClassicArgs {
         // SAFETY: each arm reads the payload member the type index names.
         let p = unsafe {
             match r.type_index {
+                // Only a non-null `kDLBool` descriptor gets here (`plain_arg_to_classic`).
+                ti::DL_TENSOR_PTR if !r.payload.v_ptr.is_null() => {
+                    let mut copy = Box::new(*r.payload.v_ptr.cast::<DLTensor>());
+                    copy.dtype = classic_bool::to_classic(copy.dtype);
+                    let ptr = &mut *copy as *mut DLTensor;
+                    self.descriptors.push(copy);
+                    (
+                        TVMValue {
+                            v_handle: ptr.cast(),
+                        },
+                        tc::DL_TENSOR_HANDLE,
+                    )
+                }
+                ti::DATA_TYPE => (
+                    TVMValue {
+                        v_type: classic_bool::to_classic(r.payload.v_dtype),
+                    },
+                    tc::DATA_TYPE,
+                ),
+                ti::TENSOR if classic_bool::is_ffi((*tensor_cell(r.payload.v_obj)).dtype) => {
+                    let t = Tensor::from_any_view(a, "argument")?.into_classic()?;
+                    let handle = t.dltensor();
+                    self.views.push(t);
+                    (
+                        TVMValue {
+                            v_handle: handle.cast(),
+                        },
+                        tc::NDARRAY_HANDLE,
+                    )
+                }
                 ti::SMALL_STR | ti::STR => {
                     let bytes = a.as_byte_slice().unwrap_or(&[]);
                     let c = CString::new(bytes).map_err(|_| {
@@ -420,6 +553,12 @@ pub fn any_to_classic_return(value: Any) -> Result<(TVMValue, i32)> {
                 )
             }
             ti::TENSOR => {
+                // A bool tensor leaves as TVM 0.19's `uint1`, a view of the same bytes.
+                let value = if classic_bool::is_ffi((*tensor_cell(r.payload.v_obj)).dtype) {
+                    Any::from(Tensor::from_any_view(&v, "result")?.into_classic()?)
+                } else {
+                    value
+                };
                 let obj = value.into_raw().payload.v_obj;
                 (
                     TVMValue {
@@ -471,7 +610,21 @@ pub unsafe fn classic_to_owned(value: TVMValue, code: i32) -> Result<Any> {
     // SAFETY: per the contract.
     let raw = unsafe { classic_to_raw(value, code)? };
     // SAFETY: the view is used only within this call.
-    Ok(unsafe { AnyView::from_raw(raw) }.to_owned_any())
+    owned_from_classic(unsafe { AnyView::from_raw(raw) }.to_owned_any())
+}
+
+/// An owned value that came from the classic side, with a `uint1` tensor turned into a
+/// `kDLBool` view of the same bytes.
+pub fn owned_from_classic(v: Any) -> Result<Any> {
+    if v.raw().type_index == ti::TENSOR {
+        // SAFETY: a live tensor object.
+        if classic_bool::is_classic(unsafe { (*tensor_cell(v.raw().payload.v_obj)).dtype }) {
+            return Ok(Any::from(
+                Tensor::from_any_view(&v.view(), "value")?.from_classic()?,
+            ));
+        }
+    }
+    Ok(v)
 }
 
 #[cfg(test)]
@@ -482,8 +635,17 @@ mod tests {
     #[test]
     fn plain_classic_arguments_convert_by_table() {
         let text = c"text";
-        let mut tensor_slot = 0u8;
-        let tensor = (&mut tensor_slot as *mut u8).cast::<c_void>();
+        // A real descriptor: a `DLTensor*` argument is read (for its dtype) on the way.
+        let mut tensor_slot = DLTensor {
+            data: std::ptr::null_mut(),
+            device: crate::tensor::layout::cpu(),
+            ndim: 0,
+            dtype: crate::dtype::dtypes::FLOAT32,
+            shape: std::ptr::null_mut(),
+            strides: std::ptr::null_mut(),
+            byte_offset: 0,
+        };
+        let tensor = (&mut tensor_slot as *mut DLTensor).cast::<c_void>();
         let device = crate::abi::DLDevice {
             device_type: crate::abi::DLDeviceType::CUDA,
             device_id: 3,
@@ -572,6 +734,101 @@ mod tests {
         let s = Any::from("a string long enough to be an object");
         assert!(plain_to_classic(s.raw()).is_none());
         assert!(plain_arg_to_classic(s.raw()).is_none());
+    }
+
+    #[test]
+    fn bools_are_uint1_on_the_classic_side() {
+        use crate::dtype::{dtype, dtypes};
+        let mut shape = [3i64];
+        let mut data = [1u8, 0, 1];
+        let mut classic = DLTensor {
+            data: data.as_mut_ptr().cast(),
+            device: crate::tensor::layout::cpu(),
+            ndim: 1,
+            dtype: classic_bool::CLASSIC,
+            shape: shape.as_mut_ptr(),
+            strides: std::ptr::null_mut(),
+            byte_offset: 0,
+        };
+        let value = TVMValue {
+            v_handle: (&mut classic as *mut DLTensor).cast(),
+        };
+        // SAFETY: a live descriptor.
+        assert!(unsafe { plain_classic_to_raw(value, tc::DL_TENSOR_HANDLE) }.is_none());
+        let mut inbound = ClassicInbound::default();
+        // SAFETY: as above.
+        let r = unsafe { inbound.convert(value, tc::DL_TENSOR_HANDLE) }.unwrap();
+        // SAFETY: the converted descriptor lives in `inbound`.
+        let seen = unsafe { *r.payload.v_ptr.cast::<DLTensor>() };
+        assert_eq!(seen.dtype, dtypes::BOOL);
+        assert_eq!(seen.data, classic.data, "same bytes");
+        assert_eq!(
+            classic.dtype,
+            classic_bool::CLASSIC,
+            "the caller's descriptor is unchanged"
+        );
+        // Data types: uint1 in, kDLBool out; uint8 unchanged.
+        let dt = |t| TVMValue { v_type: t };
+        // SAFETY: data type values.
+        let r = unsafe { classic_to_raw(dt(classic_bool::CLASSIC), tc::DATA_TYPE) }.unwrap();
+        // SAFETY: as above.
+        assert_eq!(unsafe { r.payload.v_dtype }, dtypes::BOOL);
+        // SAFETY: as above.
+        let r = unsafe { classic_to_raw(dt(dtypes::UINT8), tc::DATA_TYPE) }.unwrap();
+        // SAFETY: as above.
+        assert_eq!(unsafe { r.payload.v_dtype }, dtypes::UINT8);
+        // The other way: a kDLBool tensor, descriptor and dtype reach a classic callee as uint1.
+        let t = Tensor::empty(&[3], dtypes::BOOL, crate::tensor::layout::cpu()).unwrap();
+        let mut ffi_desc = *t.dl();
+        let values = [
+            Any::from(t.clone()),
+            Any::dltensor_ptr(&mut ffi_desc),
+            Any::from(dtypes::BOOL),
+            Any::from(dtype(0, 8, 1)),
+        ];
+        let views: Vec<AnyView<'_>> = values.iter().map(Any::view).collect();
+        assert!(plain_arg_to_classic(views[1].raw()).is_none());
+        let mut c = ClassicArgs::from_views(&views).unwrap();
+        let codes = c.codes_mut().to_vec();
+        assert_eq!(
+            codes,
+            [
+                tc::NDARRAY_HANDLE,
+                tc::DL_TENSOR_HANDLE,
+                tc::DATA_TYPE,
+                tc::DATA_TYPE
+            ]
+        );
+        let v = c.values_mut();
+        // SAFETY: the handles live in `c` (views and descriptor copies) for its lifetime.
+        unsafe {
+            let array = &*v[0].v_handle.cast::<DLTensor>();
+            assert_eq!(array.dtype, classic_bool::CLASSIC);
+            assert_eq!(array.data, t.data_ptr(), "a view of the same bytes");
+            assert_eq!(
+                (*v[1].v_handle.cast::<DLTensor>()).dtype,
+                classic_bool::CLASSIC
+            );
+            assert_eq!(v[2].v_type, classic_bool::CLASSIC);
+            assert_eq!(v[3].v_type, dtype(0, 8, 1));
+        }
+        assert_eq!(t.dtype(), dtypes::BOOL, "the tensor itself is unchanged");
+        assert_eq!(ffi_desc.dtype, dtypes::BOOL);
+        // A bool result leaves for a classic caller as a uint1 view, and comes back as kDLBool.
+        let (ret, code) = any_to_classic_return(Any::from(t.clone())).unwrap();
+        assert_eq!(code, tc::NDARRAY_HANDLE);
+        // SAFETY: the returned handle owns a reference to the view.
+        let back = unsafe { classic_to_owned(ret, code) }.unwrap();
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { (*ret.v_handle.cast::<DLTensor>()).dtype },
+            classic_bool::CLASSIC
+        );
+        let back = Tensor::from_any_view(&back.view(), "back").unwrap();
+        assert_eq!(back.dtype(), dtypes::BOOL);
+        assert_eq!(back.data_ptr(), t.data_ptr());
+        // SAFETY: releases the reference the classic return handed over.
+        unsafe { crate::object::dec_ref_raw(ret.v_handle.cast::<u8>().sub(HEADER_BYTES).cast()) };
     }
 
     #[test]

@@ -820,6 +820,9 @@ impl ModuleKind for ExecutableModule {
             "vm_load_executable" => {
                 Function::from_fn(move |_| Ok(Any::from(super::interp::load_vm(&keep)?)))
             }
+            "vm_profiler_load_executable" => {
+                Function::from_fn(move |_| Ok(Any::from(super::interp::load_profiler_vm(&keep)?)))
+            }
             _ => return Ok(None),
         };
         Ok(Some(f))
@@ -828,7 +831,11 @@ impl ModuleKind for ExecutableModule {
     fn implements_function(&self, _this: &Module, name: &str) -> bool {
         matches!(
             name,
-            "stats" | "as_text" | "has_function" | "vm_load_executable"
+            "stats"
+                | "as_text"
+                | "has_function"
+                | "vm_load_executable"
+                | "vm_profiler_load_executable"
         )
     }
 

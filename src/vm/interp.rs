@@ -125,6 +125,10 @@ pub struct VmState {
     func_values: Shared<Vec<Any>>,
     /// The `%vm` register: an opaque pointer to this state.
     vm_raw: Shared<TVMFFIAny>,
+    /// Set while `profile` records calls (the VM of `vm_profiler_load_executable`); the
+    /// interpreter looks at nothing else of profiling when it is clear (see `invoke_func`).
+    profiling: std::sync::atomic::AtomicBool,
+    profiler: Mutex<Option<crate::profiling::Profiler>>,
 }
 
 impl Drop for VmState {
@@ -225,6 +229,8 @@ impl VmState {
                 funcs,
                 func_values: Shared(func_values),
                 vm_raw: Shared(Any::opaque_ptr(ptr).into_raw()),
+                profiling: std::sync::atomic::AtomicBool::new(false),
+                profiler: Mutex::new(None),
             }
         });
         LIVE.lock()
@@ -263,6 +269,22 @@ impl VmState {
 
     /// Runs VM function `fidx` on `args`.
     pub fn invoke_func(&self, fidx: usize, args: &[AnyView<'_>], depth: usize) -> Result<Any> {
+        // Two copies of the interpreter: the one that runs when nothing is profiled has no
+        // profiling code at all.
+        if self.profiling.load(std::sync::atomic::Ordering::Relaxed) {
+            self.run_func::<true>(fidx, args, depth)
+        } else {
+            self.run_func::<false>(fidx, args, depth)
+        }
+    }
+
+    /// The interpreter, with every call instruction timed when `PROFILE`.
+    fn run_func<const PROFILE: bool>(
+        &self,
+        fidx: usize,
+        args: &[AnyView<'_>],
+        depth: usize,
+    ) -> Result<Any> {
         let exec = &*self.exec;
         let f = &exec.funcs[fidx];
         if f.kind == FuncKind::VMTIRFunc {
@@ -337,7 +359,11 @@ impl VmState {
                     // entries, which all outlive this call (the registers change only after it
                     // returns); immediates and special registers own nothing.
                     let views = unsafe { AnyView::slice_from_raw(scratch.as_ptr(), scratch.len()) };
-                    let ret = self.call_pool(*func, views, depth)?;
+                    let ret = if PROFILE {
+                        self.call_pool_profiled(*func, views, depth)?
+                    } else {
+                        self.call_pool(*func, views, depth)?
+                    };
                     if let Some(d) = dst {
                         regs[*d] = ret;
                     }
@@ -380,6 +406,71 @@ impl VmState {
         }
     }
 
+    /// [`VmState::call_pool`] timed by the running profiler, as TVM's `VirtualMachineProfiler`
+    /// times a call instruction: when an argument is a tensor, under the callee's name with
+    /// the argument shapes, on the device of the last tensor argument. Out of line, so the
+    /// interpreter's own call path stays as it is without a profiler.
+    #[cold]
+    #[inline(never)]
+    fn call_pool_profiled(&self, idx: usize, args: &[AnyView<'_>], depth: usize) -> Result<Any> {
+        let entered = std::time::Instant::now();
+        let mut device = None;
+        let mut shapes = Vec::new();
+        for a in args.iter().filter(|a| a.type_index() == type_index::TENSOR) {
+            // SAFETY: a tensor argument's descriptor is live for the call.
+            let Some(t) = a
+                .as_dltensor()
+                .filter(|p| !p.is_null())
+                .map(|p| unsafe { &*p })
+            else {
+                continue;
+            };
+            // SAFETY: as above; a tensor object's shape holds `ndim` values.
+            let dims = unsafe { crate::tensor::layout::dl_shape(t, "argument") }
+                .map(<[i64]>::to_vec)
+                .unwrap_or_default();
+            device = Some(t.device);
+            shapes.push((t.dtype, dims));
+        }
+        let Some(device) = device else {
+            return self.call_pool(idx, args, depth);
+        };
+        let name = &self.exec.funcs[idx].name;
+        // Not held during the call: a VM function called here records its own calls.
+        if let Some(p) = self.profiler.lock().as_mut() {
+            p.start_call_with_shapes(name, device, Default::default(), Some(shapes))?;
+        }
+        let ret = self.call_pool(idx, args, depth);
+        if let Some(p) = self.profiler.lock().as_mut() {
+            let timed = p.stop_call()?;
+            p.add_overhead(entered.elapsed().saturating_sub(timed));
+        }
+        ret
+    }
+
+    /// Runs `f` with every call instruction recorded (TVM's `profile`), and returns the report.
+    fn profiled(&self, f: impl FnOnce() -> Result<Any>) -> Result<crate::profiling::Report> {
+        use crate::profiling::{Metric, Profiler, Row};
+        let config = Row::from([("Executor".to_string(), Metric::Str("VM".into()))]);
+        let mut prof = Profiler::new(self.devices.clone(), config);
+        prof.start()?;
+        *self.profiler.lock() = Some(prof);
+        self.profiling
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let ran = f();
+        self.profiling
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        let mut prof = self
+            .profiler
+            .lock()
+            .take()
+            .ok_or_else(|| Error::runtime("profile: the profiler went away"))?;
+        prof.stop()?;
+        ran?;
+        Ok(prof.report())
+    }
+
+    #[inline(always)]
     fn call_pool(&self, idx: usize, args: &[AnyView<'_>], depth: usize) -> Result<Any> {
         match &self.funcs[idx] {
             Callee::Native(b) => builtin::call(*b, Some(self), args, depth),
@@ -558,12 +649,24 @@ struct Io {
 pub struct VmModule {
     exec_module: Module,
     exec: Arc<Executable>,
+    /// Made by `vm_profiler_load_executable`: has `profile`.
+    profiler: bool,
     state: RwLock<Option<Arc<VmState>>>,
     io: Mutex<Shared<Io>>,
 }
 
 /// `vm_load_executable`: a new, uninitialized VM over an executable module.
 pub fn load_vm(exec_module: &Module) -> Result<Module> {
+    new_vm(exec_module, false)
+}
+
+/// `vm_profiler_load_executable`: a VM that also has `profile` (TVM's
+/// `VirtualMachineProfiler`).
+pub fn load_profiler_vm(exec_module: &Module) -> Result<Module> {
+    new_vm(exec_module, true)
+}
+
+fn new_vm(exec_module: &Module, profiler: bool) -> Result<Module> {
     let exec = exec_module
         .downcast::<ExecutableModule>()
         .ok_or_else(|| Error::type_error("vm_load_executable: not a relax.VMExecutable module"))?
@@ -572,6 +675,7 @@ pub fn load_vm(exec_module: &Module) -> Result<Module> {
     Ok(Module::new(VmModule {
         exec_module: exec_module.clone(),
         exec,
+        profiler,
         state: RwLock::new(None),
         io: Mutex::new(Shared(Io::default())),
     }))
@@ -682,6 +786,57 @@ impl VmModule {
         }
         self.io.lock().0.inputs.insert(name.to_string(), conv);
         Ok(())
+    }
+
+    /// `profile(func_name, *args)` (TVM 0.22's `VirtualMachineProfiler`, which returns the
+    /// report as JSON text): with the inputs given (or those of `set_input`, which then must
+    /// not be repeated), one warm-up call, then one call with every call instruction recorded.
+    pub fn profile(&self, args: &[AnyView<'_>]) -> Result<crate::profiling::Report> {
+        let name = str_arg(args, 0, "func_name")?;
+        let state = self.state()?;
+        let (idx, _) = self
+            .exec
+            .func(name)
+            .ok_or_else(|| Error::value(format!("Unknown function: {name}")))?;
+        let stored = self.io.lock().0.inputs.get(name).cloned();
+        let inputs = match stored {
+            Some(inputs) => {
+                if args.len() != 1 {
+                    crate::bail_value!(
+                        "profile: inputs of `{name}` are already set by set_input; pass only the function name"
+                    );
+                }
+                inputs
+            }
+            None => {
+                if args.len() < 2 && self.exec.func(name).is_some_and(|(_, f)| f.num_args > 0) {
+                    crate::bail_value!("profile: no input is provided for `{name}`");
+                }
+                let dev = state.devices()[0];
+                args[1..]
+                    .iter()
+                    .map(|v| convert_input(v, dev))
+                    .collect::<Result<Vec<_>>>()?
+            }
+        };
+        let views: Vec<AnyView<'_>> = inputs.iter().map(Any::view).collect();
+        state.invoke_func(idx, &views, 0)?;
+        state.profiled(|| state.invoke_func(idx, &views, 0))
+    }
+
+    /// One call of VM function `name` with every call instruction recorded (no warm-up; any
+    /// VM, as `tvmrt bench --profile` uses it).
+    pub fn profile_once(
+        &self,
+        name: &str,
+        args: &[AnyView<'_>],
+    ) -> Result<crate::profiling::Report> {
+        let state = self.state()?;
+        let (idx, _) = self
+            .exec
+            .func(name)
+            .ok_or_else(|| Error::value(format!("Unknown function: {name}")))?;
+        state.profiled(|| state.invoke_func(idx, args, 0))
     }
 
     fn invoke_stateful(&self, args: &[AnyView<'_>]) -> Result<()> {
@@ -857,6 +1012,9 @@ impl ModuleKind for VmModule {
                     .ok_or_else(|| c.type_mismatch("closure", "relax.vm.Closure"))?;
                 state.invoke_closure(&obj, &args[1..], 0)
             }),
+            "profile" if self.profiler => {
+                Function::from_fn(move |args| Ok(Any::from(vm_of(&keep)?.profile(args)?.to_json())))
+            }
             "set_instrument" => Function::from_fn(|_| {
                 Err(Error::runtime(
                     "set_instrument is not supported by tvmrt's VirtualMachine",
@@ -903,10 +1061,11 @@ impl ModuleKind for VmModule {
                 | "save_function"
                 | "invoke_closure"
                 | "set_instrument"
-        ) || self
-            .exec
-            .func(name)
-            .is_some_and(|(_, f)| f.kind != FuncKind::PackedFunc)
+        ) || (self.profiler && name == "profile")
+            || self
+                .exec
+                .func(name)
+                .is_some_and(|(_, f)| f.kind != FuncKind::PackedFunc)
             || self.io.lock().0.saved.contains_key(name)
     }
 }

@@ -26,6 +26,86 @@ pub struct Args {
     /// Print the results as JSON (times in nanoseconds).
     #[arg(long)]
     pub json: bool,
+
+    /// Also time each kernel: `--repeat` more calls with every kernel call timed (a Relax VM's
+    /// call instructions, a graph model's nodes), then a table of calls, total, mean and share
+    /// of the whole per kernel.
+    #[arg(long)]
+    pub profile: bool,
+}
+
+/// Per-kernel times of `runs` profiled calls.
+struct Profile {
+    runs: usize,
+    whole: Duration,
+    kernels: Vec<tvmrt::profiling::KernelStat>,
+}
+
+fn profile(p: &Prepared, runs: usize) -> tvmrt::Result<Profile> {
+    let mut merged: Option<tvmrt::profiling::Report> = None;
+    for _ in 0..runs {
+        let r = p.profile_once()?;
+        match &mut merged {
+            Some(m) => m.merge(r),
+            None => merged = Some(r),
+        }
+    }
+    let report = merged.unwrap_or_default();
+    Ok(Profile {
+        runs,
+        whole: report.total_without_overhead(),
+        kernels: report.kernel_stats(),
+    })
+}
+
+/// Share of `part` in `whole`, in percent.
+fn share(part: Duration, whole: Duration) -> f64 {
+    if whole.is_zero() {
+        0.0
+    } else {
+        part.as_secs_f64() / whole.as_secs_f64() * 100.0
+    }
+}
+
+/// The per-kernel table: slowest first, then the time outside kernels and the whole.
+fn print_profile(prof: &Profile) {
+    let mut kernels = prof.kernels.clone();
+    kernels.sort_by_key(|k| std::cmp::Reverse(k.total));
+    let width = kernels
+        .iter()
+        .map(|k| k.name.len())
+        .chain([20])
+        .max()
+        .unwrap_or(20);
+    println!(
+        "per kernel, {} profiled run(s) (share of the whole run):",
+        prof.runs
+    );
+    println!(
+        "  {:<width$}  {:>7}  {:>10}  {:>10}  {:>6}",
+        "kernel", "calls", "total", "mean", "share"
+    );
+    let row = |name: &str, calls: String, total: Duration, mean: String| {
+        println!(
+            "  {name:<width$}  {calls:>7}  {:>10}  {mean:>10}  {:>5.1}%",
+            human(total),
+            share(total, prof.whole)
+        );
+    };
+    let mut in_kernels = Duration::ZERO;
+    for k in &kernels {
+        in_kernels += k.total;
+        row(&k.name, k.calls.to_string(), k.total, human(k.mean()));
+    }
+    let outside = prof.whole.saturating_sub(in_kernels);
+    row("(outside kernels)", String::new(), outside, String::new());
+    let per_run = prof.whole / prof.runs.max(1) as u32;
+    row(
+        "whole run",
+        prof.runs.to_string(),
+        prof.whole,
+        human(per_run),
+    );
 }
 
 /// Latency statistics of a set of timed calls.
@@ -135,8 +215,13 @@ pub fn main(args: Args) -> tvmrt::Result<()> {
     }
     let lat = Latency::of(&times).expect("repeat >= 1");
     let threads = tvmrt::backend::thread_pool::num_threads();
+    let prof = if args.profile {
+        Some(profile(&p, args.repeat)?)
+    } else {
+        None
+    };
     if args.json {
-        let v = serde_json::json!({
+        let mut v = serde_json::json!({
             "library": args.call.library,
             "function": p.function,
             "kind": p.kind(),
@@ -150,6 +235,26 @@ pub fn main(args: Args) -> tvmrt::Result<()> {
             "max_ns": lat.max.as_nanos() as u64,
             "mean_ns": lat.mean.as_nanos() as u64,
         });
+        if let Some(prof) = &prof {
+            let kernels: Vec<serde_json::Value> = prof
+                .kernels
+                .iter()
+                .map(|k| {
+                    serde_json::json!({
+                        "name": k.name,
+                        "calls": k.calls,
+                        "total_ns": k.total.as_nanos() as u64,
+                        "mean_ns": k.mean().as_nanos() as u64,
+                        "share": share(k.total, prof.whole),
+                    })
+                })
+                .collect();
+            v["profile"] = serde_json::json!({
+                "runs": prof.runs,
+                "whole_ns": prof.whole.as_nanos() as u64,
+                "kernels": kernels,
+            });
+        }
         println!("{v:#}");
         return Ok(());
     }
@@ -166,6 +271,9 @@ pub fn main(args: Args) -> tvmrt::Result<()> {
     println!("  p90    {}", human(lat.p90));
     println!("  min    {}", human(lat.min));
     println!("  mean   {}  max {}", human(lat.mean), human(lat.max));
+    if let Some(prof) = &prof {
+        print_profile(prof);
+    }
     Ok(())
 }
 

@@ -132,6 +132,8 @@ enum Callee {
 
 /// A graph executor's functions and the input name of each `--input`.
 struct GraphCall {
+    /// The executor module (for profiling).
+    exec: Module,
     set_input: Function,
     run: Function,
     get_output: Function,
@@ -160,6 +162,7 @@ impl GraphCall {
                 .ok_or_else(|| Error::runtime(format!("the graph executor has no `{name}`")))
         };
         Ok(GraphCall {
+            exec: exec.clone(),
             set_input: get("set_input")?,
             run: get("run")?,
             get_output: get("get_output")?,
@@ -202,7 +205,7 @@ impl GraphCall {
         Ok(text)
     }
 
-    fn call(&self, inputs: &[Input]) -> Result<Any> {
+    fn set_inputs(&self, inputs: &[Input]) -> Result<()> {
         for (name, input) in self.names.iter().zip(inputs) {
             self.set_input
                 .call_values(&[Any::from(name.as_str()), input.value.clone()])
@@ -210,6 +213,11 @@ impl GraphCall {
                     Error::new(e.kind.clone(), format!("input `{name}`: {}", e.message))
                 })?;
         }
+        Ok(())
+    }
+
+    fn call(&self, inputs: &[Input]) -> Result<Any> {
+        self.set_inputs(inputs)?;
         self.run.call(&[])?;
         let outs = (0..self.num_outputs)
             .map(|i| self.get_output.call_values(&[Any::from(i as i64)]))
@@ -471,6 +479,51 @@ impl Prepared {
             Callee::Graph(g) => return g.call(&self.inputs).map_err(|e| self.explain(e)),
         };
         f.call_values(args).map_err(|e| self.explain(e))
+    }
+
+    /// One call with its kernel calls timed (a Relax VM's call instructions, a graph's
+    /// nodes, or the kernel itself): the profiler's report.
+    pub fn profile_once(&self) -> Result<tvmrt::profiling::Report> {
+        use tvmrt::profiling::{shape_string, Metric, Profiler, Row};
+        match &self.callee {
+            Callee::Vm(_, vm) => {
+                let vm = vm
+                    .downcast::<tvmrt::vm::VmModule>()
+                    .ok_or_else(|| Error::runtime("the Relax VM module is not a VM"))?;
+                let views: Vec<_> = self.args[..self.inputs.len()]
+                    .iter()
+                    .map(Any::view)
+                    .collect();
+                vm.profile_once(&self.function, &views)
+                    .map_err(|e| self.explain(e))
+            }
+            Callee::Graph(g) => {
+                g.set_inputs(&self.inputs)?;
+                let exec = g
+                    .exec
+                    .downcast::<tvmrt::graph::GraphExecutor>()
+                    .ok_or_else(|| Error::runtime("the graph executor module is not one"))?;
+                tvmrt::graph::debug::profile_once(exec)
+            }
+            Callee::Kernel(f) => {
+                let tensors: Vec<Tensor> = self
+                    .args
+                    .iter()
+                    .filter_map(|a| Tensor::from_any_view(&a.view(), "argument").ok())
+                    .collect();
+                let shapes = shape_string(tensors.iter().map(|t| (t.dtype(), t.shape())));
+                let config = Row::from([("Executor".to_string(), Metric::Str("none".into()))]);
+                let mut prof = Profiler::new(vec![cpu()], config);
+                prof.start()?;
+                let extra = Row::from([("Argument Shapes".to_string(), Metric::Str(shapes))]);
+                prof.start_call(&self.function, cpu(), extra)?;
+                let ran = f.call_values(&self.args);
+                prof.stop_call()?;
+                prof.stop()?;
+                ran.map_err(|e| self.explain(e))?;
+                Ok(prof.report())
+            }
+        }
     }
 
     /// A kernel error on one line, naming the input or output it is about.
