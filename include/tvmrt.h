@@ -21,15 +21,6 @@
  */
 typedef int32_t (*TVMRTRunOnceFn)(void *cdata);
 
-/**
- * `cl_int`.
- */
-typedef int32_t ClInt;
-
-typedef uint32_t ClUint;
-
-typedef uint64_t ClBitfield;
-
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
