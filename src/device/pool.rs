@@ -81,6 +81,17 @@ impl WorkspacePool {
         Ok(())
     }
 
+    /// Blocks the pool holds, in use and free.
+    pub fn held(&self) -> usize {
+        let guard = self.blocks.lock();
+        guard.0.len() + guard.1.len()
+    }
+
+    /// Blocks handed out and not yet returned.
+    pub fn in_use(&self) -> usize {
+        self.blocks.lock().1.len()
+    }
+
     /// Gives every free block back to `api` (blocks in use stay); returns how many.
     pub fn release_free(&self, api: &dyn DeviceApi, device_type: u32) -> usize {
         let blocks: Vec<Block> = std::mem::take(&mut self.blocks.lock().0);

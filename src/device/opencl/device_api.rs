@@ -11,13 +11,12 @@
 use std::cell::Cell;
 use std::ffi::c_void;
 
-use parking_lot::Mutex;
-
 use super::buffer::{self, Buffer, BufferDescriptor};
 use super::error::{cl_error, CL_SUCCESS};
 use super::platform::{self, info_scalar, info_string, platform};
 use crate::abi::{DLDataType, DLDevice};
 use crate::device::api::{DataRef, DeviceApi, DeviceAttr, StreamHandle};
+use crate::device::pool::WorkspacePool;
 use crate::device::{device_name, is_host_accessible};
 use crate::error::{Error, Result};
 use crate::value::Any;
@@ -32,20 +31,8 @@ pub fn current_device() -> i32 {
     CURRENT.with(Cell::get)
 }
 
-/// Workspace granularity: TVM's pooled allocator page (`kDefaultPageSize`).
-const WORKSPACE_PAGE: usize = 4096;
-
-/// Freed workspace buffers, kept for reuse (device id, size, descriptor address), and the ones
-/// in use.
-struct WorkspacePool {
-    free: Vec<(i32, usize, usize)>,
-    in_use: Vec<(i32, usize, usize)>,
-}
-
-static WORKSPACES: Mutex<WorkspacePool> = Mutex::new(WorkspacePool {
-    free: Vec::new(),
-    in_use: Vec::new(),
-});
+/// Kernel workspaces, kept for reuse (TVM's pooled allocator).
+static WORKSPACES: WorkspacePool = WorkspacePool::new();
 
 /// The OpenCL device API.
 pub struct OpenClDeviceApi;
@@ -334,54 +321,18 @@ impl DeviceApi for OpenClDeviceApi {
         &self,
         dev: DLDevice,
         nbytes: usize,
-        _type_hint: DLDataType,
+        type_hint: DLDataType,
     ) -> Result<*mut c_void> {
         check_opencl_side(dev)?;
-        let id = dev.device_id;
-        let mut pool = WORKSPACES.lock();
-        let fit = pool
-            .free
-            .iter()
-            .enumerate()
-            .filter(|(_, (d, size, _))| *d == id && *size >= nbytes)
-            .min_by_key(|(_, (_, size, _))| *size)
-            .map(|(i, _)| i);
-        let entry = match fit {
-            Some(i) => pool.free.swap_remove(i),
-            None => {
-                let size = nbytes.max(1).div_ceil(WORKSPACE_PAGE) * WORKSPACE_PAGE;
-                (id, size, buffer::alloc(id, size)? as usize)
-            }
-        };
-        pool.in_use.push(entry);
-        Ok(entry.2 as *mut c_void)
+        WORKSPACES.alloc(self, dev, nbytes, type_hint)
     }
 
     unsafe fn free_workspace(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()> {
-        let mut pool = WORKSPACES.lock();
-        let at = pool
-            .in_use
-            .iter()
-            .rposition(|&(d, _, p)| p == ptr as usize && d == dev.device_id)
-            .ok_or_else(|| {
-                Error::value(format!(
-                    "TVMBackendFreeWorkspace: {ptr:p} is not a workspace in use on {}",
-                    device_name(dev)
-                ))
-            })?;
-        let entry = pool.in_use.swap_remove(at);
-        pool.free.push(entry);
-        Ok(())
+        WORKSPACES.free(dev, ptr)
     }
 }
 
 /// Workspace buffers the pool holds (in use and free).
 pub fn pooled_workspaces() -> usize {
-    let pool = WORKSPACES.lock();
-    pool.free.len() + pool.in_use.len()
-}
-
-/// Workspace buffers in use (allocated and not yet freed).
-pub fn workspaces_in_use() -> usize {
-    WORKSPACES.lock().in_use.len()
+    WORKSPACES.held()
 }

@@ -134,9 +134,10 @@ fn open() -> std::result::Result<Cl, String> {
     // the library stays loaded for the life of the process (kept in the static `CL`).
     let library = unsafe { libloading::Library::new(&name) }.map_err(|e| {
         format!(
-            "OpenCL is not available: cannot open `{name}` ({e}); install an OpenCL ICD loader \
+            "OpenCL is not available: cannot open `{name}` ({}); install an OpenCL ICD loader \
              and a driver (Debian: ocl-icd-libopencl1 and, for the CPU, pocl-opencl-icd), or set \
-             {LIBRARY_ENV} to the library's path"
+             {LIBRARY_ENV} to the library's path",
+            crate::device::library_error(&e)
         )
     })?;
     macro_rules! sym {
