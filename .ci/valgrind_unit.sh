@@ -3,7 +3,8 @@
 # library pages (mapped), tensors read in place (tensor::serialize), tvm-ffi's dense map layout
 # (containers::map), arrays changed in place and hook callbacks (reflection::structural), a
 # loaded library's own symbol tables (module::dynsym), and
-# the random fillers writing tensors (contrib::random). Fails on any memory error.
+# the random fillers writing tensors (contrib::random), and value payloads zeroed in full
+# (value::tests::payloads). Fails on any memory error.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bin=$(cargo test --lib --no-run --message-format=json 2>/dev/null |
@@ -15,4 +16,4 @@ for line in sys.stdin:
 [ -n "$bin" ] || { echo "valgrind_unit.sh: no unit test binary found"; exit 1; }
 valgrind --quiet --error-exitcode=1 --leak-check=no "$bin" --test-threads 1 \
   mapped:: tensor::serialize containers::map reflection::structural contrib::random \
-  module::dynsym
+  module::dynsym value::tests::payloads

@@ -110,6 +110,42 @@ pub struct TVMFFIAny {
     pub payload: AnyPayload,
 }
 
+impl AnyPayload {
+    /// Eight zero bytes.
+    pub const ZERO: AnyPayload = AnyPayload { v_uint64: 0 };
+
+    /// A pointer (object, opaque, `DLTensor*`, `TVMFFIByteArray*`), the bytes past it zero.
+    ///
+    /// Maps, structural equality and hashing compare a POD payload's eight bytes as one
+    /// `int64`, so the bytes a value does not fill must be zero, as tvm-ffi makes them
+    /// (`TVM_FFI_CLEAR_PTR_PADDING_IN_FFI_ANY` on 32-bit targets, `result->v_uint64 = 0` before
+    /// a `DLDataType`).
+    pub fn ptr(p: *mut c_void) -> AnyPayload {
+        let mut payload = AnyPayload::ZERO;
+        payload.v_ptr = p;
+        payload
+    }
+
+    /// A C string pointer, the bytes past it zero (see [`AnyPayload::ptr`]).
+    pub fn c_str(p: *const c_char) -> AnyPayload {
+        AnyPayload::ptr(p.cast_mut().cast())
+    }
+
+    /// A data type in the first four bytes, the other four zero (see [`AnyPayload::ptr`]).
+    pub fn dtype(d: DLDataType) -> AnyPayload {
+        let mut payload = AnyPayload::ZERO;
+        payload.v_dtype = d;
+        payload
+    }
+
+    /// A device (all eight bytes; built on zeros like the others).
+    pub fn device(d: DLDevice) -> AnyPayload {
+        let mut payload = AnyPayload::ZERO;
+        payload.v_device = d;
+        payload
+    }
+}
+
 impl TVMFFIAny {
     /// The `None` value.
     pub const NONE: TVMFFIAny = TVMFFIAny {
@@ -204,6 +240,36 @@ pub union TVMValue {
 impl Default for TVMValue {
     fn default() -> Self {
         TVMValue { v_int64: 0 }
+    }
+}
+
+impl TVMValue {
+    /// A handle, the bytes past it zero on 32-bit targets (as [`AnyPayload::ptr`]).
+    pub fn handle(p: *mut c_void) -> TVMValue {
+        let mut value = TVMValue::default();
+        value.v_handle = p;
+        value
+    }
+
+    /// A C string, the bytes past it zero on 32-bit targets.
+    pub fn c_str(p: *const c_char) -> TVMValue {
+        let mut value = TVMValue::default();
+        value.v_str = p;
+        value
+    }
+
+    /// A data type in the first four bytes, the other four zero.
+    pub fn dtype(d: DLDataType) -> TVMValue {
+        let mut value = TVMValue::default();
+        value.v_type = d;
+        value
+    }
+
+    /// A device.
+    pub fn device(d: DLDevice) -> TVMValue {
+        let mut value = TVMValue::default();
+        value.v_device = d;
+        value
     }
 }
 

@@ -253,9 +253,7 @@ fn bad_input_table() {
     let text = cstr("subgraph_0\ninput 0 2\nconv 1 inputs: 0 shape: 2\n");
     let rc = call(
         create,
-        &mut [TVMValue {
-            v_str: text.as_ptr(),
-        }],
+        &mut [TVMValue::c_str(text.as_ptr())],
         &mut [tc::STR],
     );
     refused(
@@ -370,7 +368,7 @@ fn bad_input_table() {
         0
     );
     let (a, b, c) = (f32_array(&[4]), f32_array(&[5]), f32_array(&[4]));
-    let h = |t: *mut DLTensor| TVMValue { v_handle: t.cast() };
+    let h = |t: *mut DLTensor| TVMValue::handle(t.cast());
     let rc = call(add, &mut [h(a), h(b), h(c)], &mut [tc::NDARRAY_HANDLE; 3]);
     refused("kernel given mismatched shapes", rc, "ValueError", "");
     let rc = call(add, &mut [h(a), h(c)], &mut [tc::NDARRAY_HANDLE; 2]);
@@ -401,7 +399,7 @@ fn bad_input_table() {
     let ej = cstr("subgraph_0\ninput 0 4\nrelu 1 inputs: 0 shape: 4\n");
     let mut ret = TVMValue::default();
     let mut code = 0;
-    let mut args = [TVMValue { v_str: ej.as_ptr() }];
+    let mut args = [TVMValue::c_str(ej.as_ptr())];
     let mut codes = [tc::STR];
     // SAFETY: as `call`.
     assert_eq!(

@@ -365,9 +365,7 @@ pub fn big_int_from_words(words: &[i64]) -> Result<TVMFFIAny> {
     Ok(TVMFFIAny {
         type_index: static_index::BIG_INT,
         small_str_len: 0,
-        payload: AnyPayload {
-            v_obj: obj.into_raw(),
-        },
+        payload: AnyPayload::ptr(obj.into_raw()),
     })
 }
 

@@ -161,9 +161,7 @@ fn byte_array_view<'a>(arr: &'a TVMFFIByteArray) -> AnyView<'a> {
     let raw = TVMFFIAny {
         type_index: type_index::BYTE_ARRAY_PTR,
         small_str_len: 0,
-        payload: AnyPayload {
-            v_ptr: (arr as *const TVMFFIByteArray).cast_mut().cast(),
-        },
+        payload: AnyPayload::ptr((arr as *const TVMFFIByteArray).cast_mut().cast()),
     };
     // SAFETY: `arr` (and the bytes it views) outlive the returned view.
     unsafe { AnyView::from_raw(raw) }
