@@ -274,11 +274,21 @@ impl TVMValue {
 }
 
 // Layout checks against the C headers: a wrong size here would silently corrupt every call.
+// Pointers and `size_t` are 4 bytes on 32-bit targets (armv7) and 8 on 64-bit ones, while
+// `int64_t` and `double` stay 8-byte aligned on every target tvmrt supports (the ARM EABI
+// included), so `TVMFFIAny` and the object header keep their 16 and 24 bytes everywhere.
+// `tests/layouts/` holds what a C compiler gives each target, checked by `layout_tests`.
 const _: () = {
-    assert!(std::mem::size_of::<TVMFFIAny>() == 16);
-    assert!(std::mem::size_of::<TVMValue>() == 8);
-    assert!(std::mem::size_of::<TVMFFIByteArray>() == 16);
-    assert!(std::mem::size_of::<TVMFFIFunctionCell>() == 16);
-    assert!(std::mem::size_of::<TVMFFIErrorCell>() == 72);
-    assert!(std::mem::size_of::<DLTensor>() == 48);
+    use std::mem::{offset_of, size_of};
+    const P: usize = size_of::<*const c_void>();
+    assert!(size_of::<TVMFFIAny>() == 16);
+    assert!(offset_of!(TVMFFIAny, payload) == 8);
+    assert!(size_of::<TVMValue>() == 8);
+    assert!(size_of::<TVMFFIByteArray>() == 2 * P);
+    assert!(size_of::<TVMFFIFunctionCell>() == 2 * P);
+    assert!(size_of::<TVMFFIErrorCell>() == 9 * P);
+    assert!(size_of::<TVMFFIShapeCell>() == 2 * P);
+    // data, device, ndim, dtype, shape, strides, then the 8-byte-aligned byte_offset.
+    assert!(offset_of!(DLTensor, byte_offset) == (3 * P + 16).next_multiple_of(8));
+    assert!(size_of::<DLTensor>() == (3 * P + 16).next_multiple_of(8) + 8);
 };
