@@ -800,12 +800,12 @@ impl SymbolSource for Dso {
     }
 }
 
-#[cfg(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64"))]
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 mod elf {
     use std::ffi::c_void;
     use std::ptr::NonNull;
 
-    use super::super::dynsym::Elf64Sym;
+    use super::super::dynsym::ElfSym;
     use super::{SymbolInfo, SymbolKind};
 
     // glibc <dlfcn.h>.
@@ -855,7 +855,7 @@ mod elf {
         }
         // SAFETY: glibc returned a pointer to the symbol's entry in the library's dynamic
         // symbol table, mapped while the library is.
-        let s = unsafe { &*sym.cast::<Elf64Sym>() };
+        let s = unsafe { &*sym.cast::<ElfSym>() };
         let kind = s.kind();
         Some(SymbolInfo {
             addr,
@@ -865,15 +865,15 @@ mod elf {
     }
 }
 
-#[cfg(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64"))]
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 use elf::{describe_symbol, link_map_of};
 
-#[cfg(not(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64")))]
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn link_map_of(_handle: *mut c_void) -> usize {
     0
 }
 
-#[cfg(not(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64")))]
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn describe_symbol(_link_map: usize, addr: NonNull<c_void>) -> Option<SymbolInfo> {
     Some(SymbolInfo {
         addr,
