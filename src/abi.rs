@@ -292,3 +292,6 @@ const _: () = {
     assert!(offset_of!(DLTensor, byte_offset) == (3 * P + 16).next_multiple_of(8));
     assert!(size_of::<DLTensor>() == (3 * P + 16).next_multiple_of(8) + 8);
 };
+
+#[cfg(test)]
+mod layout_tests;

@@ -291,7 +291,7 @@ pub unsafe extern "C" fn TVMFFIBacktrace(
 
 /// Offset of the words in a big-int object: the header, then a `size_t` word count
 /// (tvm-ffi `big_int.h`, `BigIntObj` and `BigIntUnsafe::GetArrayView`).
-const BIG_INT_WORDS_OFFSET: usize = std::mem::size_of::<ObjectHeader>() + 8;
+use crate::object::containers::key::BIG_INT_WORDS_OFFSET;
 
 fn big_int_layout(words: usize) -> Result<Layout> {
     words

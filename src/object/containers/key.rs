@@ -11,14 +11,20 @@ use crate::object::type_registry::static_index;
 use crate::object::ObjectRef;
 use crate::value::AnyView;
 
+/// Where a big integer's words start: `sizeof(BigIntObj)`, the header and a `size_t` count
+/// rounded to 8 bytes (32 on 32-bit targets too; `big_int.h` reads them at `obj + 1`).
+pub const BIG_INT_WORDS_OFFSET: usize = (std::mem::size_of::<crate::object::ObjectHeader>()
+    + std::mem::size_of::<usize>())
+.next_multiple_of(8);
+
 /// The 64-bit words of a big integer object (header, `size_t` count, then the words).
 pub fn big_int_words(o: &ObjectRef) -> &[u64] {
-    let cell = o.cell_ptr();
-    // SAFETY: a big integer object has its word count then that many words after the header,
-    // alive while `o` is.
+    let obj = o.as_ptr().cast::<u8>().cast_const();
+    // SAFETY: a big integer object has its word count after the header and that many words at
+    // `BIG_INT_WORDS_OFFSET`, alive while `o` is.
     unsafe {
-        let n = *cell.cast::<usize>();
-        std::slice::from_raw_parts(cell.add(std::mem::size_of::<usize>()).cast::<u64>(), n)
+        let n = *o.cell_ptr().cast::<usize>();
+        std::slice::from_raw_parts(obj.add(BIG_INT_WORDS_OFFSET).cast::<u64>(), n)
     }
 }
 
