@@ -15,39 +15,9 @@ HEADER=include/tvmrt.h
 # Any failure to generate the header is an error here (build.rs only warns by default).
 export TVMRT_HEADER_STRICT=1
 
-failed=()
-step() { printf '\n==> %s\n' "$*"; }
-run() {
-  local name=$1
-  shift
-  step "$name"
-  if "$@"; then
-    echo "ok: $name"
-  else
-    echo "FAILED: $name"
-    failed+=("$name")
-  fi
-}
-
-# apt_install PKG...: installs Debian/Ubuntu packages (as root, or through sudo).
-apt_updated=
-apt_install() {
-  local sudo=
-  if [ "$(id -u)" != 0 ]; then
-    if command -v sudo >/dev/null; then sudo=sudo; else
-      echo "cannot install $*: not root and no sudo"
-      return 1
-    fi
-  fi
-  if ! command -v apt-get >/dev/null; then
-    echo "no apt-get: install $* with your package manager"
-    return 1
-  fi
-  if [ -z "$apt_updated" ]; then
-    $sudo apt-get update -qq && apt_updated=1 || return 1
-  fi
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
-}
+# step, run (a named step that records its failure in `failed`), apt_install.
+# shellcheck source=.ci/lib.sh
+. .ci/lib.sh
 
 if ! command -v cmake >/dev/null; then
   step "installing cmake"

@@ -663,42 +663,78 @@ mod tests {
     use super::*;
     use std::path::{Path, PathBuf};
 
-    /// The directory this process's C library was loaded from (`/lib/x86_64-linux-gnu`,
-    /// `/lib/aarch64-linux-gnu`, ...; under qemu-user, the guest's own).
-    fn libc_dir() -> PathBuf {
-        // SAFETY: an all-zero Dl_info is valid; dladdr only fills it.
-        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-        // SAFETY: a function of the loaded libc.
-        let ok = unsafe { libc::dladdr(libc::malloc as *const std::ffi::c_void, &mut info) };
-        assert!(ok != 0 && !info.dli_fname.is_null(), "dladdr found no libc");
-        // SAFETY: dladdr returned a NUL-terminated path.
-        let path = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
-        let path = std::fs::canonicalize(path.to_str().unwrap()).unwrap();
-        path.parent().unwrap().to_path_buf()
+    /// The files of the shared objects this process has loaded (libc, libm, the dynamic
+    /// loader, ...), as the dynamic loader names them.
+    fn loaded_objects() -> Vec<PathBuf> {
+        unsafe extern "C" fn visit(
+            info: *mut libc::dl_phdr_info,
+            _size: libc::size_t,
+            data: *mut libc::c_void,
+        ) -> libc::c_int {
+            // SAFETY: `data` is the Vec below; `info` is valid during the callback.
+            let (out, info) = unsafe { (&mut *data.cast::<Vec<PathBuf>>(), &*info) };
+            if !info.dlpi_name.is_null() {
+                // SAFETY: a NUL-terminated name.
+                let name = unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) };
+                if let Ok(name) = name.to_str() {
+                    if name.starts_with('/') {
+                        out.push(PathBuf::from(name));
+                    }
+                }
+            }
+            0
+        }
+        let mut out: Vec<PathBuf> = Vec::new();
+        // SAFETY: `visit` only pushes to `out`, which outlives the call.
+        unsafe { libc::dl_iterate_phdr(Some(visit), (&mut out as *mut Vec<PathBuf>).cast()) };
+        out
     }
 
-    /// Every shared library of the system's library directory (where libc is) passes the
-    /// check: it refuses damage, not the output of ordinary toolchains.
+    /// The `e_machine` of an ELF file, if it is one.
+    fn machine_of(path: &Path) -> Option<u16> {
+        let mut ident = [0u8; 20];
+        File::open(path)
+            .and_then(|f| f.read_exact_at(&mut ident, 0))
+            .ok()?;
+        (&ident[..4] == b"\x7fELF").then(|| u16::from_ne_bytes([ident[18], ident[19]]))
+    }
+
+    /// Every shared object this process loaded, and every library of this machine in the
+    /// directory libc came from, passes the check: it refuses damage, not the output of
+    /// ordinary toolchains. (Under qemu-user a directory listing may show the host's files:
+    /// only this machine's count.)
     #[test]
     fn system_libraries_pass() {
-        let mut checked = 0;
-        for entry in std::fs::read_dir(libc_dir()).unwrap().flatten() {
-            let path = entry.path();
-            let name = path.to_string_lossy().into_owned();
-            if !name.contains(".so") || !path.is_file() {
-                continue;
-            }
-            let mut magic = [0u8; 4];
-            let is_elf = File::open(&path)
-                .and_then(|f| f.read_exact_at(&mut magic, 0))
-                .is_ok()
-                && &magic == b"\x7fELF";
-            if is_elf {
-                check_elf_file(&name).unwrap_or_else(|e| panic!("{name}: {}", e.message));
-                checked += 1;
+        let loaded = loaded_objects();
+        let libc_dir = loaded
+            .iter()
+            .find(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("libc.so"))
+            })
+            .and_then(|p| p.parent())
+            .map(Path::to_path_buf);
+        let mut files = loaded.clone();
+        if let Some(dir) = &libc_dir {
+            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                let so = path.to_string_lossy().contains(".so") && path.is_file();
+                if so && machine_of(&path) == NATIVE_MACHINE {
+                    files.push(path);
+                }
             }
         }
-        assert!(checked > 5, "only {checked} system libraries found");
+        let mut checked = 0;
+        for path in files {
+            let name = path.to_string_lossy().into_owned();
+            check_elf_file(&name).unwrap_or_else(|e| panic!("{name}: {}", e.message));
+            checked += 1;
+        }
+        assert!(
+            loaded.len() >= 3 && checked >= loaded.len(),
+            "only {checked} libraries checked ({} loaded: {loaded:?}; libc's directory {libc_dir:?})",
+            loaded.len()
+        );
     }
 
     /// The first 20 bytes of an ELF header for this process: magic, class, byte order,
