@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every check CI runs, in one command: installs cmake (and valgrind) when missing, then
 # cargo fmt --check, cargo clippy -D warnings, cargo test, the tvmrt.h checks (drift from the
-# sources, every export declared), the CMake build, ctest, and a bounded fuzz run (every fuzz
+# sources, every export declared), the CMake build, ctest, the other CPUs under qemu-user
+# (.ci/cross.sh), and a bounded fuzz run (every fuzz
 # target for FUZZ_SECONDS, 60 by default, under AddressSanitizer). Keeps going after a failed
 # step and exits non-zero if any step failed.
 #
@@ -115,6 +116,11 @@ cmake_build() {
 }
 run "cmake configure + build" cmake_build
 run "ctest" bash -c "cd '$BUILD_DIR' && ctest --output-on-failure -j '$JOBS'"
+# The other CPUs (issue 26): aarch64, armv7 and riscv64 built with Debian's rustc-web 1.96 and
+# cross gcc, their unit, integration and C tests, TVM-built fixtures and C/C++ layouts run
+# under qemu-user (.ci/cross.sh; CROSS_MINUTES minutes on 2 cores from a clean clone, downloads
+# included; about a minute once target/cross-toolchain and target/cross are warm).
+run "other CPUs under qemu-user (.ci/cross.sh)" .ci/cross.sh
 run "fuzz (${FUZZ_SECONDS:-60} s per target, AddressSanitizer)" \
   env FUZZ_JOBS="$JOBS" .ci/fuzz.sh "${FUZZ_SECONDS:-60}"
 

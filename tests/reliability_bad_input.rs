@@ -140,6 +140,23 @@ fn bad_input_table() {
         "ValueError",
         "cannot load library",
     );
+    // A library apache-tvm 0.27 built for another CPU (tests/fixtures/cross).
+    let other_cpu = if cfg!(target_arch = "aarch64") {
+        ("riscv64", "RISC-V")
+    } else {
+        ("aarch64", "AArch64")
+    };
+    let path = fixtures().join(format!("cross/{}/model.so", other_cpu.0));
+    let (rc, _) = load(path.to_str().unwrap());
+    refused(
+        "library built for another CPU",
+        rc,
+        "ValueError",
+        &format!(
+            "model.so is built for {} but this process runs on ",
+            other_cpu.1
+        ),
+    );
     let not_elf = dir.join("text.so");
     std::fs::write(&not_elf, "not a library").unwrap();
     let (rc, _) = load(not_elf.to_str().unwrap());
