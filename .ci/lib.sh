@@ -4,13 +4,13 @@ failed=()
 step() { printf '\n==> %s\n' "$*"; }
 # run NAME CMD...: runs CMD as the step NAME; a failure is recorded in `failed`, not fatal.
 run() {
-  local name=$1
+  local name=$1 start=$SECONDS
   shift
   step "$name"
   if "$@"; then
-    echo "ok: $name"
+    echo "ok: $name ($((SECONDS - start)) s)"
   else
-    echo "FAILED: $name"
+    echo "FAILED: $name ($((SECONDS - start)) s)"
     failed+=("$name")
   fi
 }
