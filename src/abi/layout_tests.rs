@@ -34,8 +34,9 @@ fn registered(out: &mut BTreeMap<String, usize>, key: &str) {
     let index = type_registry::key_to_index(key).unwrap();
     let info = fields::type_info(index).unwrap();
     // SAFETY: the registry's metadata record lives as long as the type.
-    let metadata = unsafe { info.metadata.as_ref() }.expect("registered metadata");
-    out.insert(format!("sizeof {key}"), metadata.total_size as usize);
+    if let Some(metadata) = unsafe { info.metadata.as_ref() } {
+        out.insert(format!("sizeof {key}"), metadata.total_size as usize);
+    }
     for f in fields::all_fields(info) {
         out.insert(
             format!("{key}.{}", fields::field_name(&f)),
@@ -144,6 +145,8 @@ fn rust_layouts() -> BTreeMap<String, usize> {
         "ffi.StructuralKey",
         "ffi.VisitInterrupt",
         "ffi.VisitErrorContext",
+        "ffi.reflection.AccessStep",
+        "ffi.reflection.AccessPath",
     ] {
         registered(&mut m, key);
     }

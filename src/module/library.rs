@@ -460,7 +460,10 @@ impl LibraryState {
         let Some(info) = self.source().lookup(name) else {
             return;
         };
-        if info.kind == SymbolKind::Function || info.size.is_some_and(|s| s < 8) {
+        let too_small = info
+            .size
+            .is_some_and(|s| s < std::mem::size_of::<*mut c_void>());
+        if info.kind == SymbolKind::Function || too_small {
             return; // Not a pointer variable: never write into code or a smaller object.
         }
         // SAFETY: a pointer-sized data variable of the library, which stays mapped while the

@@ -15,6 +15,7 @@
 #include <tvm/ffi/extra/structural_key.h>
 #include <tvm/ffi/extra/structural_visit.h>
 #include <tvm/ffi/extra/visit_error_context.h>
+#include <tvm/ffi/reflection/access_path.h>
 #include <tvm/runtime/c_runtime_api.h>
 
 // The object classes' inline type-index lookups reference this tvm-ffi export; the program
@@ -112,6 +113,12 @@ int main() {
   CLASS_SIZE("ffi.VisitErrorContext", VisitErrorContextObj);
   CLASS_FIELD("ffi.VisitErrorContext", VisitErrorContextObj, reverse_visit_pattern);
   CLASS_FIELD("ffi.VisitErrorContext", VisitErrorContextObj, prev_error_context);
+  // Made by tvmrt without a creator (no registered size): their fields only.
+  CLASS_FIELD("ffi.reflection.AccessStep", reflection::AccessStepObj, kind);
+  CLASS_FIELD("ffi.reflection.AccessStep", reflection::AccessStepObj, key);
+  CLASS_FIELD("ffi.reflection.AccessPath", reflection::AccessPathObj, parent);
+  CLASS_FIELD("ffi.reflection.AccessPath", reflection::AccessPathObj, step);
+  CLASS_FIELD("ffi.reflection.AccessPath", reflection::AccessPathObj, depth);
   // A big integer's word count is its first field; its words start right after the object
   // (big_int.h reads them at `obj + 1`).
   CLASS_SIZE("ffi.BigInt", details::BigIntObj);
