@@ -82,56 +82,55 @@ install_host_packages() {
   done
   local missing=() p
   for p in "${want[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep 'install ok installed' >/dev/null ||
       missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
 }
 
-# apt with its own state under $CACHE/apt: the system's Debian sources, the host's
-# architecture plus the targets', nothing installed or changed on the system.
+# apt with its own state under $CACHE/apt/<STATE>: the system's Debian sources, the
+# architectures given, nothing installed or changed on the system. One state for the host's
+# architecture and one per target architecture, so that an index apt cannot fetch (a mirror
+# mid-sync) drops only that architecture, not the whole suite for every one.
 APT_DIR=$CACHE/apt
-private_apt() {
-  apt-get -o Dir::State::Lists="$APT_DIR/lists" -o Dir::Cache="$APT_DIR/cache" \
+# apt_state TOOL STATE ARCH... -- ARGS: runs apt-get or apt-cache in a private state.
+apt_state() {
+  local tool=$1 state=$2 arches=()
+  shift 2
+  while [ "$1" != -- ]; do
+    arches+=(-o "APT::Architectures::=$1")
+    shift
+  done
+  shift
+  mkdir -p "$APT_DIR/$state/lists/partial" "$APT_DIR/$state/cache/archives/partial"
+  "$tool" -o Dir::State::Lists="$APT_DIR/$state/lists" -o Dir::Cache="$APT_DIR/$state/cache" \
     -o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$APT_DIR/sources" \
-    -o APT::Architecture="$HOST_ARCH" "${APT_ARCHES[@]}" "$@"
-}
-private_apt_cache() {
-  apt-cache -o Dir::State::Lists="$APT_DIR/lists" -o Dir::Cache="$APT_DIR/cache" \
-    -o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$APT_DIR/sources" \
-    -o APT::Architecture="$HOST_ARCH" "${APT_ARCHES[@]}" "$@"
+    -o APT::Architecture="$HOST_ARCH" "${arches[@]}" "$@"
 }
 
 # Fills $CACHE/root with rustc-web and the standard libraries; writes $CACHE/bin/rustc and
 # $CACHE/build-std (the targets whose standard library is built from source).
 setup_rust() {
   HOST_ARCH=$(dpkg --print-architecture)
-  APT_ARCHES=(-o "APT::Architectures::=$HOST_ARCH")
-  local t gnu arch
-  for t in "${TARGETS[@]}"; do
-    read -r gnu arch _ <<<"$(target_info "$t")"
-    APT_ARCHES+=(-o "APT::Architectures::=$arch")
-  done
-  local stamp
+  local stamp t gnu arch f
   stamp="$CACHE/stamp-$RUST_WEB-$(echo "${TARGETS[*]}" | tr ' ' '+')"
   if [ -f "$stamp" ] && [ -x "$CACHE/bin/rustc" ]; then
     echo "toolchain cached in $CACHE"
     return 0
   fi
-  mkdir -p "$APT_DIR/lists/partial" "$APT_DIR/cache/archives/partial" "$APT_DIR/sources" \
-    "$CACHE/debs" "$CACHE/bin"
+  mkdir -p "$APT_DIR/sources" "$CACHE/debs" "$CACHE/bin"
   rm -f "$APT_DIR/sources/"*
-  local f n=0
+  local n=0
   for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
     [ -s "$f" ] || continue
     n=$((n + 1))
     cp "$f" "$APT_DIR/sources/$n-$(basename "$f")"
   done
-  # An index that cannot be fetched (a mirror mid-sync) only removes that architecture's
-  # packages: the standard library is then built from source.
-  private_apt update -qq >"$CACHE/apt-update.log" 2>&1 || grep -v '^W:' "$CACHE/apt-update.log"
+  apt_state apt-get host "$HOST_ARCH" -- update -qq >"$CACHE/apt-update.log" 2>&1 ||
+    grep -v '^W:' "$CACHE/apt-update.log"
   local version
-  version=$(private_apt_cache policy rustc-web | awk '/Candidate:/ {print $2}')
+  version=$(apt_state apt-cache host "$HOST_ARCH" -- policy rustc-web |
+    awk '/Candidate:/ {print $2}')
   case $version in
   "$RUST_WEB".*) ;;
   *)
@@ -140,26 +139,30 @@ setup_rust() {
     ;;
   esac
   local llvm
-  llvm=$(private_apt_cache show "libstd-rust-web-$RUST_WEB=$version" |
+  llvm=$(apt_state apt-cache host "$HOST_ARCH" -- show "libstd-rust-web-$RUST_WEB=$version" |
     sed -n 's/^Depends:.*\(libllvm[0-9]*\).*/\1/p' | head -1)
   local pkgs=("rustc-web=$version" "libstd-rust-web-$RUST_WEB=$version"
     "libstd-rust-web-dev=$version" "rust-web-src=$version" "$llvm")
+  if ! (cd "$CACHE/debs" && apt_state apt-get host "$HOST_ARCH" -- download "${pkgs[@]}") \
+    >"$CACHE/apt-download.log" 2>&1; then
+    cat "$CACHE/apt-download.log"
+    return 1
+  fi
   : >"$CACHE/build-std"
   for t in "${TARGETS[@]}"; do
     read -r gnu arch _ <<<"$(target_info "$t")"
-    if private_apt_cache show "libstd-rust-web-dev:$arch" 2>/dev/null |
-      grep -qx "Version: $version"; then
-      pkgs+=("libstd-rust-web-dev:$arch=$version")
+    apt_state apt-get "$arch" "$HOST_ARCH" "$arch" -- update -qq >"$CACHE/apt-update-$arch.log" 2>&1 ||
+      grep -v '^W:' "$CACHE/apt-update-$arch.log"
+    if apt_state apt-cache "$arch" "$HOST_ARCH" "$arch" -- show "libstd-rust-web-dev:$arch" 2>/dev/null |
+      grep -x "Version: $version" >/dev/null &&
+      (cd "$CACHE/debs" && apt_state apt-get "$arch" "$HOST_ARCH" "$arch" -- \
+        download "libstd-rust-web-dev:$arch=$version") >>"$CACHE/apt-download.log" 2>&1; then
+      echo "$t: libstd-rust-web-dev:$arch $version"
     else
       echo "no libstd-rust-web-dev:$arch $version in the indexes: $t builds its std from source"
       echo "$t" >>"$CACHE/build-std"
     fi
   done
-  if ! (cd "$CACHE/debs" && private_apt download "${pkgs[@]}") >"$CACHE/apt-download.log" 2>&1
-  then
-    cat "$CACHE/apt-download.log"
-    return 1
-  fi
   rm -rf "$CACHE/root"
   for f in "$CACHE"/debs/*.deb; do
     dpkg-deb -x "$f" "$CACHE/root" || return 1
@@ -183,7 +186,7 @@ EOF
 install_llvm_deps() {
   local missing=() p
   for p in libz3-4 libedit2 libxml2 libffi8 libzstd1 zlib1g; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep 'install ok installed' >/dev/null ||
       missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
