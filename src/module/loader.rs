@@ -223,9 +223,10 @@ fn call_classic_loader(
         .map_err(|e| loader_error(name, e))?;
     let m = module_result(name, out)?;
     let n = if consumed >= 0 {
+        // More than this process can address (a 32-bit one) is more than the blob holds.
         Some(usize::try_from(consumed).map_err(|_| {
             Error::value(format!(
-                "loader `{name}` reported {consumed} bytes consumed"
+                "loader `{name}` claims {consumed} bytes, more than the blob holds"
             ))
         })?)
     } else {
