@@ -19,6 +19,12 @@ fn main() {
     println!("cargo:rerun-if-env-changed=TVMRT_HEADER_STRICT");
     let strict = env::var("TVMRT_HEADER_STRICT").is_ok_and(|v| !v.is_empty() && v != "0");
 
+    // The exact target triple, for `tvmrt::pack`'s compiler search at run time (`cc` picks
+    // ABI flags from it: armv7 hard-float is not plain `arm`).
+    if let Ok(target) = env::var("TARGET") {
+        println!("cargo:rustc-env=TVMRT_TARGET_TRIPLE={target}");
+    }
+
     // A SONAME, so that programs linked against target/*/libtvmrt.so record `libtvmrt.so`
     // rather than the path they were linked with.
     if env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux") {

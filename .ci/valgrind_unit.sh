@@ -9,8 +9,8 @@
 # fillers writing tensors (contrib::random), the device layer (device::: host allocation, zeroed
 # blocks, payload and launch parsing, the CUDA code readers and block table; the OpenCL and CUDA
 # calls themselves run under valgrind in ctest's memcheck_opencl and memcheck_cuda), and the LLM
-# state's mapped weight shards, int32 uploads and staged auxiliary arrays (llm::). Fails on any
-# memory error.
+# state's mapped weight shards, int32 uploads and staged auxiliary arrays (llm::), and value
+# payloads zeroed in full (value::tests::payloads). Fails on any memory error.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bin=$(cargo test --lib --no-run --message-format=json 2>/dev/null |
@@ -23,4 +23,4 @@ for line in sys.stdin:
 valgrind --quiet --error-exitcode=1 --leak-check=no "$bin" --test-threads 1 \
   mapped:: tensor::serialize containers::map reflection::structural contrib::random \
   module::dynsym object::tests containers::array containers::key module::tests device:: llm:: \
-  value::classic graph::params
+  value::classic graph::params value::tests::payloads

@@ -5,9 +5,9 @@
 # The `tvmrt` command-line tool, for the pack fixture (after the library step: one cargo at a time).
 set(TVMRT_CLI "${TVMRT_LIB_DIR}/tvmrt${CMAKE_EXECUTABLE_SUFFIX}")
 add_custom_target(tvmrt_cli ALL
-  COMMAND "${CMAKE_COMMAND}" -E env "CARGO_TARGET_DIR=${TVMRT_CARGO_TARGET_DIR}"
+  COMMAND "${CMAKE_COMMAND}" -E env ${TVMRT_CARGO_ENV}
           "${CARGO_EXECUTABLE}" build --bin tvmrt --profile "${TVMRT_CARGO_PROFILE}"
-          --manifest-path "${CMAKE_CURRENT_SOURCE_DIR}/Cargo.toml"
+          ${TVMRT_CARGO_TARGET_ARGS} --manifest-path "${CMAKE_CURRENT_SOURCE_DIR}/Cargo.toml"
   BYPRODUCTS "${TVMRT_CLI}"
   WORKING_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}"
   USES_TERMINAL
@@ -24,12 +24,14 @@ set_tests_properties(byoc_examplejson PROPERTIES TIMEOUT 120)
 tvmrt_add_c_test(byoc_guide_direct tvmrt::tvmrt
                  c_tests/byoc_guide_direct.c examples/byoc/gcc_0_guide.cc)
 
+# Cross builds run the tool under the emulator, and it compiles with the target's compilers.
 add_test(NAME byoc_pack
-         COMMAND "${TVMRT_CLI}" pack --output "${CMAKE_CURRENT_BINARY_DIR}/byoc_packed.so"
+         COMMAND ${CMAKE_CROSSCOMPILING_EMULATOR} "${TVMRT_CLI}" pack --output "${CMAKE_CURRENT_BINARY_DIR}/byoc_packed.so"
                  --c-source "${TVMRT_BYOC_DIR}/gcc_0_guide.cc"
                  --c-source "${TVMRT_BYOC_DIR}/gcc_1_plain.c"
                  --module "examplejson=${TVMRT_BYOC_DIR}/subgraph_0.examplejson")
-set_tests_properties(byoc_pack PROPERTIES FIXTURES_SETUP byoc_packed_lib TIMEOUT 300)
+set_tests_properties(byoc_pack PROPERTIES FIXTURES_SETUP byoc_packed_lib TIMEOUT 300
+  ENVIRONMENT "CC=${CMAKE_C_COMPILER};CXX=${CMAKE_CXX_COMPILER}")
 
 tvmrt_add_program(byoc_packed tvmrt::tvmrt c_tests/byoc_packed.c)
 add_test(NAME byoc_packed COMMAND byoc_packed "${CMAKE_CURRENT_BINARY_DIR}/byoc_packed.so")

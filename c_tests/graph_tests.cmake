@@ -2,9 +2,12 @@
 # model library of tests/fixtures/graph run through the classic C API, and under valgrind.
 tvmrt_add_program(graph_executor tvmrt::tvmrt c_tests/graph_executor.c)
 set(TVMRT_GRAPH_MODEL "${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures/graph/int_model.so")
-add_test(NAME graph_executor COMMAND graph_executor "${TVMRT_GRAPH_MODEL}")
-set_tests_properties(graph_executor PROPERTIES TIMEOUT 120)
-if(VALGRIND_EXECUTABLE)
+# The graph fixtures are x86-64 code.
+if(TVMRT_X86_64_FIXTURES)
+  add_test(NAME graph_executor COMMAND graph_executor "${TVMRT_GRAPH_MODEL}")
+  set_tests_properties(graph_executor PROPERTIES TIMEOUT 120)
+endif()
+if(VALGRIND_EXECUTABLE AND TVMRT_X86_64_FIXTURES)
   add_test(NAME memcheck_graph_executor
     COMMAND "${VALGRIND_EXECUTABLE}" --quiet --error-exitcode=1 --leak-check=full
             --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect

@@ -92,7 +92,8 @@ _Static_assert(offsetof(TVMFFIObject, type_index) == 8, "TVMFFIObject.type_index
 _Static_assert(offsetof(TVMFFIObject, deleter) == 16, "TVMFFIObject.deleter");
 _Static_assert(sizeof(TVMFFIVersion) == 12, "TVMFFIVersion");
 
-/* Layouts that depend on pointer size, pinned for 64-bit targets. */
+/* Layouts that depend on pointer size, pinned for 64-bit targets, then for 32-bit ones (the
+   ARM EABI: 4-byte pointers, 8-byte aligned int64_t; tests/layouts/armv7.txt). */
 #if UINTPTR_MAX == 0xFFFFFFFFFFFFFFFFu
 _Static_assert(sizeof(DLTensor) == 48, "DLTensor");
 _Static_assert(offsetof(DLTensor, device) == 8, "DLTensor.device");
@@ -130,7 +131,44 @@ _Static_assert(sizeof(TVMFFITypeAttrColumn) == 16, "TVMFFITypeAttrColumn");
 _Static_assert(sizeof(TVMFFITypeInfo) == 72, "TVMFFITypeInfo");
 _Static_assert(offsetof(TVMFFITypeInfo, type_key_hash) == 32, "TVMFFITypeInfo.type_key_hash");
 _Static_assert(sizeof(TVMFFICustomAllocator) == 16, "TVMFFICustomAllocator");
-#endif /* 64-bit */
+#else
+_Static_assert(sizeof(DLTensor) == 40, "DLTensor");
+_Static_assert(offsetof(DLTensor, device) == 4, "DLTensor.device");
+_Static_assert(offsetof(DLTensor, ndim) == 12, "DLTensor.ndim");
+_Static_assert(offsetof(DLTensor, dtype) == 16, "DLTensor.dtype");
+_Static_assert(offsetof(DLTensor, shape) == 20, "DLTensor.shape");
+_Static_assert(offsetof(DLTensor, strides) == 24, "DLTensor.strides");
+_Static_assert(offsetof(DLTensor, byte_offset) == 32, "DLTensor.byte_offset");
+_Static_assert(sizeof(DLManagedTensor) == 48, "DLManagedTensor");
+_Static_assert(offsetof(DLManagedTensor, deleter) == 44, "DLManagedTensor.deleter");
+_Static_assert(sizeof(DLManagedTensorVersioned) == 64, "DLManagedTensorVersioned");
+_Static_assert(offsetof(DLManagedTensorVersioned, manager_ctx) == 8, "versioned.manager_ctx");
+_Static_assert(offsetof(DLManagedTensorVersioned, deleter) == 12, "versioned.deleter");
+_Static_assert(offsetof(DLManagedTensorVersioned, flags) == 16, "versioned.flags");
+_Static_assert(offsetof(DLManagedTensorVersioned, dl_tensor) == 24, "versioned.dl_tensor");
+_Static_assert(sizeof(TVMByteArray) == 8, "TVMByteArray");
+_Static_assert(sizeof(TVMParallelGroupEnv) == 8, "TVMParallelGroupEnv");
+_Static_assert(offsetof(TVMParallelGroupEnv, num_task) == 4, "TVMParallelGroupEnv.num_task");
+_Static_assert(sizeof(TVMFFIByteArray) == 8, "TVMFFIByteArray");
+_Static_assert(sizeof(TVMFFIShapeCell) == 8, "TVMFFIShapeCell");
+_Static_assert(sizeof(TVMFFISeqCell) == 32, "TVMFFISeqCell");
+_Static_assert(sizeof(TVMFFIFunctionCell) == 8, "TVMFFIFunctionCell");
+_Static_assert(sizeof(TVMFFIOpaqueObjectCell) == 4, "TVMFFIOpaqueObjectCell");
+_Static_assert(sizeof(TVMFFIErrorCell) == 36, "TVMFFIErrorCell");
+_Static_assert(offsetof(TVMFFIErrorCell, message) == 8, "TVMFFIErrorCell.message");
+_Static_assert(offsetof(TVMFFIErrorCell, backtrace) == 16, "TVMFFIErrorCell.backtrace");
+_Static_assert(offsetof(TVMFFIErrorCell, update_backtrace) == 24, "ErrorCell.update_backtrace");
+_Static_assert(offsetof(TVMFFIErrorCell, cause_chain) == 28, "TVMFFIErrorCell.cause_chain");
+_Static_assert(offsetof(TVMFFIErrorCell, extra_context) == 32, "TVMFFIErrorCell.extra_context");
+_Static_assert(sizeof(TVMFFIFieldInfo) == 88, "TVMFFIFieldInfo");
+_Static_assert(offsetof(TVMFFIFieldInfo, default_value_or_factory) == 64, "FieldInfo default");
+_Static_assert(sizeof(TVMFFIMethodInfo) == 48, "TVMFFIMethodInfo");
+_Static_assert(sizeof(TVMFFITypeMetadata) == 20, "TVMFFITypeMetadata");
+_Static_assert(sizeof(TVMFFITypeAttrColumn) == 12, "TVMFFITypeAttrColumn");
+_Static_assert(sizeof(TVMFFITypeInfo) == 56, "TVMFFITypeInfo");
+_Static_assert(offsetof(TVMFFITypeInfo, type_key_hash) == 24, "TVMFFITypeInfo.type_key_hash");
+_Static_assert(sizeof(TVMFFICustomAllocator) == 8, "TVMFFICustomAllocator");
+#endif /* pointer size */
 
 /* Function pointer types must accept functions of the documented shapes. */
 static int classic_kernel(TVMValue* args, int* type_codes, int num_args, TVMValue* out_ret_value,

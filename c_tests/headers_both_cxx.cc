@@ -22,12 +22,18 @@ static_assert(std::is_same<std::underlying_type<TVMFFITypeIndex>::type, int32_t>
               "TVMFFITypeIndex is int32");
 static_assert(sizeof(TVMFFITypeIndex) == 4 && sizeof(TVMFFISEqHashKind) == 4, "enum sizes");
 
-static_assert(sizeof(DLTensor) == 48 && offsetof(DLTensor, byte_offset) == 40, "DLTensor");
-static_assert(sizeof(DLManagedTensorVersioned) == 80 &&
-                  offsetof(DLManagedTensorVersioned, dl_tensor) == 32,
+// Pointers and size_t are 4 bytes on 32-bit targets (armv7), 8 elsewhere; int64_t stays
+// 8-byte aligned on every target tvmrt supports (tests/layouts records each CPU in full).
+constexpr size_t P = sizeof(void*);
+constexpr size_t round8(size_t n) { return (n + 7) / 8 * 8; }
+static_assert(sizeof(DLTensor) == round8(3 * P + 16) + 8 &&
+                  offsetof(DLTensor, byte_offset) == round8(3 * P + 16),
+              "DLTensor");
+static_assert(sizeof(DLManagedTensorVersioned) == round8(8 + 2 * P) + 8 + sizeof(DLTensor) &&
+                  offsetof(DLManagedTensorVersioned, dl_tensor) == round8(8 + 2 * P) + 8,
               "DLManagedTensorVersioned");
 static_assert(sizeof(TVMValue) == 8, "TVMValue");
-static_assert(sizeof(TVMByteArray) == 16, "TVMByteArray");
+static_assert(sizeof(TVMByteArray) == 2 * P, "TVMByteArray");
 static_assert(kTVMArgInt == 0 && kTVMArgFloat == 2 && kTVMNullptr == 4 && kDLDevice == 6 &&
                   kTVMDLTensorHandle == 7 && kTVMPackedFuncHandle == 10 && kTVMStr == 11 &&
                   kTVMNDArrayHandle == 13 && kTVMArgBool == 15,
@@ -40,14 +46,15 @@ static_assert(sizeof(TVMFFIObject) == 24 && offsetof(TVMFFIObject, type_index) =
 static_assert(sizeof(TVMFFIAny) == 16 && offsetof(TVMFFIAny, small_str_len) == 4 &&
                   offsetof(TVMFFIAny, v_ptr) == 8,
               "TVMFFIAny");
-static_assert(sizeof(TVMFFIErrorCell) == 72 && offsetof(TVMFFIErrorCell, message) == 16 &&
-                  offsetof(TVMFFIErrorCell, backtrace) == 32 &&
-                  offsetof(TVMFFIErrorCell, update_backtrace) == 48 &&
-                  offsetof(TVMFFIErrorCell, cause_chain) == 56 &&
-                  offsetof(TVMFFIErrorCell, extra_context) == 64,
+static_assert(sizeof(TVMFFIErrorCell) == 9 * P && offsetof(TVMFFIErrorCell, message) == 2 * P &&
+                  offsetof(TVMFFIErrorCell, backtrace) == 4 * P &&
+                  offsetof(TVMFFIErrorCell, update_backtrace) == 6 * P &&
+                  offsetof(TVMFFIErrorCell, cause_chain) == 7 * P &&
+                  offsetof(TVMFFIErrorCell, extra_context) == 8 * P,
               "TVMFFIErrorCell");
-static_assert(sizeof(TVMFFISeqCell) == 32 && sizeof(TVMFFITypeInfo) == 72 &&
-                  sizeof(TVMFFIFieldInfo) == 120 && sizeof(TVMFFIMethodInfo) == 72,
+static_assert(sizeof(TVMFFISeqCell) == 32 && sizeof(TVMFFITypeInfo) == (P == 8 ? 72 : 56) &&
+                  sizeof(TVMFFIFieldInfo) == (P == 8 ? 120 : 88) &&
+                  sizeof(TVMFFIMethodInfo) == (P == 8 ? 72 : 48),
               "reflection layouts");
 static_assert(kTVMFFIAny == -1 && kTVMFFINone == 0 && kTVMFFIDLTensorPtr == 7 &&
                   kTVMFFISmallStr == 11 && kTVMFFIUnchanged == 13,

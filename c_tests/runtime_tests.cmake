@@ -4,11 +4,13 @@ foreach(t IN ITEMS system_lib tensor_backend)
   tvmrt_add_c_test(${t} tvmrt::tvmrt c_tests/${t}.c)
 endforeach()
 
-# Loading TVM-built libraries from C (the fixtures directory is the argument).
+# Loading TVM-built libraries from C (the fixtures directory is the argument; x86-64 code).
 tvmrt_add_program(modules tvmrt::tvmrt c_tests/modules.c)
-add_test(NAME modules COMMAND modules "${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures")
-set_tests_properties(modules PROPERTIES TIMEOUT 120)
-if(VALGRIND_EXECUTABLE)
+if(TVMRT_X86_64_FIXTURES)
+  add_test(NAME modules COMMAND modules "${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures")
+  set_tests_properties(modules PROPERTIES TIMEOUT 120)
+endif()
+if(VALGRIND_EXECUTABLE AND TVMRT_X86_64_FIXTURES)
   add_test(NAME memcheck_modules
     COMMAND "${VALGRIND_EXECUTABLE}" --quiet --error-exitcode=1 --leak-check=full
             --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect

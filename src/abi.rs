@@ -101,17 +101,6 @@ pub union AnyPayload {
     pub v_uint64: u64,
 }
 
-impl AnyPayload {
-    /// A data type payload with the other 4 bytes zero, as tvm-ffi's C++ writes it
-    /// (`TypeTraits<DLDataType>`): code reading the whole 8 bytes (structural equality, hashing)
-    /// sees the same bits for the same type.
-    pub fn dtype(v: DLDataType) -> AnyPayload {
-        let mut p = AnyPayload { v_int64: 0 };
-        p.v_dtype = v;
-        p
-    }
-}
-
 /// `TVMFFIAny`: type index, small-string length (or zero padding), payload. 16 bytes.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -119,6 +108,42 @@ pub struct TVMFFIAny {
     pub type_index: i32,
     pub small_str_len: u32,
     pub payload: AnyPayload,
+}
+
+impl AnyPayload {
+    /// Eight zero bytes.
+    pub const ZERO: AnyPayload = AnyPayload { v_uint64: 0 };
+
+    /// A pointer (object, opaque, `DLTensor*`, `TVMFFIByteArray*`), the bytes past it zero.
+    ///
+    /// Maps, structural equality and hashing compare a POD payload's eight bytes as one
+    /// `int64`, so the bytes a value does not fill must be zero, as tvm-ffi makes them
+    /// (`TVM_FFI_CLEAR_PTR_PADDING_IN_FFI_ANY` on 32-bit targets, `result->v_uint64 = 0` before
+    /// a `DLDataType`).
+    pub fn ptr(p: *mut c_void) -> AnyPayload {
+        let mut payload = AnyPayload::ZERO;
+        payload.v_ptr = p;
+        payload
+    }
+
+    /// A C string pointer, the bytes past it zero (see [`AnyPayload::ptr`]).
+    pub fn c_str(p: *const c_char) -> AnyPayload {
+        AnyPayload::ptr(p.cast_mut().cast())
+    }
+
+    /// A data type in the first four bytes, the other four zero (see [`AnyPayload::ptr`]).
+    pub fn dtype(d: DLDataType) -> AnyPayload {
+        let mut payload = AnyPayload::ZERO;
+        payload.v_dtype = d;
+        payload
+    }
+
+    /// A device (all eight bytes; built on zeros like the others).
+    pub fn device(d: DLDevice) -> AnyPayload {
+        let mut payload = AnyPayload::ZERO;
+        payload.v_device = d;
+        payload
+    }
 }
 
 impl TVMFFIAny {
@@ -218,12 +243,55 @@ impl Default for TVMValue {
     }
 }
 
+impl TVMValue {
+    /// A handle, the bytes past it zero on 32-bit targets (as [`AnyPayload::ptr`]).
+    pub fn handle(p: *mut c_void) -> TVMValue {
+        let mut value = TVMValue::default();
+        value.v_handle = p;
+        value
+    }
+
+    /// A C string, the bytes past it zero on 32-bit targets.
+    pub fn c_str(p: *const c_char) -> TVMValue {
+        let mut value = TVMValue::default();
+        value.v_str = p;
+        value
+    }
+
+    /// A data type in the first four bytes, the other four zero.
+    pub fn dtype(d: DLDataType) -> TVMValue {
+        let mut value = TVMValue::default();
+        value.v_type = d;
+        value
+    }
+
+    /// A device.
+    pub fn device(d: DLDevice) -> TVMValue {
+        let mut value = TVMValue::default();
+        value.v_device = d;
+        value
+    }
+}
+
 // Layout checks against the C headers: a wrong size here would silently corrupt every call.
+// Pointers and `size_t` are 4 bytes on 32-bit targets (armv7) and 8 on 64-bit ones, while
+// `int64_t` and `double` stay 8-byte aligned on every target tvmrt supports (the ARM EABI
+// included), so `TVMFFIAny` and the object header keep their 16 and 24 bytes everywhere.
+// `tests/layouts/` holds what a C compiler gives each target, checked by `layout_tests`.
 const _: () = {
-    assert!(std::mem::size_of::<TVMFFIAny>() == 16);
-    assert!(std::mem::size_of::<TVMValue>() == 8);
-    assert!(std::mem::size_of::<TVMFFIByteArray>() == 16);
-    assert!(std::mem::size_of::<TVMFFIFunctionCell>() == 16);
-    assert!(std::mem::size_of::<TVMFFIErrorCell>() == 72);
-    assert!(std::mem::size_of::<DLTensor>() == 48);
+    use std::mem::{offset_of, size_of};
+    const P: usize = size_of::<*const c_void>();
+    assert!(size_of::<TVMFFIAny>() == 16);
+    assert!(offset_of!(TVMFFIAny, payload) == 8);
+    assert!(size_of::<TVMValue>() == 8);
+    assert!(size_of::<TVMFFIByteArray>() == 2 * P);
+    assert!(size_of::<TVMFFIFunctionCell>() == 2 * P);
+    assert!(size_of::<TVMFFIErrorCell>() == 9 * P);
+    assert!(size_of::<TVMFFIShapeCell>() == 2 * P);
+    // data, device, ndim, dtype, shape, strides, then the 8-byte-aligned byte_offset.
+    assert!(offset_of!(DLTensor, byte_offset) == (3 * P + 16).next_multiple_of(8));
+    assert!(size_of::<DLTensor>() == (3 * P + 16).next_multiple_of(8) + 8);
 };
+
+#[cfg(test)]
+mod layout_tests;

@@ -154,6 +154,12 @@ fn page_size() -> usize {
     usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
 }
 
+/// The program header type of this process's ELF class (`dl_phdr_info` hands out those).
+#[cfg(target_pointer_width = "64")]
+type ProgramHeader = libc::Elf64_Phdr;
+#[cfg(target_pointer_width = "32")]
+type ProgramHeader = libc::Elf32_Phdr;
+
 /// Whether `bytes` lie in a loaded object's read-only segment, outside its relocation-protected
 /// part: memory the dynamic linker mapped from the file and never wrote, whose pages
 /// [`release`] may drop. False when no loaded object holds them.
@@ -177,7 +183,7 @@ pub fn in_read_only_segment(bytes: &[u8]) -> bool {
         // SAFETY: as above: `dlpi_phnum` headers at `dlpi_phdr`.
         let headers = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum.into()) };
         let base = info.dlpi_addr as usize;
-        let range = |h: &libc::Elf64_Phdr| {
+        let range = |h: &ProgramHeader| {
             let s = base.wrapping_add(h.p_vaddr as usize);
             (s, s.wrapping_add(h.p_memsz as usize))
         };

@@ -671,7 +671,11 @@ fn custom_allocator_builtin_and_override() {
         assert!(!body.is_null());
         assert_eq!(body as usize % 64, 0);
         std::ptr::write_bytes(body.cast::<u8>(), 0xab, 40);
-        let header = body.cast::<u8>().sub(8).cast::<TVMFFIObjectAllocHeader>();
+        // The header sits right before the body (4 bytes on 32-bit targets, 8 on 64-bit).
+        let header = body
+            .cast::<u8>()
+            .sub(std::mem::size_of::<TVMFFIObjectAllocHeader>())
+            .cast::<TVMFFIObjectAllocHeader>();
         let delete_space = (*header).delete_space.unwrap();
         delete_space(body);
         // A bad alignment is an error, not a crash.

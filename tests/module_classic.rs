@@ -534,9 +534,7 @@ fn classic_calls_reach_classic_kernels_with_their_arrays() {
     let mut t = HostTensor::new(dl_dtype(2, 32, 1), &[3], &f32_bytes(&[1.0, 2.0, 3.0]));
     let (_, code) = classic_call(
         &scale2,
-        &mut [TVMValue {
-            v_handle: t.dl_ptr().cast(),
-        }],
+        &mut [TVMValue::handle(t.dl_ptr().cast())],
         &mut [tc::NDARRAY_HANDLE],
     )
     .unwrap();
@@ -547,7 +545,7 @@ fn classic_calls_reach_classic_kernels_with_their_arrays() {
     let bare_ptr = unsafe { bare.raw().payload.v_ptr };
     classic_call(
         &scale2,
-        &mut [TVMValue { v_handle: bare_ptr }],
+        &mut [TVMValue::handle(bare_ptr)],
         &mut [tc::DL_TENSOR_HANDLE],
     )
     .unwrap();
@@ -565,11 +563,7 @@ fn classic_calls_reach_classic_kernels_with_their_arrays() {
     let e = classic_call_err(&fail, &mut [], &mut []);
     assert!(e.contains("classic kernel failed on purpose"), "{e}");
     let s = c"x";
-    let e = classic_call_err(
-        &add_one,
-        &mut [TVMValue { v_str: s.as_ptr() }],
-        &mut [tc::STR],
-    );
+    let e = classic_call_err(&add_one, &mut [TVMValue::c_str(s.as_ptr())], &mut [tc::STR]);
     assert!(e.contains("add_one expects one int argument"), "{e}");
     let e = classic_call_err(&add_one, &mut [TVMValue { v_int64: 1 }], &mut [99]);
     assert!(e.contains("99"), "{e}");

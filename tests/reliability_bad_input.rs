@@ -140,6 +140,23 @@ fn bad_input_table() {
         "ValueError",
         "cannot load library",
     );
+    // A library apache-tvm 0.27 built for another CPU (tests/fixtures/cross).
+    let other_cpu = if cfg!(target_arch = "aarch64") {
+        ("riscv64", "RISC-V")
+    } else {
+        ("aarch64", "AArch64")
+    };
+    let path = fixtures().join(format!("cross/{}/model.so", other_cpu.0));
+    let (rc, _) = load(path.to_str().unwrap());
+    refused(
+        "library built for another CPU",
+        rc,
+        "ValueError",
+        &format!(
+            "model.so is built for {} but this process runs on ",
+            other_cpu.1
+        ),
+    );
     let not_elf = dir.join("text.so");
     std::fs::write(&not_elf, "not a library").unwrap();
     let (rc, _) = load(not_elf.to_str().unwrap());
@@ -253,9 +270,7 @@ fn bad_input_table() {
     let text = cstr("subgraph_0\ninput 0 2\nconv 1 inputs: 0 shape: 2\n");
     let rc = call(
         create,
-        &mut [TVMValue {
-            v_str: text.as_ptr(),
-        }],
+        &mut [TVMValue::c_str(text.as_ptr())],
         &mut [tc::STR],
     );
     refused(
@@ -370,7 +385,7 @@ fn bad_input_table() {
         0
     );
     let (a, b, c) = (f32_array(&[4]), f32_array(&[5]), f32_array(&[4]));
-    let h = |t: *mut DLTensor| TVMValue { v_handle: t.cast() };
+    let h = |t: *mut DLTensor| TVMValue::handle(t.cast());
     let rc = call(add, &mut [h(a), h(b), h(c)], &mut [tc::NDARRAY_HANDLE; 3]);
     refused("kernel given mismatched shapes", rc, "ValueError", "");
     let rc = call(add, &mut [h(a), h(c)], &mut [tc::NDARRAY_HANDLE; 2]);
@@ -401,7 +416,7 @@ fn bad_input_table() {
     let ej = cstr("subgraph_0\ninput 0 4\nrelu 1 inputs: 0 shape: 4\n");
     let mut ret = TVMValue::default();
     let mut code = 0;
-    let mut args = [TVMValue { v_str: ej.as_ptr() }];
+    let mut args = [TVMValue::c_str(ej.as_ptr())];
     let mut codes = [tc::STR];
     // SAFETY: as `call`.
     assert_eq!(

@@ -97,9 +97,7 @@ impl Array {
     }
     fn arg(&self, as_ndarray: bool) -> (TVMValue, c_int) {
         (
-            TVMValue {
-                v_handle: self.0.cast(),
-            },
+            TVMValue::handle(self.0.cast()),
             if as_ndarray {
                 tc::NDARRAY_HANDLE
             } else {
@@ -337,15 +335,7 @@ fn op_examplejson(iter: u64) {
     );
     let create = Func(create);
     let text = cstr("subgraph_0\ninput 0 8\ninput 1 8\nmul 2 inputs: 0 1 shape: 8\n");
-    let (v, code) = call(
-        create.0,
-        &[(
-            TVMValue {
-                v_str: text.as_ptr(),
-            },
-            tc::STR,
-        )],
-    );
+    let (v, code) = call(create.0, &[(TVMValue::c_str(text.as_ptr()), tc::STR)]);
     assert_eq!(code, tc::MODULE_HANDLE);
     // SAFETY: a module handle we now own.
     let m = Mod(unsafe { v.v_handle });

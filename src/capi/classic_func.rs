@@ -282,9 +282,7 @@ unsafe fn call_classic_kernel(
         // SAFETY: both checked non-null; these own nothing.
         unsafe {
             *ret_val = if code == tc::NULLPTR {
-                TVMValue {
-                    v_handle: std::ptr::null_mut(),
-                }
+                TVMValue::handle(std::ptr::null_mut())
             } else {
                 ret
             };

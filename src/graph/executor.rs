@@ -698,9 +698,7 @@ fn build_ops(g: &Graph, lib: &Module, entries: &[Tensor]) -> Result<Vec<OpCall>>
             .collect();
         let classic_values: Box<[TVMValue]> = args
             .iter_mut()
-            .map(|t| TVMValue {
-                v_handle: (t as *mut DLTensor).cast(),
-            })
+            .map(|t| TVMValue::handle((t as *mut DLTensor).cast()))
             .collect();
         let classic_codes = vec![type_code::DL_TENSOR_HANDLE; args.len()].into_boxed_slice();
         if let OpKind::Copy = kind {

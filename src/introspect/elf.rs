@@ -10,7 +10,7 @@
 use object::read::elf::{Dyn, ElfFile, FileHeader};
 use object::{
     Architecture, Endianness, FileKind, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable,
-    RelocationTarget, SectionKind,
+    RelocationFlags, RelocationTarget, SectionKind,
 };
 
 use crate::error::{Error, Result};
@@ -69,6 +69,10 @@ pub struct ElfLibrary<'a> {
     arch: Architecture,
     /// Dynamic relocations that bind a slot (e.g. a GOT entry) to a named symbol.
     slot_symbols: Vec<(u64, String)>,
+    /// The symbols of the PLT's jump slots, in the order of the PLT's entries.
+    plt_symbols: Vec<String>,
+    /// The `.plt` section: (address, size).
+    plt: Option<(u64, u64)>,
 }
 
 fn elf_error(path_hint: &str, e: object::read::Error) -> Error {
@@ -154,16 +158,24 @@ impl<'a> ElfLibrary<'a> {
             }
         }
         let mut slot_symbols = Vec::new();
+        let mut plt_symbols = Vec::new();
+        let jump_slot = jump_slot_type(f.architecture());
         if let (Some(relocs), Some(table)) = (f.dynamic_relocations(), f.dynamic_symbol_table()) {
             for (offset, r) in relocs {
                 if let RelocationTarget::Symbol(idx) = r.target() {
                     if let Some(name) = table.symbol_by_index(idx).ok().and_then(|s| s.name().ok())
                     {
+                        let is_jump_slot = matches!(r.flags(),
+                            RelocationFlags::Elf { r_type } if Some(r_type) == jump_slot);
+                        if is_jump_slot {
+                            plt_symbols.push(name.to_string());
+                        }
                         slot_symbols.push((offset, name.to_string()));
                     }
                 }
             }
         }
+        let plt = f.section_by_name(".plt").map(|s| (s.address(), s.size()));
         Ok(ElfLibrary {
             data,
             format,
@@ -174,6 +186,8 @@ impl<'a> ElfLibrary<'a> {
             sections,
             arch: f.architecture(),
             slot_symbols,
+            plt_symbols,
+            plt,
         })
     }
 
@@ -187,25 +201,62 @@ impl<'a> ElfLibrary<'a> {
         bytes.get(start..start.checked_add(n)?)
     }
 
-    /// The symbol a function that is a bare jump lands in, on x86-64: `jmp rel32` straight to
-    /// an exported function, or to a PLT entry (`[endbr64] [bnd] jmp *slot(%rip)`) whose slot a
-    /// dynamic relocation binds to a symbol. TVM 0.27 emits `__tvm_ffi_main` as such a jump to
-    /// the entry function. `None` on other architectures or any other code.
+    /// The symbol a function that is a bare jump lands in: the function it branches to, or
+    /// the symbol of the PLT entry it branches to. TVM 0.27 emits `__tvm_ffi_main` as such a
+    /// branch to the entry function, on every CPU: `jmp rel32` on x86-64 (to the function or
+    /// to a PLT entry `[endbr64] [bnd] jmp *slot(%rip)` whose slot a dynamic relocation binds),
+    /// `b` on aarch64 and armv7, `auipc t1` + `jr t1` on riscv64 (to a PLT entry). `None` for
+    /// any other code or CPU.
     pub fn jump_target(&self, addr: u64) -> Option<String> {
-        if self.arch != Architecture::X86_64 {
-            return None;
-        }
-        let rel32 = |at: u64| -> Option<i64> {
+        let word = |at: u64| -> Option<u32> {
             let b = self.bytes_at(at, 4)?;
-            Some(i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+            Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         };
-        let code = self.bytes_at(addr, 1)?;
-        if code[0] != 0xe9 {
-            return None;
-        }
-        let target = (addr as i64)
-            .checked_add(5)?
-            .checked_add(rel32(addr + 1)?)? as u64;
+        // Sign-extends the low `bits` bits of `v`.
+        let signed = |v: u64, bits: u32| ((v << (64 - bits)) as i64) >> (64 - bits);
+        let target = match self.arch {
+            Architecture::X86_64 => {
+                if self.bytes_at(addr, 1)?[0] != 0xe9 {
+                    return None;
+                }
+                let rel = i64::from(word(addr + 1)? as i32);
+                (addr as i64).checked_add(5)?.checked_add(rel)? as u64
+            }
+            // B imm26: 000101 then the word offset.
+            Architecture::Aarch64 => {
+                let insn = word(addr)?;
+                if insn >> 26 != 0b000101 {
+                    return None;
+                }
+                (addr as i64).checked_add(signed(u64::from(insn & 0x03ff_ffff), 26) * 4)? as u64
+            }
+            // B<always> imm24 (ARM state), relative to the instruction's address plus 8.
+            Architecture::Arm => {
+                let insn = word(addr)?;
+                if insn >> 24 != 0xea {
+                    return None;
+                }
+                (addr as i64)
+                    .checked_add(8)?
+                    .checked_add(signed(u64::from(insn & 0x00ff_ffff), 24) * 4)?
+                    as u64
+            }
+            // AUIPC t1, hi20; JALR x0, lo12(t1).
+            Architecture::Riscv64 => {
+                let (auipc, jalr) = (word(addr)?, word(addr + 4)?);
+                let t1 = 6;
+                if auipc & 0x7f != 0x17 || (auipc >> 7) & 0x1f != t1 {
+                    return None;
+                }
+                if jalr & 0x7f != 0x67 || (jalr >> 7) & 0x1f != 0 || (jalr >> 15) & 0x1f != t1 {
+                    return None;
+                }
+                let hi = signed(u64::from(auipc & 0xffff_f000), 32);
+                let lo = signed(u64::from(jalr >> 20), 12);
+                (addr as i64).checked_add(hi)?.checked_add(lo)? as u64
+            }
+            _ => return None,
+        };
         if let Some(s) = self
             .defined
             .iter()
@@ -213,15 +264,32 @@ impl<'a> ElfLibrary<'a> {
         {
             return Some(s.name.clone());
         }
-        // A PLT entry: find `ff 25` (jmp *rel32(%rip)) in its first bytes.
-        let entry = self.bytes_at(target, 16)?;
-        let at = entry.windows(2).take(8).position(|w| w == [0xff, 0x25])? as u64;
-        let insn_end = target + at + 6;
-        let slot = (insn_end as i64).checked_add(rel32(target + at + 2)?)? as u64;
-        self.slot_symbols
-            .iter()
-            .find(|(off, _)| *off == slot)
-            .map(|(_, name)| name.clone())
+        if self.arch == Architecture::X86_64 {
+            // A PLT entry: find `ff 25` (jmp *rel32(%rip)) in its first bytes.
+            let entry = self.bytes_at(target, 16)?;
+            let at = entry.windows(2).take(8).position(|w| w == [0xff, 0x25])? as u64;
+            let insn_end = target + at + 6;
+            let rel = i64::from(word(target + at + 2)? as i32);
+            let slot = (insn_end as i64).checked_add(rel)? as u64;
+            return self
+                .slot_symbols
+                .iter()
+                .find(|(off, _)| *off == slot)
+                .map(|(_, name)| name.clone());
+        }
+        // Elsewhere the PLT is a header then one fixed-size entry per jump slot, in the order
+        // of the jump-slot relocations (binutils' layouts).
+        let (header, entry) = match self.arch {
+            Architecture::Aarch64 | Architecture::Riscv64 => (32, 16),
+            Architecture::Arm => (20, 12),
+            _ => return None,
+        };
+        let (plt, size) = self.plt?;
+        if target < plt + header || target >= plt + size || (target - plt - header) % entry != 0 {
+            return None;
+        }
+        let index = usize::try_from((target - plt - header) / entry).ok()?;
+        self.plt_symbols.get(index).cloned()
     }
 
     /// The file's size in bytes.
@@ -264,6 +332,17 @@ impl<'a> ElfLibrary<'a> {
     }
 }
 
+/// The relocation type of a PLT jump slot (`R_*_JUMP_SLOT`) on `arch`.
+fn jump_slot_type(arch: Architecture) -> Option<u32> {
+    match arch {
+        Architecture::X86_64 => Some(object::elf::R_X86_64_JUMP_SLOT),
+        Architecture::Aarch64 => Some(object::elf::R_AARCH64_JUMP_SLOT),
+        Architecture::Arm => Some(object::elf::R_ARM_JUMP_SLOT),
+        Architecture::Riscv64 => Some(object::elf::R_RISCV_JUMP_SLOT),
+        _ => None,
+    }
+}
+
 /// The `DT_NEEDED` entries of the dynamic section.
 fn needed_libraries<H: FileHeader<Endian = Endianness>>(
     f: &ElfFile<'_, H>,
@@ -283,4 +362,35 @@ fn needed_libraries<H: FileHeader<Endian = Endianness>>(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// TVM's `__tvm_ffi_main` in the libraries apache-tvm 0.27 cross-compiled: a branch to the
+    /// PLT entry of `__tvm_ffi_double_it` on every CPU, read from the file whatever this
+    /// process runs on.
+    #[test]
+    fn the_entry_alias_is_followed_on_every_cpu() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cross");
+        for (dir, format) in [
+            ("x86_64", "ELF64 X86_64"),
+            ("aarch64", "ELF64 Aarch64"),
+            ("armv7", "ELF32 Arm"),
+            ("riscv64", "ELF64 Riscv64"),
+        ] {
+            let bytes = std::fs::read(root.join(dir).join("single.so")).unwrap();
+            let lib = ElfLibrary::parse(&bytes, dir).unwrap();
+            assert_eq!(lib.format, format);
+            let main = lib.symbol("__tvm_ffi_main").expect("TVM's entry alias");
+            assert_eq!(
+                lib.jump_target(main.address).as_deref(),
+                Some("__tvm_ffi_double_it"),
+                "{dir}"
+            );
+            let kernel = lib.symbol("__tvm_ffi_double_it").expect("the kernel");
+            assert_eq!(lib.jump_target(kernel.address), None, "{dir}: not a branch");
+        }
+    }
 }

@@ -6,6 +6,10 @@
 //! instructions); a hash-table miss is a bloom-filter test. Only this object's definitions are
 //! found (not its dependencies'), each name's default version only (as `dlsym`). GNU indirect
 //! functions and objects without a GNU hash table are left to `dlsym` ([`Lookup::Ask`]).
+//!
+//! The tables are those of the process's own ELF class: `Elf64_Dyn`/`Elf64_Sym` and 64-bit
+//! bloom words on 64-bit targets, their 32-bit forms (a different `Elf32_Sym` field order)
+//! on 32-bit ones.
 
 use std::ffi::c_void;
 use std::ptr::NonNull;
@@ -13,11 +17,11 @@ use std::ptr::NonNull;
 use super::library::{SymbolInfo, SymbolKind};
 
 /// `DT_*` tags read here (`<elf.h>`).
-const DT_NULL: i64 = 0;
-const DT_STRTAB: i64 = 5;
-const DT_SYMTAB: i64 = 6;
-const DT_GNU_HASH: i64 = 0x6fff_fef5;
-const DT_VERSYM: i64 = 0x6fff_fff0;
+const DT_NULL: isize = 0;
+const DT_STRTAB: isize = 5;
+const DT_SYMTAB: isize = 6;
+const DT_GNU_HASH: isize = 0x6fff_fef5;
+const DT_VERSYM: isize = 0x6fff_fff0;
 /// A version index marking a non-default (hidden) version of a name.
 const VERSYM_HIDDEN: u16 = 0x8000;
 /// Symbol types (`st_info & 0xf`).
@@ -33,18 +37,20 @@ const MAX_CHAIN: usize = 1 << 16;
 struct LinkMap {
     l_addr: usize,
     l_name: *const u8,
-    l_ld: *const Elf64Dyn,
+    l_ld: *const ElfDyn,
 }
 
+/// `ElfN_Dyn`: a tag and a value, each address-sized.
 #[repr(C)]
-struct Elf64Dyn {
-    d_tag: i64,
-    d_val: u64,
+struct ElfDyn {
+    d_tag: isize,
+    d_val: usize,
 }
 
 /// `Elf64_Sym`: one entry of a dynamic symbol table.
+#[cfg(target_pointer_width = "64")]
 #[repr(C)]
-pub(crate) struct Elf64Sym {
+pub(crate) struct ElfSym {
     pub st_name: u32,
     pub st_info: u8,
     pub st_other: u8,
@@ -53,7 +59,23 @@ pub(crate) struct Elf64Sym {
     pub st_size: u64,
 }
 
-impl Elf64Sym {
+/// `Elf32_Sym`: the value and size come before the info bytes.
+#[cfg(target_pointer_width = "32")]
+#[repr(C)]
+pub(crate) struct ElfSym {
+    pub st_name: u32,
+    pub st_value: u32,
+    pub st_size: u32,
+    pub st_info: u8,
+    pub st_other: u8,
+    pub st_shndx: u16,
+}
+
+/// A GNU hash bloom-filter word: `ElfN_Addr`.
+type BloomWord = usize;
+const BLOOM_BITS: u32 = usize::BITS;
+
+impl ElfSym {
     /// Whether the symbol is a GNU indirect function (its address comes from a resolver).
     pub(crate) fn is_indirect(&self) -> bool {
         self.st_info & 0xf == STT_GNU_IFUNC
@@ -116,10 +138,10 @@ impl DynSymbols {
             let e = unsafe { &*d };
             match e.d_tag {
                 DT_NULL => break,
-                DT_SYMTAB => symtab = e.d_val as usize,
-                DT_STRTAB => strtab = e.d_val as usize,
-                DT_GNU_HASH => gnu_hash = e.d_val as usize,
-                DT_VERSYM => versym = e.d_val as usize,
+                DT_SYMTAB => symtab = e.d_val,
+                DT_STRTAB => strtab = e.d_val,
+                DT_GNU_HASH => gnu_hash = e.d_val,
+                DT_VERSYM => versym = e.d_val,
                 _ => {}
             }
             // SAFETY: not past `DT_NULL` yet.
@@ -144,7 +166,7 @@ impl DynSymbols {
     pub(crate) fn lookup(&self, name: &str) -> Lookup {
         let h = gnu_hash(name.as_bytes());
         // SAFETY (the reads below): `DT_VERSYM` holds one `u16` per symbol; `DT_GNU_HASH` points at `nbuckets, symoffset, bloom_size,
-        // bloom_shift`, then `bloom_size` 64-bit bloom words, `nbuckets` bucket words and the
+        // bloom_shift`, then `bloom_size` address-sized bloom words, `nbuckets` bucket words and the
         // chain, indexed by symbol index minus `symoffset`; glibc resolved the object through
         // the same tables when it loaded it.
         unsafe {
@@ -154,9 +176,10 @@ impl DynSymbols {
             if nbuckets == 0 || bloom_size == 0 {
                 return Lookup::Absent;
             }
-            let bloom = hdr.add(4) as *const u64;
-            let word = *bloom.add((h as usize / 64) % bloom_size as usize);
-            let mask = (1u64 << (h % 64)) | (1u64 << ((h >> (shift % 32)) % 64));
+            let bloom = hdr.add(4) as *const BloomWord;
+            let word = *bloom.add((h / BLOOM_BITS) as usize % bloom_size as usize);
+            let mask: BloomWord =
+                (1 << (h % BLOOM_BITS)) | (1 << ((h >> (shift % 32)) % BLOOM_BITS));
             if word & mask != mask {
                 return Lookup::Absent;
             }
@@ -169,7 +192,7 @@ impl DynSymbols {
             for i in first..first + MAX_CHAIN {
                 let h2 = *chain.add(i - symoffset as usize);
                 if (h | 1) == (h2 | 1) {
-                    let sym = &*(self.symtab as *const Elf64Sym).add(i);
+                    let sym = &*(self.symtab as *const ElfSym).add(i);
                     let sname = std::ffi::CStr::from_ptr(
                         (self.strtab as *const std::ffi::c_char).add(sym.st_name as usize),
                     );
@@ -187,7 +210,7 @@ impl DynSymbols {
         }
     }
 
-    fn found(&self, sym: &Elf64Sym) -> Lookup {
+    fn found(&self, sym: &ElfSym) -> Lookup {
         if sym.is_indirect() {
             return Lookup::Ask;
         }

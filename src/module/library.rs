@@ -464,7 +464,10 @@ impl LibraryState {
         let Some(info) = self.source().lookup(name) else {
             return;
         };
-        if info.kind == SymbolKind::Function || info.size.is_some_and(|s| s < 8) {
+        let too_small = info
+            .size
+            .is_some_and(|s| s < std::mem::size_of::<*mut c_void>());
+        if info.kind == SymbolKind::Function || too_small {
             return; // Not a pointer variable: never write into code or a smaller object.
         }
         // SAFETY: a pointer-sized data variable of the library, which stays mapped while the
@@ -827,12 +830,12 @@ impl SymbolSource for Dso {
     }
 }
 
-#[cfg(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64"))]
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 mod elf {
     use std::ffi::c_void;
     use std::ptr::NonNull;
 
-    use super::super::dynsym::Elf64Sym;
+    use super::super::dynsym::ElfSym;
     use super::{SymbolInfo, SymbolKind};
 
     // glibc <dlfcn.h>.
@@ -882,7 +885,7 @@ mod elf {
         }
         // SAFETY: glibc returned a pointer to the symbol's entry in the library's dynamic
         // symbol table, mapped while the library is.
-        let s = unsafe { &*sym.cast::<Elf64Sym>() };
+        let s = unsafe { &*sym.cast::<ElfSym>() };
         let kind = s.kind();
         Some(SymbolInfo {
             addr,
@@ -892,15 +895,15 @@ mod elf {
     }
 }
 
-#[cfg(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64"))]
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 use elf::{describe_symbol, link_map_of};
 
-#[cfg(not(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64")))]
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn link_map_of(_handle: *mut c_void) -> usize {
     0
 }
 
-#[cfg(not(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64")))]
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn describe_symbol(_link_map: usize, addr: NonNull<c_void>) -> Option<SymbolInfo> {
     Some(SymbolInfo {
         addr,

@@ -161,9 +161,7 @@ fn byte_array_view<'a>(arr: &'a TVMFFIByteArray) -> AnyView<'a> {
     let raw = TVMFFIAny {
         type_index: type_index::BYTE_ARRAY_PTR,
         small_str_len: 0,
-        payload: AnyPayload {
-            v_ptr: (arr as *const TVMFFIByteArray).cast_mut().cast(),
-        },
+        payload: AnyPayload::ptr((arr as *const TVMFFIByteArray).cast_mut().cast()),
     };
     // SAFETY: `arr` (and the bytes it views) outlive the returned view.
     unsafe { AnyView::from_raw(raw) }
@@ -225,9 +223,10 @@ fn call_classic_loader(
         .map_err(|e| loader_error(name, e))?;
     let m = module_result(name, out)?;
     let n = if consumed >= 0 {
+        // More than this process can address (a 32-bit one) is more than the blob holds.
         Some(usize::try_from(consumed).map_err(|_| {
             Error::value(format!(
-                "loader `{name}` reported {consumed} bytes consumed"
+                "loader `{name}` claims {consumed} bytes, more than the blob holds"
             ))
         })?)
     } else {

@@ -70,8 +70,9 @@ pub fn register_fields() -> Result<()> {
             r#"{"type_schema":"{\"type\":\"ffi.Array\",\"args\":[{\"type\":\"Any\"}]}"}"#,
         ),
         flags: 0,
-        size: 8,
-        alignment: 8,
+        // An `Array<Any>`: one object pointer.
+        size: std::mem::size_of::<*const c_void>() as i64,
+        alignment: std::mem::align_of::<*const c_void>() as i64,
         offset: FIELD_OFFSET as i64,
         getter: Some(imports_getter),
         setter: std::ptr::null_mut(),

@@ -17,9 +17,15 @@ use crate::object::type_registry::static_index;
 use crate::object::{ObjectHeader, ObjectRef};
 use crate::value::{Any, AnyView};
 
-/// Offset of the words in a big-int object: the header, then a `size_t` word count
-/// (tvm-ffi `big_int.h`, `BigIntObj` and `BigIntUnsafe::GetArrayView`).
-pub const BIG_INT_WORDS_OFFSET: usize = std::mem::size_of::<ObjectHeader>() + 8;
+/// Where a big integer's word count sits: right after the object header (tvm-ffi
+/// `big_int.h`, `BigIntObj`).
+const BIG_INT_COUNT_OFFSET: usize = std::mem::size_of::<ObjectHeader>();
+
+/// Where a big integer's words start: `sizeof(BigIntObj)`, the header and a `size_t` count
+/// rounded to 8 bytes (32 on 32-bit targets too; `BigIntUnsafe::GetArrayView` reads them at
+/// `obj + 1`).
+pub const BIG_INT_WORDS_OFFSET: usize =
+    (BIG_INT_COUNT_OFFSET + std::mem::size_of::<usize>()).next_multiple_of(8);
 
 fn big_int_layout(words: usize) -> Result<Layout> {
     words
@@ -37,7 +43,12 @@ unsafe extern "C" fn big_int_deleter(ptr: *mut c_void, flags: i32) {
     crate::unwind_guard::run_or("big int deleter", (), || {
         if flags & deleter_flag::WEAK != 0 {
             // SAFETY: the word count sits right after the header and is never changed.
-            let words = unsafe { ptr.cast::<u8>().add(24).cast::<usize>().read() };
+            let words = unsafe {
+                ptr.cast::<u8>()
+                    .add(BIG_INT_COUNT_OFFSET)
+                    .cast::<usize>()
+                    .read()
+            };
             let layout = big_int_layout(words)?;
             // SAFETY: allocated by `new_big_int` with this layout.
             unsafe { std::alloc::dealloc(ptr.cast(), layout) };
@@ -63,7 +74,10 @@ fn new_big_int(words: &[i64]) -> Result<ObjectRef> {
             padding: 0,
             deleter: Some(big_int_deleter),
         });
-        block.add(24).cast::<usize>().write(words.len());
+        block
+            .add(BIG_INT_COUNT_OFFSET)
+            .cast::<usize>()
+            .write(words.len());
         std::ptr::copy_nonoverlapping(
             words.as_ptr(),
             block.add(BIG_INT_WORDS_OFFSET).cast::<i64>(),

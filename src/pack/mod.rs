@@ -337,27 +337,10 @@ fn is_cpp(path: &Path) -> Result<bool> {
     }
 }
 
-/// The platform's target triple, which `cc` needs outside a build script.
+/// The target triple this library was built for (build.rs), which `cc` needs outside a build
+/// script.
 fn host_triple() -> String {
-    let arch = std::env::consts::ARCH;
-    if cfg!(target_os = "macos") {
-        let arch = if arch == "aarch64" { "aarch64" } else { arch };
-        return format!("{arch}-apple-darwin");
-    }
-    if cfg!(target_os = "windows") {
-        let env = if cfg!(target_env = "gnu") {
-            "gnu"
-        } else {
-            "msvc"
-        };
-        return format!("{arch}-pc-windows-{env}");
-    }
-    let env = if cfg!(target_env = "musl") {
-        "musl"
-    } else {
-        "gnu"
-    };
-    format!("{arch}-unknown-linux-{env}")
+    env!("TVMRT_TARGET_TRIPLE").to_string()
 }
 
 /// The C (or C++) compiler command with the flags `cc` picks (optimization, `-fPIC`, ...).

@@ -1,8 +1,9 @@
 //! `ffi.reflection.AccessStep` and `ffi.reflection.AccessPath` (tvm-ffi's
 //! `reflection/access_path.h`): a path from a root value to a part of it, as a chain of steps
 //! (attribute, array item, map item, or the `missing` form of each). Laid out as tvm-ffi's C++
-//! classes (step: `int32 kind` at 24, `Any key` at 32; path: `Optional parent` at 24,
-//! `Optional step` at 32, `int32 depth` at 40), with the same reflected fields, methods and repr.
+//! classes (step: `int32 kind` at 24, `Any key` at 32; path: `Optional parent` at 24, then
+//! `Optional step` and `int32 depth`, each a pointer further: 32 and 40 on 64-bit targets, 28
+//! and 32 on 32-bit ones), with the same reflected fields, methods and repr.
 
 use std::ffi::c_void;
 
@@ -29,9 +30,23 @@ pub mod kind {
 
 const STEP_KEY: &str = "ffi.reflection.AccessStep";
 const PATH_KEY: &str = "ffi.reflection.AccessPath";
-const SIZE: usize = 48;
 /// `kTVMFFISEqHashKindConstTreeNode`.
 const CONST_TREE_NODE: i32 = 4;
+
+/// Bytes of an object reference.
+const PTR: usize = std::mem::size_of::<*const c_void>();
+/// `AccessStepObj::kind` and `::key`.
+const STEP_KIND_AT: usize = 24;
+const STEP_KEY_AT: usize = 32;
+/// `AccessPathObj::parent`, `::step` and `::depth`.
+const PATH_PARENT_AT: usize = 24;
+const PATH_STEP_AT: usize = PATH_PARENT_AT + PTR;
+const PATH_DEPTH_AT: usize = PATH_STEP_AT + PTR;
+/// `sizeof(AccessStepObj)`: the header, `kind`, and `key` (an 8-aligned `Any`).
+const STEP_SIZE: usize = STEP_KEY_AT + 16;
+/// `sizeof(AccessPathObj)`: the header, two references, the `int32_t` depth, rounded to the
+/// header's 8-byte alignment (48 bytes, 40 with 4-byte pointers).
+const PATH_SIZE: usize = (PATH_DEPTH_AT + 4).next_multiple_of(8);
 
 /// Reads the `int32_t` at `addr` (getter of the `kind` and `depth` fields).
 unsafe extern "C" fn get_i32(field: *mut c_void, result: *mut TVMFFIAny) -> i32 {
@@ -59,24 +74,28 @@ fn type_index(key: &str) -> Result<i32> {
 
 /// A new step.
 pub fn new_step(k: i32, key: Any) -> Result<ObjectRef> {
-    let obj = super::library_types::alloc(type_index(STEP_KEY)?, SIZE)?;
+    let obj = super::library_types::alloc(type_index(STEP_KEY)?, STEP_SIZE)?;
     // SAFETY: fresh zeroed fields of a step.
     unsafe {
-        *at(&obj, 24).cast::<i32>() = k;
-        fields::write_stored(Storage::Any, at(&obj, 32), key)?;
+        *at(&obj, STEP_KIND_AT).cast::<i32>() = k;
+        fields::write_stored(Storage::Any, at(&obj, STEP_KEY_AT), key)?;
     }
     Ok(obj)
 }
 
 /// A new path node.
 fn new_path(parent: Option<&ObjectRef>, step: Option<ObjectRef>, depth: i32) -> Result<ObjectRef> {
-    let obj = super::library_types::alloc(type_index(PATH_KEY)?, SIZE)?;
+    let obj = super::library_types::alloc(type_index(PATH_KEY)?, PATH_SIZE)?;
     let opt = |o: Option<ObjectRef>| o.map(Any::from_object).unwrap_or_default();
     // SAFETY: fresh zeroed fields of a path.
     unsafe {
-        fields::write_stored(Storage::Object, at(&obj, 24), opt(parent.cloned()))?;
-        fields::write_stored(Storage::Object, at(&obj, 32), opt(step))?;
-        *at(&obj, 40).cast::<i32>() = depth;
+        fields::write_stored(
+            Storage::Object,
+            at(&obj, PATH_PARENT_AT),
+            opt(parent.cloned()),
+        )?;
+        fields::write_stored(Storage::Object, at(&obj, PATH_STEP_AT), opt(step))?;
+        *at(&obj, PATH_DEPTH_AT).cast::<i32>() = depth;
     }
     Ok(obj)
 }
@@ -88,7 +107,7 @@ pub fn root() -> Result<ObjectRef> {
 
 fn depth(p: &ObjectRef) -> i32 {
     // SAFETY: `p` is a path object.
-    unsafe { *at(p, 40).cast::<i32>() }
+    unsafe { *at(p, PATH_DEPTH_AT).cast::<i32>() }
 }
 
 fn read_obj(p: &ObjectRef, offset: usize) -> Option<ObjectRef> {
@@ -102,8 +121,8 @@ fn step_parts(s: &ObjectRef) -> (i32, Any) {
     // SAFETY: `s` is a step object.
     unsafe {
         (
-            *at(s, 24).cast::<i32>(),
-            fields::read_stored(Storage::Any, at(s, 32)),
+            *at(s, STEP_KIND_AT).cast::<i32>(),
+            fields::read_stored(Storage::Any, at(s, STEP_KEY_AT)),
         )
     }
 }
@@ -127,10 +146,12 @@ fn path_equal(a: &ObjectRef, b: &ObjectRef) -> bool {
         if a.as_ptr() == b.as_ptr() {
             return true;
         }
-        let (Some(pa), Some(pb)) = (read_obj(&a, 24), read_obj(&b, 24)) else {
-            return read_obj(&a, 24).is_none() && read_obj(&b, 24).is_none();
+        let (Some(pa), Some(pb)) = (read_obj(&a, PATH_PARENT_AT), read_obj(&b, PATH_PARENT_AT))
+        else {
+            return read_obj(&a, PATH_PARENT_AT).is_none()
+                && read_obj(&b, PATH_PARENT_AT).is_none();
         };
-        match (read_obj(&a, 32), read_obj(&b, 32)) {
+        match (read_obj(&a, PATH_STEP_AT), read_obj(&b, PATH_STEP_AT)) {
             (Some(sa), Some(sb)) if steps_equal(&sa, &sb) => {}
             _ => return false,
         }
@@ -143,8 +164,8 @@ fn path_equal(a: &ObjectRef, b: &ObjectRef) -> bool {
 pub fn to_steps(p: &ObjectRef) -> Vec<Any> {
     let mut out = Vec::new();
     let mut cur = p.clone();
-    while let Some(parent) = read_obj(&cur, 24) {
-        if let Some(s) = read_obj(&cur, 32) {
+    while let Some(parent) = read_obj(&cur, PATH_PARENT_AT) {
+        if let Some(s) = read_obj(&cur, PATH_STEP_AT) {
             out.push(Any::from_object(s));
         }
         cur = parent;
@@ -159,7 +180,7 @@ fn is_prefix_of(p: &ObjectRef, other: &ObjectRef) -> bool {
     }
     let mut cur = other.clone();
     while depth(&cur) > depth(p) {
-        match read_obj(&cur, 24) {
+        match read_obj(&cur, PATH_PARENT_AT) {
             Some(parent) => cur = parent,
             None => return false,
         }
@@ -271,7 +292,11 @@ fn register_field(
     let getter: type_registry::TVMFFIFieldGetter = if size == 4 {
         get_i32
     } else {
-        let g = super::py_class::field_getter(if size == 8 { ti::OBJECT } else { index })?;
+        let g = super::py_class::field_getter(if size == PTR as i64 {
+            ti::OBJECT
+        } else {
+            index
+        })?;
         // SAFETY: one of tvmrt's getter functions, as an integer.
         unsafe { std::mem::transmute::<usize, type_registry::TVMFFIFieldGetter>(g as usize) }
     };
@@ -292,30 +317,30 @@ fn register_field(
     unsafe { type_registry::register_field(t, &info) }
 }
 
-/// Registers both types' metadata (48-byte objects compared by content as trees without free
+/// Registers both types' metadata (objects compared by content as trees without free
 /// variables: tvm-ffi's `kTVMFFISEqHashKindConstTreeNode`), fields, methods and repr hooks.
 pub fn register_all() -> Result<()> {
     let (st, pt) = (type_index(STEP_KEY)?, type_index(PATH_KEY)?);
-    for t in [st, pt] {
+    for (t, size) in [(st, STEP_SIZE), (pt, PATH_SIZE)] {
         let md = type_registry::TVMFFITypeMetadata {
             doc: TVMFFIByteArray {
                 data: std::ptr::null(),
                 size: 0,
             },
             creator: None,
-            total_size: SIZE as i32,
+            total_size: size as i32,
             structural_eq_hash_kind: CONST_TREE_NODE,
         };
         // SAFETY: an empty doc.
         unsafe { type_registry::register_metadata(t, &md)? };
     }
     let int = r#"{"type_schema":"{\"type\":\"int\"}"}"#;
-    register_field(st, "kind", int, 24, 4, ti::INT)?;
+    register_field(st, "kind", int, STEP_KIND_AT as i64, 4, ti::INT)?;
     register_field(
         st,
         "key",
         r#"{"type_schema":"{\"type\":\"Any\"}"}"#,
-        32,
+        STEP_KEY_AT as i64,
         16,
         -1,
     )?;
@@ -323,19 +348,19 @@ pub fn register_all() -> Result<()> {
         pt,
         "parent",
         r#"{"type_schema":"{\"type\":\"Optional\",\"args\":[{\"type\":\"ffi.Object\"}]}"}"#,
-        24,
-        8,
+        PATH_PARENT_AT as i64,
+        PTR as i64,
         -1,
     )?;
     register_field(
         pt,
         "step",
         r#"{"type_schema":"{\"type\":\"Optional\",\"args\":[{\"type\":\"ffi.reflection.AccessStep\"}]}"}"#,
-        32,
-        8,
+        PATH_STEP_AT as i64,
+        PTR as i64,
         -1,
     )?;
-    register_field(pt, "depth", int, 40, 4, ti::INT)?;
+    register_field(pt, "depth", int, PATH_DEPTH_AT as i64, 4, ti::INT)?;
     register_method(
         pt,
         "_root",

@@ -228,7 +228,7 @@ pub fn storage(index: i32) -> Result<Storage> {
 /// that declare `ObjectRef` fields with the `Any` conversion type).
 pub fn field_storage(f: &TVMFFIFieldInfo) -> Result<Storage> {
     let kind = storage(f.field_static_type_index)?;
-    if kind == Storage::Any && f.size == 8 {
+    if kind == Storage::Any && f.size == std::mem::size_of::<*const c_void>() as i64 {
         return Ok(Storage::Object);
     }
     Ok(kind)

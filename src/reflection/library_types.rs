@@ -44,11 +44,13 @@ const fn field(
     flags: i64,
 ) -> FieldSpec {
     // `String` fields are 16-byte `Any`-like cells declared with the `Any` type index; `Any`
-    // fields are 16 bytes too.
+    // fields are 16 bytes too; object references are a pointer; `int64_t` is 8 bytes.
     let size = if static_index == ti::STR || static_index == ANY {
         16
-    } else {
+    } else if static_index == ti::INT {
         8
+    } else {
+        PTR
     };
     let static_index = if static_index == ti::STR {
         ANY
@@ -69,6 +71,14 @@ const fn field(
 const ANY: i32 = super::fields::ANY_INDEX;
 
 const HEADER: i64 = 24;
+/// Bytes of a pointer (an `ObjectRef` field): 4 on 32-bit targets, where C++ packs the
+/// fields after one closer than on 64-bit ones.
+const PTR: i64 = std::mem::size_of::<*const c_void>() as i64;
+/// `sizeof` of a class whose fields end at `end`: C++ rounds it to the header's 8-byte
+/// alignment.
+const fn class_size(end: i64) -> usize {
+    ((end + 7) / 8 * 8) as usize
+}
 const INT_SCHEMA: &str = r#"{"type_schema":"{\"type\":\"int\"}"}"#;
 const STR_SCHEMA: &str = r#"{"type_schema":"{\"type\":\"ffi.String\"}"}"#;
 
@@ -85,7 +95,7 @@ const ENUM_STATE_FIELDS: &[FieldSpec] = &[
         "indexes",
         r#"{"type_schema":"{\"type\":\"ffi.Dict\",\"args\":[{\"type\":\"Any\"},{\"type\":\"ffi.Object\"}]}"}"#,
         "Canonical integer and string indices to enum singletons.",
-        HEADER + 8,
+        HEADER + PTR,
         ti::OBJECT,
         INIT_OFF,
     ),
@@ -93,7 +103,7 @@ const ENUM_STATE_FIELDS: &[FieldSpec] = &[
         "attrs",
         r#"{"type_schema":"{\"type\":\"ffi.Dict\",\"args\":[{\"type\":\"ffi.String\"},{\"type\":\"ffi.Dict\",\"args\":[{\"type\":\"ffi.Object\"},{\"type\":\"Any\"}]}]}"}"#,
         "Extensible-attribute columns keyed by enum singleton.",
-        HEADER + 16,
+        HEADER + 2 * PTR,
         ti::OBJECT,
         INIT_OFF,
     ),
@@ -163,7 +173,7 @@ const VISIT_ERROR_CONTEXT_FIELDS: &[FieldSpec] = &[
         "prev_error_context",
         r#"{"type_schema":"{\"type\":\"Optional\",\"args\":[{\"type\":\"ffi.Object\"}]}"}"#,
         "The error's extra context before this one was attached.",
-        HEADER + 8,
+        HEADER + PTR,
         ti::OBJECT,
         0,
     ),
@@ -278,7 +288,7 @@ fn register_fields(type_index: i32, specs: &[FieldSpec]) -> Result<()> {
             metadata: bytes(s.metadata),
             flags: s.flags,
             size: s.size,
-            alignment: 8,
+            alignment: s.size.min(8),
             offset: s.offset,
             // SAFETY: the getter is one of tvmrt's `TVMFFIFieldGetter` functions.
             getter: Some(unsafe {
@@ -331,25 +341,29 @@ fn index_of(key: &str) -> Result<i32> {
     type_registry::key_to_index(key)
 }
 
+/// `sizeof(EnumStateObj)`: the header and three object references.
+const ENUM_STATE_SIZE: usize = class_size(HEADER + 3 * PTR);
+
 /// A new `ffi.EnumState` with empty containers, as C++'s default constructor makes it.
 fn new_enum_state() -> Result<ObjectRef> {
-    let obj = alloc(index_of("ffi.EnumState")?, 48)?;
+    let obj = alloc(index_of("ffi.EnumState")?, ENUM_STATE_SIZE)?;
     let base = obj.as_ptr().cast::<u8>();
+    let [entries, indexes, attrs] = [0, 1, 2].map(|i| ENUM_STATE_FIELDS[i].offset as usize);
     // SAFETY: the three fields of a fresh, empty `EnumState`.
     unsafe {
         store(
             Storage::Object,
-            base.add(24).cast(),
+            base.add(entries).cast(),
             Any::from_object(new_list(Vec::new())),
         )?;
         store(
             Storage::Object,
-            base.add(32).cast(),
+            base.add(indexes).cast(),
             Any::from_object(new_dict(Vec::new())),
         )?;
         store(
             Storage::Object,
-            base.add(40).cast(),
+            base.add(attrs).cast(),
             Any::from_object(new_dict(Vec::new())),
         )?;
     }
@@ -391,7 +405,7 @@ enum_creator!(
 );
 
 /// Size of an `ffi.VisitErrorContext`: the header, a list and an optional object.
-const VISIT_ERROR_CONTEXT_SIZE: usize = 40;
+const VISIT_ERROR_CONTEXT_SIZE: usize = class_size(HEADER + 2 * PTR);
 
 /// A new, empty `ffi.VisitErrorContext` (an empty pattern, as C++'s constructor leaves it).
 fn new_visit_error_context() -> Result<ObjectRef> {
@@ -483,7 +497,7 @@ pub fn structural_key_parts(obj: &ObjectRef) -> Result<(Any, i64)> {
 pub fn register_all() -> Result<()> {
     let state = index_of("ffi.EnumState")?;
     register_fields(state, ENUM_STATE_FIELDS)?;
-    register_metadata(state, 48, create_enum_state)?;
+    register_metadata(state, ENUM_STATE_SIZE as i32, create_enum_state)?;
     let init = Function::from_fn(|args| {
         if !args.is_empty() {
             return Err(Error::type_error(format!(

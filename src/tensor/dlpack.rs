@@ -13,7 +13,7 @@
 
 use dlpark::ffi::{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
 
-use super::layout::{self, check_dtype, check_shape, data_size};
+use super::layout::{self, check_dtype, check_shape, logical_size};
 use super::{DataOwner, Meta, Tensor, TensorObj, FLAG_READ_ONLY};
 use crate::abi::{DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor};
 use crate::error::{Error, Result};
@@ -81,7 +81,7 @@ unsafe fn check_import<'a>(
     // SAFETY: per the contract.
     let shape = unsafe { layout::dl_shape(t, who)? };
     let numel = check_shape(shape).map_err(|e| Error::value(format!("{who}: {}", e.message)))?;
-    let nbytes = data_size(numel, t.dtype)?;
+    let nbytes = logical_size(numel, t.dtype)?;
     if t.data.is_null() && nbytes > 0 {
         return Err(Error::value(format!(
             "{who}: data is null but the tensor holds {nbytes} bytes"

@@ -95,18 +95,43 @@ pub fn check_shape(shape: &[i64]) -> Result<u64> {
     Ok(if has_zero { 0 } else { nonzero as u64 })
 }
 
+/// Bytes `numel` packed elements of `dtype` take, unchecked.
+fn packed_bytes(numel: u64, dtype: DLDataType) -> u128 {
+    (numel as u128 * dtype.bits as u128 * dtype.lanes as u128).div_ceil(8)
+}
+
+/// Bytes `numel` packed elements of `dtype` describe, failing beyond what DLPack's `int64_t`
+/// sizes express (`i64::MAX`) but not beyond this process's address space: an imported tensor
+/// may describe far more than it stores (zero strides broadcast one element), on a 32-bit
+/// target as on a 64-bit one.
+pub fn logical_size(numel: u64, dtype: DLDataType) -> Result<u64> {
+    let bytes = packed_bytes(numel, dtype);
+    u64::try_from(bytes)
+        .ok()
+        .filter(|&b| b <= i64::MAX as u64)
+        .ok_or_else(|| {
+            Error::value(format!(
+                "tensor of {numel} elements of {} describes {bytes} bytes, more than int64 \
+                 sizes hold",
+                dtype_label(dtype)
+            ))
+        })
+}
+
 /// Bytes `numel` packed elements of `dtype` occupy, failing when it exceeds what can be
 /// addressed (`isize::MAX`).
 pub fn data_size(numel: u64, dtype: DLDataType) -> Result<usize> {
-    let bits_per_elem = dtype.bits as u128 * dtype.lanes as u128;
-    let bytes = (numel as u128 * bits_per_elem).div_ceil(8);
-    if bytes > isize::MAX as u128 {
-        return Err(Error::value(format!(
-            "tensor of {numel} elements of {} needs {bytes} bytes, more than can be allocated",
-            dtype_label(dtype)
-        )));
-    }
-    Ok(bytes as usize)
+    let bytes = packed_bytes(numel, dtype);
+    usize::try_from(bytes)
+        .ok()
+        .filter(|&b| b <= isize::MAX as usize)
+        .ok_or_else(|| {
+            Error::value(format!(
+                "tensor of {numel} elements of {} needs {bytes} bytes, more than can be \
+                 allocated",
+                dtype_label(dtype)
+            ))
+        })
 }
 
 /// Checked bytes of a whole tensor of `shape` and `dtype`.

@@ -483,16 +483,18 @@ impl Tensor {
 
     /// The tensor's bytes, compact row-major.
     pub fn to_vec(&self) -> Result<Vec<u8>> {
-        let n = self.nbytes();
         // An imported tensor may describe far more elements than it stores (zero strides
         // broadcast one element), so the compact size can exceed memory: fail, do not abort.
-        let mut out = Vec::new();
-        out.try_reserve_exact(n).map_err(|_| {
+        let cannot = |what: String| {
             Error::value(format!(
-                "to_vec: cannot allocate {n} bytes for a tensor of shape {:?}",
+                "to_vec: cannot allocate {what} for a tensor of shape {:?}",
                 self.shape()
             ))
-        })?;
+        };
+        let n = data_size(self.numel(), self.dtype()).map_err(|e| cannot(e.message.clone()))?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(n)
+            .map_err(|_| cannot(format!("{n} bytes")))?;
         out.resize(n, 0u8);
         self.copy_to_bytes(&mut out)?;
         Ok(out)

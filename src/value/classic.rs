@@ -32,6 +32,9 @@ unsafe fn tensor_cell(obj: *mut c_void) -> *const DLTensor {
     unsafe { obj.cast::<u8>().add(HEADER_BYTES).cast() }
 }
 
+/// Whether a pointer leaves bytes of the 8-byte payload unused (32-bit targets).
+const POINTER_PADDING: bool = std::mem::size_of::<*mut c_void>() < 8;
+
 fn raw(index: i32, payload: AnyPayload) -> TVMFFIAny {
     TVMFFIAny {
         type_index: index,
@@ -86,6 +89,10 @@ pub unsafe fn plain_classic_to_raw(value: TVMValue, code: i32) -> Option<TVMFFIA
     } else if index == ti::DL_TENSOR_PTR && unsafe { is_classic_bool_descriptor(value.v_handle) } {
         // A `uint1` descriptor is rewritten for the call (see `ClassicInbound`).
         return None;
+    } else if POINTER_PADDING && index != ti::INT && index != ti::FLOAT && index != ti::DEVICE {
+        // A 4-byte pointer: the caller may have left anything in the other four bytes.
+        // SAFETY: the code names a pointer member.
+        payload = AnyPayload::ptr(unsafe { value.v_handle });
     }
     Some(raw(index, payload))
 }
@@ -145,24 +152,14 @@ pub unsafe fn classic_to_raw(value: TVMValue, code: i32) -> Result<TVMFFIAny> {
                 ti::DATA_TYPE,
                 AnyPayload::dtype(classic_bool::from_classic(value.v_type)),
             ),
-            tc::DEVICE => raw(
-                ti::DEVICE,
-                AnyPayload {
-                    v_device: value.v_device,
-                },
-            ),
+            tc::DEVICE => raw(ti::DEVICE, AnyPayload::device(value.v_device)),
             // A non-null string is plain (above); a null one is None.
             tc::STR => TVMFFIAny::NONE,
             tc::BYTES => {
                 if value.v_handle.is_null() {
                     return Err(Error::value("null TVMByteArray* passed as bytes argument"));
                 }
-                raw(
-                    ti::BYTE_ARRAY_PTR,
-                    AnyPayload {
-                        v_ptr: value.v_handle,
-                    },
-                )
+                raw(ti::BYTE_ARRAY_PTR, AnyPayload::ptr(value.v_handle))
             }
             tc::OBJECT_HANDLE | tc::MODULE_HANDLE | tc::PACKED_FUNC_HANDLE => {
                 let obj = value.v_handle;
@@ -170,7 +167,7 @@ pub unsafe fn classic_to_raw(value: TVMValue, code: i32) -> Result<TVMFFIAny> {
                     TVMFFIAny::NONE
                 } else {
                     let index = (*obj.cast::<ObjectHeader>()).type_index;
-                    raw(index, AnyPayload { v_obj: obj })
+                    raw(index, AnyPayload::ptr(obj))
                 }
             }
             tc::NDARRAY_HANDLE => {
@@ -179,15 +176,12 @@ pub unsafe fn classic_to_raw(value: TVMValue, code: i32) -> Result<TVMFFIAny> {
                     TVMFFIAny::NONE
                 } else {
                     let obj = t.cast::<u8>().sub(HEADER_BYTES).cast::<c_void>();
-                    raw(ti::TENSOR, AnyPayload { v_obj: obj })
+                    raw(ti::TENSOR, AnyPayload::ptr(obj))
                 }
             }
-            tc::OBJECT_RVALUE_REF_ARG => raw(
-                ti::OBJECT_RVALUE_REF,
-                AnyPayload {
-                    v_ptr: value.v_handle,
-                },
-            ),
+            tc::OBJECT_RVALUE_REF_ARG => {
+                raw(ti::OBJECT_RVALUE_REF, AnyPayload::ptr(value.v_handle))
+            }
             other => {
                 return Err(Error::type_error(format!(
                     "unknown classic type code {other}"
@@ -274,9 +268,7 @@ pub fn plain_arg_to_classic(r: &TVMFFIAny) -> Option<(TVMValue, i32)> {
         return None;
     }
     let value = if r.type_index == ti::NONE {
-        TVMValue {
-            v_handle: std::ptr::null_mut(),
-        }
+        TVMValue::handle(std::ptr::null_mut())
     } else {
         // SAFETY: both unions are eight bytes with every member at offset 0; the classic
         // member the code names has the layout of the payload member the index names.
@@ -429,7 +421,7 @@ impl ClassicArgs {
                     })?;
                     let ptr = c.as_ptr();
                     self.strings.push(c);
-                    (TVMValue { v_str: ptr }, tc::STR)
+                    (TVMValue::c_str(ptr), tc::STR)
                 }
                 ti::SMALL_BYTES | ti::BYTES => {
                     let arr = Box::new(TVMFFIByteArray::from_slice(
@@ -437,36 +429,20 @@ impl ClassicArgs {
                     ));
                     let ptr = &*arr as *const TVMFFIByteArray as *mut c_void;
                     self.byte_arrays.push(arr);
-                    (TVMValue { v_handle: ptr }, tc::BYTES)
+                    (TVMValue::handle(ptr), tc::BYTES)
                 }
                 ti::TENSOR => {
                     let t = r.payload.v_obj.cast::<u8>().add(HEADER_BYTES);
-                    (TVMValue { v_handle: t.cast() }, tc::NDARRAY_HANDLE)
+                    (TVMValue::handle(t.cast()), tc::NDARRAY_HANDLE)
                 }
-                ti::FUNCTION => (
-                    TVMValue {
-                        v_handle: r.payload.v_obj,
-                    },
-                    tc::PACKED_FUNC_HANDLE,
-                ),
-                ti::MODULE => (
-                    TVMValue {
-                        v_handle: r.payload.v_obj,
-                    },
-                    tc::MODULE_HANDLE,
-                ),
-                ti::OBJECT_RVALUE_REF => (
-                    TVMValue {
-                        v_handle: r.payload.v_ptr,
-                    },
-                    tc::OBJECT_RVALUE_REF_ARG,
-                ),
-                i if i >= ti::STATIC_OBJECT_BEGIN => (
-                    TVMValue {
-                        v_handle: r.payload.v_obj,
-                    },
-                    tc::OBJECT_HANDLE,
-                ),
+                ti::FUNCTION => (TVMValue::handle(r.payload.v_obj), tc::PACKED_FUNC_HANDLE),
+                ti::MODULE => (TVMValue::handle(r.payload.v_obj), tc::MODULE_HANDLE),
+                ti::OBJECT_RVALUE_REF => {
+                    (TVMValue::handle(r.payload.v_ptr), tc::OBJECT_RVALUE_REF_ARG)
+                }
+                i if i >= ti::STATIC_OBJECT_BEGIN => {
+                    (TVMValue::handle(r.payload.v_obj), tc::OBJECT_HANDLE)
+                }
                 other => {
                     return Err(Error::type_error(format!(
                         "type index {other} has no classic type code"
@@ -532,25 +508,16 @@ pub fn any_to_classic_return(value: Any) -> Result<(TVMValue, i32)> {
     let out = unsafe {
         match r.type_index {
             ti::SMALL_STR | ti::STR | ti::RAW_STR => (
-                TVMValue {
-                    v_str: return_str(v.as_byte_slice().unwrap_or(&[])),
-                },
+                TVMValue::c_str(return_str(v.as_byte_slice().unwrap_or(&[]))),
                 tc::STR,
             ),
             ti::SMALL_BYTES | ti::BYTES | ti::BYTE_ARRAY_PTR => (
-                TVMValue {
-                    v_handle: return_bytes(v.as_byte_slice().unwrap_or(&[])),
-                },
+                TVMValue::handle(return_bytes(v.as_byte_slice().unwrap_or(&[]))),
                 tc::BYTES,
             ),
             ti::DATA_TYPE => {
                 let s = crate::dtype::dtype_to_string(r.payload.v_dtype)?;
-                (
-                    TVMValue {
-                        v_str: return_str(s.as_bytes()),
-                    },
-                    tc::STR,
-                )
+                (TVMValue::c_str(return_str(s.as_bytes())), tc::STR)
             }
             ti::TENSOR => {
                 // A bool tensor leaves as TVM 0.19's `uint1`, a view of the same bytes.
@@ -561,28 +528,20 @@ pub fn any_to_classic_return(value: Any) -> Result<(TVMValue, i32)> {
                 };
                 let obj = value.into_raw().payload.v_obj;
                 (
-                    TVMValue {
-                        v_handle: obj.cast::<u8>().add(HEADER_BYTES).cast(),
-                    },
+                    TVMValue::handle(obj.cast::<u8>().add(HEADER_BYTES).cast()),
                     tc::NDARRAY_HANDLE,
                 )
             }
             ti::FUNCTION => (
-                TVMValue {
-                    v_handle: value.into_raw().payload.v_obj,
-                },
+                TVMValue::handle(value.into_raw().payload.v_obj),
                 tc::PACKED_FUNC_HANDLE,
             ),
             ti::MODULE => (
-                TVMValue {
-                    v_handle: value.into_raw().payload.v_obj,
-                },
+                TVMValue::handle(value.into_raw().payload.v_obj),
                 tc::MODULE_HANDLE,
             ),
             i if i >= ti::STATIC_OBJECT_BEGIN => (
-                TVMValue {
-                    v_handle: value.into_raw().payload.v_obj,
-                },
+                TVMValue::handle(value.into_raw().payload.v_obj),
                 tc::OBJECT_HANDLE,
             ),
             ti::OBJECT_RVALUE_REF => {
@@ -590,7 +549,7 @@ pub fn any_to_classic_return(value: Any) -> Result<(TVMValue, i32)> {
                     .as_object()
                     .map(|o| o.into_raw())
                     .unwrap_or(std::ptr::null_mut());
-                (TVMValue { v_handle: obj }, tc::OBJECT_HANDLE)
+                (TVMValue::handle(obj), tc::OBJECT_HANDLE)
             }
             _ => {
                 let mut args = ClassicArgs::default();
@@ -654,25 +613,15 @@ mod tests {
             (TVMValue { v_int64: -7 }, tc::INT, ti::INT),
             (TVMValue { v_int64: 9 }, tc::UINT, ti::INT),
             (TVMValue { v_float64: 2.5 }, tc::FLOAT, ti::FLOAT),
-            (
-                TVMValue { v_handle: tensor },
-                tc::OPAQUE_HANDLE,
-                ti::OPAQUE_PTR,
-            ),
+            (TVMValue::handle(tensor), tc::OPAQUE_HANDLE, ti::OPAQUE_PTR),
             (TVMValue { v_int64: 77 }, tc::NULLPTR, ti::NONE),
-            (TVMValue { v_device: device }, tc::DEVICE, ti::DEVICE),
+            (TVMValue::device(device), tc::DEVICE, ti::DEVICE),
             (
-                TVMValue { v_handle: tensor },
+                TVMValue::handle(tensor),
                 tc::DL_TENSOR_HANDLE,
                 ti::DL_TENSOR_PTR,
             ),
-            (
-                TVMValue {
-                    v_str: text.as_ptr(),
-                },
-                tc::STR,
-                ti::RAW_STR,
-            ),
+            (TVMValue::c_str(text.as_ptr()), tc::STR, ti::RAW_STR),
         ];
         for (value, code, index) in cases {
             // SAFETY: the pointers are alive for the test.
@@ -723,9 +672,7 @@ mod tests {
             // SAFETY: refused before any member is read.
             assert!(unsafe { plain_classic_to_raw(TVMValue { v_int64: 1 }, code) }.is_none());
         }
-        let null_str = TVMValue {
-            v_str: std::ptr::null(),
-        };
+        let null_str = TVMValue::c_str(std::ptr::null());
         // SAFETY: the null string is refused, not read.
         assert!(unsafe { plain_classic_to_raw(null_str, tc::STR) }.is_none());
         // Results: only values that own nothing are plain.

@@ -366,22 +366,17 @@ impl Any {
     /// Wraps an object reference.
     pub fn from_object(obj: ObjectRef) -> Any {
         let index = obj.type_index();
-        Any(pod(
-            index,
-            AnyPayload {
-                v_obj: obj.into_raw(),
-            },
-        ))
+        Any(pod(index, AnyPayload::ptr(obj.into_raw())))
     }
 
     /// An opaque pointer (`void*`).
     pub fn opaque_ptr(ptr: *mut c_void) -> Any {
-        Any(pod(ti::OPAQUE_PTR, AnyPayload { v_ptr: ptr }))
+        Any(pod(ti::OPAQUE_PTR, AnyPayload::ptr(ptr)))
     }
 
     /// A bare `DLTensor*` (not owned: the tensor must outlive every use of the value).
     pub fn dltensor_ptr(ptr: *mut DLTensor) -> Any {
-        Any(pod(ti::DL_TENSOR_PTR, AnyPayload { v_ptr: ptr.cast() }))
+        Any(pod(ti::DL_TENSOR_PTR, AnyPayload::ptr(ptr.cast())))
     }
 
     /// A bytes object.
@@ -515,7 +510,7 @@ impl From<DLDataType> for Any {
 }
 impl From<DLDevice> for Any {
     fn from(v: DLDevice) -> Any {
-        Any(pod(ti::DEVICE, AnyPayload { v_device: v }))
+        Any(pod(ti::DEVICE, AnyPayload::device(v)))
     }
 }
 impl From<ObjectRef> for Any {
@@ -574,6 +569,84 @@ impl<'a> From<&'a ObjectRef> for AnyView<'a> {
 mod tests {
     use super::*;
 
+    /// Writes `byte` over a stretch of stack, then runs `make`, whose frame lands on it: a
+    /// value built there with unset bytes would carry the garbage.
+    #[inline(never)]
+    fn built_on_garbage<T>(byte: u8, make: impl Fn() -> T) -> T {
+        #[inline(never)]
+        fn dirty_stack(byte: u8) {
+            let mut junk = [byte; 4096];
+            std::hint::black_box(&mut junk);
+        }
+        dirty_stack(byte);
+        make()
+    }
+
+    /// A data type fills 4 of the payload's 8 bytes and a pointer 4 on 32-bit targets; map keys,
+    /// key equality and structural hashing compare all 8, so the rest must be zero (as tvm-ffi
+    /// clears them), whatever the memory held before. Run under valgrind too
+    /// (`.ci/valgrind_unit.sh`), which reports any unset byte read here.
+    #[test]
+    fn payloads_are_zeroed_in_full() {
+        use crate::abi::{DLDataTypeCode, DLDeviceType, TVMValue};
+        use crate::object::containers::key::any_equal;
+        use crate::object::containers::map::{lookup, set};
+        let f32x4 = DLDataType {
+            code: DLDataTypeCode::FLOAT,
+            bits: 32,
+            lanes: 4,
+        };
+        let bytes = |a: &Any| unsafe { a.raw().payload.v_uint64 };
+        let a = built_on_garbage(0xa5, || Any::from(f32x4));
+        let b = built_on_garbage(0x5a, || Any::from(f32x4));
+        // code 2, bits 32, lanes 4 (little-endian u16), then four zero bytes.
+        assert_eq!(bytes(&a), 0x0004_2002);
+        assert_eq!(bytes(&b), 0x0004_2002);
+        assert!(any_equal(&a.view(), &b.view()));
+        let mut entries = Vec::new();
+        set(&mut entries, a.clone(), Any::from(7i64));
+        let found = lookup(&entries, &b.view()).and_then(|v| v.view().as_i64());
+        assert_eq!(
+            found,
+            Some(7),
+            "a data-type key is found by an equal data type"
+        );
+
+        let mut slot = 0u8;
+        let ptr = (&mut slot as *mut u8).cast::<c_void>();
+        let p = built_on_garbage(0xa5, || Any::opaque_ptr(ptr));
+        assert_eq!(bytes(&p), ptr as usize as u64);
+        let gpu = DLDevice {
+            device_type: DLDeviceType::CUDA,
+            device_id: 1,
+        };
+        let d = built_on_garbage(0xa5, || Any::from(gpu));
+        assert_eq!(bytes(&d), 2 | (1 << 32));
+
+        // The classic door: a TVMValue whose unused bytes hold garbage converts to a zeroed
+        // payload, and the TVMValue constructors zero what they do not fill.
+        let mut garbage = TVMValue {
+            v_int64: 0x5a5a_5a5a_5a5a_5a5a,
+        };
+        garbage.v_type = f32x4;
+        // SAFETY: a data type with valid bytes under its type code.
+        let raw = unsafe { classic::classic_to_raw(garbage, crate::abi::type_code::DATA_TYPE) }
+            .expect("a data type");
+        assert_eq!(unsafe { raw.payload.v_uint64 }, 0x0004_2002);
+        let v = built_on_garbage(0xa5, || TVMValue::dtype(f32x4));
+        assert_eq!(unsafe { v.v_int64 }, 0x0004_2002);
+        let h = built_on_garbage(0xa5, || TVMValue::handle(ptr));
+        assert_eq!(unsafe { h.v_int64 } as u64, ptr as usize as u64);
+        let mut garbage = TVMValue {
+            v_int64: 0x5a5a_5a5a_5a5a_5a5a,
+        };
+        garbage.v_handle = ptr;
+        // SAFETY: a pointer that is never dereferenced.
+        let raw = unsafe { classic::classic_to_raw(garbage, crate::abi::type_code::OPAQUE_HANDLE) }
+            .expect("a handle");
+        assert_eq!(unsafe { raw.payload.v_uint64 }, ptr as usize as u64);
+    }
+
     #[test]
     fn pod_values_round_trip() {
         assert_eq!(Any::from(42i64).view().as_i64(), Some(42));
@@ -594,9 +667,7 @@ mod tests {
         let raw = TVMFFIAny {
             type_index: ti::RAW_STR,
             small_str_len: 0,
-            payload: AnyPayload {
-                v_c_str: c.as_ptr(),
-            },
+            payload: AnyPayload::c_str(c.as_ptr()),
         };
         // SAFETY: `c` outlives the view.
         let v = unsafe { AnyView::from_raw(raw) };

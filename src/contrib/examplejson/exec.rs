@@ -1250,7 +1250,8 @@ mod tests {
         let target = loop {
             let rank = 1 + rng.below(3);
             let t: Vec<usize> = (0..rank).map(|_| sizes[rng.below(sizes.len())]).collect();
-            if t.iter().product::<usize>() <= 100_000 {
+            // In u64: 3001^3 overflows a 32-bit usize.
+            if t.iter().map(|&d| d as u64).product::<u64>() <= 100_000 {
                 break t;
             }
         };

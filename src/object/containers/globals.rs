@@ -316,8 +316,13 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
             let l = container(n, a, 0, static_index::LIST)?;
             let cap = int_arg(n, a, 1)?;
             list::modify(&l, |items| {
-                let cap = usize::try_from(cap)
-                    .map_err(|_| Error::value(format!("invalid list capacity {cap}")))?;
+                if cap < 0 {
+                    return Err(Error::value(format!("invalid list capacity {cap}")));
+                }
+                // More than this process can address is out of memory, as on 64-bit targets.
+                let cap = usize::try_from(cap).map_err(|_| {
+                    Error::new("MemoryError", format!("list capacity {cap}: too large"))
+                })?;
                 items
                     .try_reserve(cap.saturating_sub(items.len()))
                     .map_err(|e| Error::new("MemoryError", format!("list capacity {cap}: {e}")))?;

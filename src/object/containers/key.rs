@@ -16,12 +16,16 @@ use crate::value::{Any, AnyView};
 
 /// The 64-bit words of a big integer object (header, `size_t` count, then the words).
 pub fn big_int_words(o: &ObjectRef) -> &[u64] {
-    let cell = o.cell_ptr();
-    // SAFETY: a big integer object has its word count then that many words after the header,
-    // alive while `o` is.
+    let obj = o.as_ptr().cast::<u8>().cast_const();
+    // SAFETY: a big integer object has its word count after the header and that many words at
+    // `BIG_INT_WORDS_OFFSET`, alive while `o` is.
     unsafe {
-        let n = *cell.cast::<usize>();
-        std::slice::from_raw_parts(cell.add(std::mem::size_of::<usize>()).cast::<u64>(), n)
+        let n = *o.cell_ptr().cast::<usize>();
+        std::slice::from_raw_parts(
+            obj.add(crate::object::big_int::BIG_INT_WORDS_OFFSET)
+                .cast::<u64>(),
+            n,
+        )
     }
 }
 
