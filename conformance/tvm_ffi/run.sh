@@ -59,7 +59,7 @@ run_suite() {
   rm -f "$log"
 }
 
-# swap_in_tvmrt: the tvmrt venv's libtvm_ffi.so replaced by a symlink to libtvmrt.so, as
+# swap_in_tvmrt: the tvmrt venv's libtvm_ffi.so replaced by a link to libtvmrt.so, as
 # README says (no copy, no patchelf), with tvmrt's libtvm_ffi.so alias built beside
 # libtvmrt.so for the libraries built against tvm-ffi that the suite loads.
 swap_in_tvmrt() {
@@ -74,7 +74,10 @@ swap_in_tvmrt() {
   py=$(venv_python tvm_ffi_tvmrt)
   local pkg
   pkg=$("$py" -c 'import importlib.util as u; print(u.find_spec("tvm_ffi").submodule_search_locations[0])')
-  ln -sf "$lib" "$pkg/lib/libtvm_ffi.so"
+  # A hard link where it can (same file system), else a symlink: tvm_ffi.libinfo resolves
+  # links to find its library directory, and the Rust static-init test links tvm-ffi's own
+  # libtvm_ffi_testing.so from there, which only the package's directory has.
+  ln -f "$lib" "$pkg/lib/libtvm_ffi.so" 2>/dev/null || ln -sf "$lib" "$pkg/lib/libtvm_ffi.so"
 }
 
 expected=$(grep -v '^#' "$here/expected_passes" | tr -d '[:space:]')
