@@ -16,9 +16,9 @@
 //!   start when `node` is not after it); `get_node_output(node, index)`: a copy of that output
 //!   of the node last executed;
 //! - `debug_get_output(node[, out])`: runs the calls up to `node` (an index or a name) and
-//!   returns its output (or copies it into `out`). TVM reads entry `node` there, which is the
-//!   node's output when every node before it has one output; tvmrt reads the node's first
-//!   output.
+//!   returns data entry number `node` (or copies it into `out`), as TVM 0.19 does
+//!   (`DebugGetNodeOutput` reads `data_entry_[index]`): the node's output when every node before
+//!   it has one output, another node's entry after a multi-output node.
 //!
 //! Metric collectors (PAPI counters) are not supported: `profile` accepts none or an empty list.
 
@@ -221,7 +221,8 @@ pub(super) fn get_function(this: &Module, name: &str) -> Option<Function> {
                     .ok_or_else(|| Error::type_error("missing node"))?,
             )?;
             e.run_nodes(0, node)?;
-            let t = e.entry(e.graph().node_row_ptr[node])?;
+            // TVM 0.19 reads entry id `node`, not the node's first entry (see the module doc).
+            let t = e.entry(node)?;
             if let Some(out) = args.get(1) {
                 let dst = out
                     .as_dltensor()
