@@ -40,6 +40,20 @@ class ShapeAndViewTests(unittest.TestCase):
         with self.assertRaises(TypeError):
             fn("relax.run.shape_to_tensor")(3)
 
+    def test_lists_and_dicts_pass_as_arrays_and_maps(self):
+        # As tvm_ffi converts them: a list (or a tuple that is not all ints) is an ffi.Array,
+        # a dict an ffi.Map, nested ones too.
+        self.assertEqual(fn("ffi.ArraySize")([1, "a", [2.0, None]]), 3)
+        self.assertEqual(fn("ffi.ArraySize")(("a", 1)), 2)
+        self.assertEqual(fn("ffi.ArrayGetItem")([10, [20, 30]], 0), 10)
+        self.assertEqual(fn("ffi.MapSize")({"a": 1, "b": [1, 2]}), 2)
+        self.assertEqual(fn("ffi.MapGetItem")({"a": 1, "b": 5}, "b"), 5)
+        # runtime.config_threadpool takes TVM's Array<String> of CPU ids.
+        with self.assertRaisesRegex(ValueError, "CPU 9999 is not one this process may run on"):
+            fn("runtime.config_threadpool")(-2, 1, ["9999"])
+        with self.assertRaises(TypeError):
+            fn("ffi.ArraySize")([object()])
+
     def test_create_view_reinterprets_bytes(self):
         halves = np.array([1.0, -2.0, 0.5, 3.0], "float16")
         raw = tvmrt.from_dlpack(halves.view("uint16"))

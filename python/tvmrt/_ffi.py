@@ -813,6 +813,29 @@ def _map_to_dict(m: Object) -> dict:
             return out
 
 
+def make_container(v) -> Object:
+    """An ``ffi.Array`` of a list or tuple, or an ``ffi.Map`` of a dict (items converted as
+    arguments are, nested containers too), as tvm_ffi passes them."""
+    if isinstance(v, dict):
+        name, items = b"ffi.Map", [x for kv in v.items() for x in kv]
+    else:
+        name, items = b"ffi.Array", list(v)
+    fn = c_void_p()
+    check(lib().TVMFFIFunctionGetGlobal(byref(TVMFFIByteArray.of(name)), byref(fn)), name.decode())
+    keep: list = []
+    try:
+        args = (TVMFFIAny * max(len(items), 1))()
+        for i, item in enumerate(items):
+            fill_any(args[i], item, keep)
+        out = TVMFFIAny()
+        status = lib().TVMFFIFunctionCall(fn, args, len(items), byref(out))
+    finally:
+        lib().TVMFFIObjectDecRef(fn)
+    if status != 0:
+        raise raised_error(name.decode())
+    return Object(out.payload.v_ptr)
+
+
 def make_shape(dims) -> Object:
     """An ``ffi.Shape`` object of ``dims`` (held as an object, not turned into a tuple)."""
     fn = c_void_p()
@@ -906,6 +929,11 @@ def fill_any(slot: TVMFFIAny, v, keep: list) -> None:
         keep.append(shape)
         slot.type_index = SHAPE
         p.v_ptr = shape.handle
+    elif isinstance(v, (list, tuple, dict)):
+        c = make_container(v)
+        keep.append(c)
+        slot.type_index = c.type_index
+        p.v_ptr = c.handle
     elif isinstance(v, DLTensorView):
         slot.type_index = DLTENSOR_PTR
         p.v_ptr = v._ptr
@@ -939,6 +967,8 @@ def _convert_arg(v):
         return bytes(v)
     if isinstance(v, tuple) and all(isinstance(d, numbers.Integral) for d in v):
         return make_shape(v)  # a tuple of ints travels as an ffi.Shape, as in tvm_ffi
+    if isinstance(v, (list, tuple, dict)):
+        return make_container(v)  # an ffi.Array or ffi.Map, as in tvm_ffi
     if isinstance(v, DLTensorView):
         return (DLTENSOR_PTR, v._ptr)
     if hasattr(v, "__dlpack__"):

@@ -245,7 +245,7 @@ pub(crate) fn builtins() -> Vec<(&'static str, crate::function::Function)> {
             Function::from_fn(|args| {
                 if args.len() < 2 || args.len() > 3 {
                     crate::bail_type!(
-                        "runtime.config_threadpool expects (mode, nthreads[, cpus]), got {}                          arguments",
+                        "runtime.config_threadpool expects (mode, nthreads[, cpus]), got {} arguments",
                         args.len()
                     );
                 }
@@ -274,7 +274,7 @@ pub(crate) fn builtins() -> Vec<(&'static str, crate::function::Function)> {
                 let allowed = affinity::allowed_cpus();
                 if let Some(bad) = cpus.iter().find(|c| !allowed.contains(c)) {
                     crate::bail_value!(
-                        "set_current_thread_affinity: CPU {bad} is not one this process may run                          on ({allowed:?})"
+                        "set_current_thread_affinity: CPU {bad} is not one this process may run on ({allowed:?})"
                     );
                 }
                 // SAFETY: pthread_self has no preconditions.

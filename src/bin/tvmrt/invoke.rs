@@ -196,7 +196,7 @@ impl GraphCall {
             .find(|n| !self.names.contains(n))
             .ok_or_else(|| {
                 Error::value(format!(
-                    "`{text}`: every input of the model is already given (inputs: {}); name                      parameters as NAME=FILE",
+                    "`{text}`: every input of the model is already given (inputs: {}); name parameters as NAME=FILE",
                     self.free_inputs.join(", ")
                 ))
             })?
