@@ -1,19 +1,22 @@
 # CUDA from C through both doors (c_tests/cuda.c) on the CUDA fixtures of tests/fixtures/cuda,
 # with the test double of the NVIDIA driver (tests/cuda_double/fake_cuda.c, built here) in place
 # of libcuda.so.1: no GPU needed.
-add_library(fake_cuda SHARED tests/cuda_double/fake_cuda.c)
-tvmrt_add_program(cuda tvmrt::tvmrt c_tests/cuda.c)
-set(TVMRT_CUDA_FIXTURES "${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures/cuda")
-set(TVMRT_FAKE_CUDA_ENV "TVMRT_CUDA_LIBRARY=$<TARGET_FILE:fake_cuda>;FAKE_CUDA_DEVICES=2")
-add_test(NAME cuda COMMAND cuda "${TVMRT_CUDA_FIXTURES}")
-set_tests_properties(cuda PROPERTIES TIMEOUT 120 ENVIRONMENT "${TVMRT_FAKE_CUDA_ENV}")
-add_dependencies(cuda fake_cuda)
-# Under valgrind: the CUDA back end's raw pointers (driver handles, device pointers, kernel
-# argument slots, the blob and payload reads) with no invalid access and no leak.
-if(VALGRIND_EXECUTABLE)
-  add_test(NAME memcheck_cuda
-    COMMAND "${VALGRIND_EXECUTABLE}" --quiet --error-exitcode=1 --leak-check=full
-            --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect
-            $<TARGET_FILE:cuda> "${TVMRT_CUDA_FIXTURES}")
-  set_tests_properties(memcheck_cuda PROPERTIES TIMEOUT 600 ENVIRONMENT "${TVMRT_FAKE_CUDA_ENV}")
+# It loads x86-64 fixtures (TVM-built): native x86-64 builds only (see TVMRT_X86_64_FIXTURES).
+if(TVMRT_X86_64_FIXTURES)
+  add_library(fake_cuda SHARED tests/cuda_double/fake_cuda.c)
+  tvmrt_add_program(cuda tvmrt::tvmrt c_tests/cuda.c)
+  set(TVMRT_CUDA_FIXTURES "${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures/cuda")
+  set(TVMRT_FAKE_CUDA_ENV "TVMRT_CUDA_LIBRARY=$<TARGET_FILE:fake_cuda>;FAKE_CUDA_DEVICES=2")
+  add_test(NAME cuda COMMAND cuda "${TVMRT_CUDA_FIXTURES}")
+  set_tests_properties(cuda PROPERTIES TIMEOUT 120 ENVIRONMENT "${TVMRT_FAKE_CUDA_ENV}")
+  add_dependencies(cuda fake_cuda)
+  # Under valgrind: the CUDA back end's raw pointers (driver handles, device pointers, kernel
+  # argument slots, the blob and payload reads) with no invalid access and no leak.
+  if(VALGRIND_EXECUTABLE)
+    add_test(NAME memcheck_cuda
+      COMMAND "${VALGRIND_EXECUTABLE}" --quiet --error-exitcode=1 --leak-check=full
+              --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect
+              $<TARGET_FILE:cuda> "${TVMRT_CUDA_FIXTURES}")
+    set_tests_properties(memcheck_cuda PROPERTIES TIMEOUT 600 ENVIRONMENT "${TVMRT_FAKE_CUDA_ENV}")
+  endif()
 endif()

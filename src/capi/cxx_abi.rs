@@ -163,4 +163,6 @@ const _: () = assert!(
     std::mem::size_of::<VTable<MODULE_SLOTS>>()
         == (2 + MODULE_SLOTS) * std::mem::size_of::<usize>()
 );
-const _: () = assert!(std::mem::size_of::<VmiClassTypeInfo1>() == 5 * std::mem::size_of::<usize>());
+// `__vmi_class_type_info` with one base: vptr, name, two 32-bit words, base, offset-flags.
+const _: () =
+    assert!(std::mem::size_of::<VmiClassTypeInfo1>() == 4 * std::mem::size_of::<usize>() + 8);

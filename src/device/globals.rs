@@ -84,15 +84,72 @@ fn device_api_token(device_type: u32) -> Result<Any> {
     )))
 }
 
+/// `__tvm_set_device(device_type, device_id)`.
+fn set_device(args: &[AnyView<'_>]) -> Result<()> {
+    // Two ints in range: the call every launch makes, read without building errors.
+    if let [t, id] = args {
+        if let (Some(t), Some(id)) = (t.as_i64(), id.as_i64()) {
+            if let (Ok(t), Ok(id)) = (u32::try_from(t), i32::try_from(id)) {
+                let dev = DLDevice {
+                    device_type: DLDeviceType(t),
+                    device_id: id,
+                };
+                return api_of(dev)?.set_device(dev);
+            }
+        }
+    }
+    set_device_refused(args)
+}
+
+/// What is wrong with a `__tvm_set_device` call the fast path did not take.
+#[cold]
+fn set_device_refused(args: &[AnyView<'_>]) -> Result<()> {
+    if args.len() != 2 {
+        crate::bail_type!(
+            "__tvm_set_device expects 2 arguments (device_type, device_id), got {}",
+            args.len()
+        );
+    }
+    let dev = device_from_ints(args, 0)?;
+    api_of(dev)?.set_device(dev)
+}
+
+/// The `safe_call` of `__tvm_set_device`, which every host launcher calls before each kernel
+/// launch: its own entry, so that the hot path builds no closure result. It returns None.
+///
+/// # Safety
+/// The tvm-ffi calling convention: `args` holds `num_args` values alive for the call and
+/// `result` is null or writable.
+unsafe extern "C" fn set_device_safe_call(
+    _handle: *mut c_void,
+    args: *const crate::abi::TVMFFIAny,
+    num_args: i32,
+    result: *mut crate::abi::TVMFFIAny,
+) -> i32 {
+    crate::unwind_guard::guard("__tvm_set_device", || {
+        // SAFETY: per the calling convention.
+        let args = unsafe { AnyView::slice_from_raw(args, num_args.max(0) as usize) };
+        match set_device(args) {
+            Ok(()) => {
+                if !result.is_null() {
+                    // SAFETY: per the calling convention; None owns nothing.
+                    unsafe { result.write(Any::none().into_raw()) };
+                }
+                0
+            }
+            Err(e) => {
+                crate::raised::set_raised(e);
+                -1
+            }
+        }
+    })
+}
+
 pub(super) fn builtins() -> Vec<(&'static str, Function)> {
     let mut v = vec![
         (
             "__tvm_set_device",
-            Function::from_fn(|args| {
-                let dev = device_from_ints(args, 0)?;
-                api_of(dev)?.set_device(dev)?;
-                Ok(Any::none())
-            }),
+            Function::from_extern_c(std::ptr::null_mut(), set_device_safe_call, None),
         ),
         ("runtime.GetDeviceAttr", Function::from_fn(get_device_attr)),
         (
@@ -193,6 +250,25 @@ mod tests {
             .call_values(&[Any::from(10i64), Any::from(0i64)])
             .unwrap_err();
         assert!(e.message.contains("device rocm:0 has no back end"), "{e}");
+        // What the fast path does not take is refused, each with its reason.
+        let refused = |args: &[Any]| set.call_values(args).unwrap_err().message.clone();
+        let m = refused(&[Any::from(1i64)]);
+        assert!(
+            m.contains("expects 2 arguments") && m.contains("got 1"),
+            "{m}"
+        );
+        let m = refused(&[Any::from(1i64), Any::from(0i64), Any::from(0i64)]);
+        assert!(m.contains("got 3"), "{m}");
+        let m = refused(&[Any::from(1i64), Any::from(0.5f64)]);
+        assert!(m.contains("device_id"), "{m}");
+        let m = refused(&[Any::from(-1i64), Any::from(0i64)]);
+        assert!(m.contains("invalid device type -1"), "{m}");
+        let m = refused(&[Any::from(1i64), Any::from(1i64 << 40)]);
+        assert!(m.contains("invalid device id"), "{m}");
+        let m = refused(&[Any::from(1i64), Any::from(-2i64)]);
+        assert!(m.contains("the device id is negative"), "{m}");
+        let m = refused(&[Any::from(1000i64), Any::from(0i64)]);
+        assert!(m.contains("has no back end"), "{m}");
         let tok = registry::get_required("device_api.cpu")
             .unwrap()
             .call(&[])

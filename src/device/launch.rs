@@ -351,12 +351,10 @@ impl LaunchConfig {
         // At most 12 extents and a shared memory size (`new` refuses repeated tags).
         let mut tail = [0i64; 13];
         for (k, v) in args[self.base..].iter().enumerate() {
-            tail[k] = v.as_i64().ok_or_else(|| {
-                v.type_mismatch(
-                    &format!("{api} kernel `{kernel}` launch argument {}", self.base + k),
-                    "int",
-                )
-            })?;
+            match v.as_i64() {
+                Some(x) => tail[k] = x,
+                None => return Err(launch_arg_mismatch(api, kernel, self.base + k, v)),
+            }
         }
         self.extract(kernel, &tail[..args.len() - self.base])
     }
@@ -376,7 +374,7 @@ impl LaunchConfig {
         for (k, &slot) in self.slots.iter().enumerate() {
             let v = tail[k];
             if v < 0 {
-                crate::bail_value!("kernel `{kernel}`: launch extent {k} is negative ({v})");
+                return Err(negative_extent(kernel, k, v));
             }
             if v > 0 {
                 size[slot] = v as usize;
@@ -407,14 +405,35 @@ impl WorkLoad {
     pub fn global_size(&self, kernel: &str) -> Result<[usize; 3]> {
         let mut out = [0usize; 3];
         for (i, (g, b)) in self.grid.iter().zip(&self.block).enumerate() {
-            out[i] = g.checked_mul(*b).ok_or_else(|| {
-                Error::value(format!(
-                    "kernel `{kernel}`: launch of {g} x {b} threads in dimension {i} overflows"
-                ))
-            })?;
+            out[i] = match g.checked_mul(*b) {
+                Some(n) => n,
+                None => return Err(launch_overflow(kernel, *g, *b, i)),
+            };
         }
         Ok(out)
     }
+}
+
+#[cold]
+fn launch_arg_mismatch(api: &str, kernel: &str, at: usize, v: &AnyView<'_>) -> Error {
+    v.type_mismatch(
+        &format!("{api} kernel `{kernel}` launch argument {at}"),
+        "int",
+    )
+}
+
+#[cold]
+fn negative_extent(kernel: &str, k: usize, v: i64) -> Error {
+    Error::value(format!(
+        "kernel `{kernel}`: launch extent {k} is negative ({v})"
+    ))
+}
+
+#[cold]
+fn launch_overflow(kernel: &str, g: usize, b: usize, dim: usize) -> Error {
+    Error::value(format!(
+        "kernel `{kernel}`: launch of {g} x {b} threads in dimension {dim} overflows"
+    ))
 }
 
 #[cfg(test)]

@@ -143,17 +143,23 @@ pub fn api(device_type: u32) -> Result<&'static dyn DeviceApi> {
 }
 
 /// The device API of `dev`, after checking its id is not negative.
+#[inline]
 pub fn api_of(dev: DLDevice) -> Result<&'static dyn DeviceApi> {
+    match TABLE.get(dev.device_type.0 as usize) {
+        Some(Some(api)) if dev.device_id >= 0 => Ok(*api),
+        _ => Err(api_of_refused(dev)),
+    }
+}
+
+#[cold]
+fn api_of_refused(dev: DLDevice) -> Error {
     if dev.device_id < 0 {
-        return Err(Error::value(format!(
+        return Error::value(format!(
             "invalid device {}: the device id is negative",
             device_name(dev)
-        )));
+        ));
     }
-    match TABLE.get(dev.device_type.0 as usize) {
-        Some(Some(api)) => Ok(*api),
-        _ => Err(no_back_end(format!("device {}", device_name(dev)))),
-    }
+    no_back_end(format!("device {}", device_name(dev)))
 }
 
 fn no_back_end(what: String) -> Error {

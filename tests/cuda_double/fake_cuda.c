@@ -14,12 +14,16 @@
  *   kernels each parameter's bytes), and refused as the driver does when the block is too
  *   large or the dynamic shared memory exceeds the function's allowance; the fixtures' kernels
  *   (add_kernel, axpk_kernel, mul_2d_kernel, matmul_kernel of tests/fixtures/cuda, and the
- *   classic graph model's add_relu_kernel and scale_kernel) run on the host, written from TVM's CUDA source, so values can be checked end to end (a test may add
- *   others with fake_cuda_set_kernel).
+ *   classic graph model's add_relu_kernel and scale_kernel) run on the host, written from
+ *   TVM's CUDA source, so values can be checked end to end (a test may add others with
+ *   fake_cuda_set_kernel).
  *
  * Configuration (read at cuInit): FAKE_CUDA_DEVICES (default 1), FAKE_CUDA_SM (default 80),
  * FAKE_CUDA_SHARED_OPTIN (default 166912, an A100's opt-in shared memory per block).
  * Inspection: the fake_cuda_* functions at the end. Thread-safe (one lock). */
+/* posix_memalign under strict C modes. */
+#define _POSIX_C_SOURCE 200112L
+
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>

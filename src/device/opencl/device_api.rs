@@ -37,14 +37,20 @@ static WORKSPACES: WorkspacePool = WorkspacePool::new();
 /// The OpenCL device API.
 pub struct OpenClDeviceApi;
 
+#[inline]
 fn check_opencl_side(dev: DLDevice) -> Result<()> {
     if dev.device_type.0 != super::DEVICE_TYPE {
-        return Err(Error::value(format!(
-            "expected an OpenCL device, got {}",
-            device_name(dev)
-        )));
+        return Err(not_opencl(dev));
     }
     Ok(())
+}
+
+#[cold]
+fn not_opencl(dev: DLDevice) -> Error {
+    Error::value(format!(
+        "expected an OpenCL device, got {}",
+        device_name(dev)
+    ))
 }
 
 /// Checks that `nbytes` from `offset` lie inside buffer `b`.
