@@ -6,11 +6,5 @@ if(TVMRT_X86_64_FIXTURES)
   set(TVMRT_BOOL_MODEL "${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures/graph/bool_model.so")
   add_test(NAME classic_bool COMMAND classic_bool "${TVMRT_BOOL_MODEL}")
   set_tests_properties(classic_bool PROPERTIES TIMEOUT 120)
-  if(VALGRIND_EXECUTABLE)
-    add_test(NAME memcheck_classic_bool
-      COMMAND "${VALGRIND_EXECUTABLE}" --quiet --error-exitcode=1 --leak-check=full
-              --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect
-              $<TARGET_FILE:classic_bool> "${TVMRT_BOOL_MODEL}")
-    set_tests_properties(memcheck_classic_bool PROPERTIES TIMEOUT 600)
-  endif()
+  tvmrt_add_memcheck(classic_bool ARGS "${TVMRT_BOOL_MODEL}")
 endif()

@@ -12,11 +12,5 @@ if(TVMRT_X86_64_FIXTURES)
   add_dependencies(cuda fake_cuda)
   # Under valgrind: the CUDA back end's raw pointers (driver handles, device pointers, kernel
   # argument slots, the blob and payload reads) with no invalid access and no leak.
-  if(VALGRIND_EXECUTABLE)
-    add_test(NAME memcheck_cuda
-      COMMAND "${VALGRIND_EXECUTABLE}" --quiet --error-exitcode=1 --leak-check=full
-              --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect
-              $<TARGET_FILE:cuda> "${TVMRT_CUDA_FIXTURES}")
-    set_tests_properties(memcheck_cuda PROPERTIES TIMEOUT 600 ENVIRONMENT "${TVMRT_FAKE_CUDA_ENV}")
-  endif()
+  tvmrt_add_memcheck(cuda ARGS "${TVMRT_CUDA_FIXTURES}" ENVIRONMENT ${TVMRT_FAKE_CUDA_ENV})
 endif()

@@ -41,11 +41,5 @@ add_test(NAME cxx_modules
 set_tests_properties(cxx_modules PROPERTIES TIMEOUT 120)
 # The vtable and reference-count paths between C++ and Rust under memcheck: every module,
 # function and error crossing is released.
-if(VALGRIND_EXECUTABLE)
-  add_test(NAME memcheck_cxx_modules
-    COMMAND "${VALGRIND_EXECUTABLE}" --quiet --error-exitcode=1 --leak-check=full
-            --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect
-            $<TARGET_FILE:cxx_modules> $<TARGET_FILE:tvmrt_test_counter_module>
-            "${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures")
-  set_tests_properties(memcheck_cxx_modules PROPERTIES TIMEOUT 600)
-endif()
+tvmrt_add_memcheck(cxx_modules
+  ARGS $<TARGET_FILE:tvmrt_test_counter_module> "${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures")

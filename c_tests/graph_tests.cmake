@@ -6,11 +6,5 @@ set(TVMRT_GRAPH_MODEL "${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures/graph/int_mode
 if(TVMRT_X86_64_FIXTURES)
   add_test(NAME graph_executor COMMAND graph_executor "${TVMRT_GRAPH_MODEL}")
   set_tests_properties(graph_executor PROPERTIES TIMEOUT 120)
-endif()
-if(VALGRIND_EXECUTABLE AND TVMRT_X86_64_FIXTURES)
-  add_test(NAME memcheck_graph_executor
-    COMMAND "${VALGRIND_EXECUTABLE}" --quiet --error-exitcode=1 --leak-check=full
-            --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect
-            $<TARGET_FILE:graph_executor> "${TVMRT_GRAPH_MODEL}")
-  set_tests_properties(memcheck_graph_executor PROPERTIES TIMEOUT 600)
+  tvmrt_add_memcheck(graph_executor ARGS "${TVMRT_GRAPH_MODEL}")
 endif()

@@ -6,11 +6,5 @@ if(TVMRT_X86_64_FIXTURES)
   tvmrt_add_program(llm_serving tvmrt::tvmrt c_tests/llm_serving.c)
   add_test(NAME llm_serving COMMAND llm_serving "${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures/llm")
   set_tests_properties(llm_serving PROPERTIES TIMEOUT 120)
-  if(VALGRIND_EXECUTABLE)
-    add_test(NAME memcheck_llm_serving
-      COMMAND "${VALGRIND_EXECUTABLE}" --quiet --error-exitcode=1 --leak-check=full
-              --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect
-              $<TARGET_FILE:llm_serving> "${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures/llm")
-    set_tests_properties(memcheck_llm_serving PROPERTIES TIMEOUT 600)
-  endif()
+  tvmrt_add_memcheck(llm_serving ARGS "${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures/llm")
 endif()

@@ -18,13 +18,7 @@ if(TVMRT_X86_64_FIXTURES)
   # invalid access and no leak of tvmrt's; POCL's and the dynamic loader's own reports are
   # suppressed (c_tests/pocl.supp). It runs after `opencl`, whose POCL kernel cache it reuses, so
   # no kernel is compiled under valgrind (about 15 s).
-  if(VALGRIND_EXECUTABLE)
-    add_test(NAME memcheck_opencl
-      COMMAND "${VALGRIND_EXECUTABLE}" --quiet --error-exitcode=1 --leak-check=full
-              --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect
-              "--suppressions=${CMAKE_CURRENT_SOURCE_DIR}/c_tests/pocl.supp"
-              $<TARGET_FILE:opencl> "${TVMRT_OPENCL_FIXTURES}" --small)
-    set_tests_properties(memcheck_opencl PROPERTIES TIMEOUT 600 DEPENDS opencl
-                         ENVIRONMENT "${TVMRT_POCL_CACHE}")
-  endif()
+  tvmrt_add_memcheck(opencl ARGS "${TVMRT_OPENCL_FIXTURES}" --small
+    SUPPRESSIONS "${CMAKE_CURRENT_SOURCE_DIR}/c_tests/pocl.supp"
+    ENVIRONMENT "${TVMRT_POCL_CACHE}" DEPENDS opencl)
 endif()

@@ -9,13 +9,7 @@ tvmrt_add_program(modules tvmrt::tvmrt c_tests/modules.c)
 if(TVMRT_X86_64_FIXTURES)
   add_test(NAME modules COMMAND modules "${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures")
   set_tests_properties(modules PROPERTIES TIMEOUT 120)
-endif()
-if(VALGRIND_EXECUTABLE AND TVMRT_X86_64_FIXTURES)
-  add_test(NAME memcheck_modules
-    COMMAND "${VALGRIND_EXECUTABLE}" --quiet --error-exitcode=1 --leak-check=full
-            --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect
-            $<TARGET_FILE:modules> "${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures")
-  set_tests_properties(memcheck_modules PROPERTIES TIMEOUT 600)
+  tvmrt_add_memcheck(modules ARGS "${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures")
 endif()
 
 # A classic-ABI library (TVM <= 0.20 layout) built here from the Rust tests' source, called
@@ -27,10 +21,4 @@ tvmrt_add_program(classic_modules tvmrt::tvmrt c_tests/classic_modules.c)
 add_test(NAME classic_modules
   COMMAND classic_modules $<TARGET_FILE:tvmrt_test_classic_kernels>)
 set_tests_properties(classic_modules PROPERTIES TIMEOUT 120)
-if(VALGRIND_EXECUTABLE)
-  add_test(NAME memcheck_classic_modules
-    COMMAND "${VALGRIND_EXECUTABLE}" --quiet --error-exitcode=1 --leak-check=full
-            --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect
-            $<TARGET_FILE:classic_modules> $<TARGET_FILE:tvmrt_test_classic_kernels>)
-  set_tests_properties(memcheck_classic_modules PROPERTIES TIMEOUT 600)
-endif()
+tvmrt_add_memcheck(classic_modules ARGS $<TARGET_FILE:tvmrt_test_classic_kernels>)

@@ -4,13 +4,7 @@ tvmrt_add_program(vm_models tvmrt::tvmrt c_tests/vm_models.c)
 if(TVMRT_X86_64_FIXTURES)
   add_test(NAME vm_models COMMAND vm_models "${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures")
   set_tests_properties(vm_models PROPERTIES TIMEOUT 120)
-endif()
-# Under valgrind: model loading reads the library's mapped blob in place and drops the pages of
-# copied constants (src/mapped.rs); no invalid read, no leak.
-if(VALGRIND_EXECUTABLE AND TVMRT_X86_64_FIXTURES)
-  add_test(NAME memcheck_vm_models
-    COMMAND "${VALGRIND_EXECUTABLE}" --quiet --error-exitcode=1 --leak-check=full
-            --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect
-            $<TARGET_FILE:vm_models> "${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures")
-  set_tests_properties(memcheck_vm_models PROPERTIES TIMEOUT 600)
+  # Under valgrind: model loading reads the library's mapped blob in place and drops the pages
+  # of copied constants (src/mapped.rs); no invalid read, no leak.
+  tvmrt_add_memcheck(vm_models ARGS "${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures")
 endif()

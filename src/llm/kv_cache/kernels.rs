@@ -69,6 +69,32 @@ fn t(x: &Tensor) -> AnyView<'_> {
     AnyView::from(x)
 }
 
+/// The most arguments a kernel of TVM's cache takes.
+const MAX_KERNEL_ARGS: usize = 20;
+
+/// Calls `f` with `head`, the four rotary and scale scalars, then `tail`: the order every MHA
+/// kernel of TVM's takes them in. The arguments are gathered on the stack (no allocation).
+fn call_with_scalars(
+    f: &Function,
+    head: &[AnyView<'_>],
+    s: AttnScalars,
+    tail: &[AnyView<'_>],
+) -> Result<()> {
+    let scalars = [
+        AnyView::from(rotary_mode(s.rope_mode)),
+        AnyView::from(s.rotary_scale),
+        AnyView::from(s.rotary_theta),
+        AnyView::from(s.sm_scale),
+    ];
+    let n = head.len() + scalars.len() + tail.len();
+    debug_assert!(n <= MAX_KERNEL_ARGS);
+    let mut args = [scalars[0]; MAX_KERNEL_ARGS];
+    for (slot, v) in args.iter_mut().zip(head.iter().chain(&scalars).chain(tail)) {
+        *slot = *v;
+    }
+    call(f, &args[..n])
+}
+
 /// Rotary and scaling parameters shared by the MHA kernels.
 #[derive(Clone, Copy)]
 pub struct AttnScalars {
@@ -101,7 +127,7 @@ impl AttnKernel {
         out: &Tensor,
         lse: &Tensor,
     ) -> Result<()> {
-        call(
+        call_with_scalars(
             self.f(),
             &[
                 t(q),
@@ -114,11 +140,9 @@ impl AttnKernel {
                 t(out),
                 t(lse),
                 AnyView::from(causal as i64),
-                AnyView::from(rotary_mode(s.rope_mode)),
-                AnyView::from(s.rotary_scale),
-                AnyView::from(s.rotary_theta),
-                AnyView::from(s.sm_scale),
             ],
+            s,
+            &[],
         )
     }
 
@@ -139,7 +163,7 @@ impl AttnKernel {
         out: &Tensor,
         lse: &Tensor,
     ) -> Result<()> {
-        call(
+        call_with_scalars(
             self.f(),
             &[
                 t(q),
@@ -153,11 +177,9 @@ impl AttnKernel {
                 t(out),
                 t(lse),
                 AnyView::from(causal as i64),
-                AnyView::from(rotary_mode(s.rope_mode)),
-                AnyView::from(s.rotary_scale),
-                AnyView::from(s.rotary_theta),
-                AnyView::from(s.sm_scale),
             ],
+            s,
+            &[],
         )
     }
 
@@ -208,7 +230,7 @@ impl AttnKernel {
         out: &Tensor,
         lse: &Tensor,
     ) -> Result<()> {
-        call(
+        call_with_scalars(
             self.f(),
             &[
                 t(q),
@@ -220,11 +242,9 @@ impl AttnKernel {
                 t(q_rope_position),
                 t(out),
                 t(lse),
-                AnyView::from(rotary_mode(s.rope_mode)),
-                AnyView::from(s.rotary_scale),
-                AnyView::from(s.rotary_theta),
-                AnyView::from(s.sm_scale),
             ],
+            s,
+            &[],
         )
     }
 
@@ -246,7 +266,7 @@ impl AttnKernel {
         out: &Tensor,
         lse: &Tensor,
     ) -> Result<()> {
-        call(
+        call_with_scalars(
             self.f(),
             &[
                 t(q),
@@ -259,13 +279,9 @@ impl AttnKernel {
                 t(q_rope_position),
                 t(out),
                 t(lse),
-                AnyView::from(rotary_mode(s.rope_mode)),
-                AnyView::from(s.rotary_scale),
-                AnyView::from(s.rotary_theta),
-                AnyView::from(s.sm_scale),
-                t(tree_attn_mn_indptr),
-                t(tree_attn_mask),
             ],
+            s,
+            &[t(tree_attn_mn_indptr), t(tree_attn_mask)],
         )
     }
 
@@ -285,7 +301,7 @@ impl AttnKernel {
         out: &Tensor,
         lse: &Tensor,
     ) -> Result<()> {
-        call(
+        call_with_scalars(
             self.f(),
             &[
                 t(q),
@@ -298,11 +314,9 @@ impl AttnKernel {
                 t(tree_attn_mask),
                 t(out),
                 t(lse),
-                AnyView::from(rotary_mode(s.rope_mode)),
-                AnyView::from(s.rotary_scale),
-                AnyView::from(s.rotary_theta),
-                AnyView::from(s.sm_scale),
             ],
+            s,
+            &[],
         )
     }
 }
