@@ -127,7 +127,7 @@ fn create_checks_its_arguments() {
                     Any::none(),
                 ]))
             }),
-            "runs on CUDA devices",
+            "FlashInfer's CUDA kernels, which tvmrt does not provide",
         ),
         (
             Box::new(|a| a[23] = empty()),

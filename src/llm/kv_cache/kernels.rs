@@ -47,8 +47,9 @@ pub fn attn_kernel(arr: &ObjectRef, what: &str, ragged: bool) -> Result<Option<A
                 );
             }
             Err(Error::runtime(format!(
-                "{what}: the FlashInfer attention back end runs on CUDA devices, which tvmrt \
-                 does not drive yet; build the model for a CPU target (TIR kernels)"
+                "{what}: the FlashInfer attention back end calls FlashInfer's CUDA kernels, \
+                 which tvmrt does not provide; build the model with TVM's TIR attention \
+                 kernels (the default for CPU targets)"
             )))
         }
         other => crate::bail_value!(
