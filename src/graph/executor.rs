@@ -301,6 +301,8 @@ impl GraphExecutor {
             .collect();
         for &e in &peers {
             let entry = &state.entries[e];
+            // SAFETY: an entry's descriptor is valid while the entry (held in `state`) lives;
+            // it is copied out here, not kept.
             let mut proto = *unsafe { &*entry.dltensor() };
             proto.data = data;
             proto.byte_offset = 0;

@@ -487,8 +487,11 @@ impl Reader {
                             self.node(i)?
                         }
                     };
+                    // SAFETY: `addr` is the object this type's fields describe, made above
+                    // and not yet shared; the setter checks the value's kind.
                     unsafe { fields::call_setter(&f, addr, value.view())? };
                 }
+                // SAFETY: as above; the field has a default to write.
                 None if f.flags & field_flag::HAS_DEFAULT != 0 => unsafe {
                     fields::set_default(&f, addr)?
                 },

@@ -596,6 +596,7 @@ mod tests {
             bits: 32,
             lanes: 4,
         };
+        // SAFETY: every payload is 8 bytes; reading all of them is what this test checks.
         let bytes = |a: &Any| unsafe { a.raw().payload.v_uint64 };
         let a = built_on_garbage(0xa5, || Any::from(f32x4));
         let b = built_on_garbage(0x5a, || Any::from(f32x4));
