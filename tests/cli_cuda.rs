@@ -12,6 +12,8 @@ mod cuda_support;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use cli_support::npy_f32;
+
 fn f(rel: &str) -> String {
     cli_support::fixtures()
         .join("cuda")
@@ -45,26 +47,9 @@ fn fails(args: &[&str], driver: Option<&str>) -> String {
     cli_support::failed(tvmrt(args, driver), args)
 }
 
-fn npy_f32(path: &Path) -> Vec<f32> {
-    let bytes = std::fs::read(path).unwrap();
-    let hlen = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
-    bytes[10 + hlen..]
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
-
-fn out_dir(name: &str) -> std::path::PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("cli_cuda")
-        .join(format!("{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 #[test]
 fn run_kernels_and_a_relax_model_on_cuda() {
-    let dir = out_dir("run");
+    let dir = cli_support::out_dir("cli_cuda", "run");
     let d = dir.to_str().unwrap();
     for lib in ["elementwise_ptx.so", "elementwise.so"] {
         let text = ok(&[

@@ -8,7 +8,7 @@ mod cli_support;
 
 use std::path::Path;
 
-use cli_support::{fails, fixtures, ok, tvmrt};
+use cli_support::{fails, fixtures, npy_f32, ok, out_dir, tvmrt};
 
 fn f(rel: &str) -> String {
     fixtures()
@@ -26,20 +26,6 @@ fn refused(args: &[&str]) -> String {
     err.lines().next().unwrap_or_default().to_string()
 }
 
-/// The data bytes of a `.npy` file (after its header).
-fn npy_data(path: &Path) -> Vec<u8> {
-    let bytes = std::fs::read(path).unwrap();
-    let hlen = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
-    bytes[10 + hlen..].to_vec()
-}
-
-fn f32s(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
-
 fn close(got: &[f32], want: &[f32], tol: f32) {
     assert_eq!(got.len(), want.len());
     for (g, w) in got.iter().zip(want) {
@@ -47,17 +33,9 @@ fn close(got: &[f32], want: &[f32], tol: f32) {
     }
 }
 
-fn out_dir(name: &str) -> std::path::PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("cli_opencl")
-        .join(format!("{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 #[test]
 fn run_a_kernel_and_a_relax_model_on_opencl() {
-    let dir = out_dir("run");
+    let dir = out_dir("cli_opencl", "run");
     let d = dir.to_str().unwrap();
     let text = ok(&[
         "run",
@@ -76,8 +54,8 @@ fn run_a_kernel_and_a_relax_model_on_opencl() {
     ]);
     assert!(text.contains("output0.npy (float32[33])"), "{text}");
     close(
-        &f32s(&npy_data(&dir.join("output0.npy"))),
-        &f32s(&npy_data(Path::new(&f("data/add.n33.out0.npy")))),
+        &npy_f32(&dir.join("output0.npy")),
+        &npy_f32(Path::new(&f("data/add.n33.out0.npy"))),
         1e-6,
     );
     let text = ok(&[
@@ -93,8 +71,8 @@ fn run_a_kernel_and_a_relax_model_on_opencl() {
     ]);
     assert!(text.contains("output0.npy (float32[1, 8])"), "{text}");
     close(
-        &f32s(&npy_data(&dir.join("output0.npy"))),
-        &f32s(&npy_data(Path::new(&f("data/mlp.main.out0.npy")))),
+        &npy_f32(&dir.join("output0.npy")),
+        &npy_f32(Path::new(&f("data/mlp.main.out0.npy"))),
         1e-5,
     );
     // The classic graph model: created on OpenCL, its input uploaded by set_input; output 0
@@ -134,7 +112,7 @@ fn run_a_kernel_and_a_relax_model_on_opencl() {
         .iter()
         .map(|v| v.as_f64().unwrap() as f32)
         .collect();
-    assert_eq!(f32s(&npy_data(&dir.join("output0.npy"))), want);
+    assert_eq!(npy_f32(&dir.join("output0.npy")), want);
 }
 
 #[test]

@@ -32,6 +32,16 @@ fn last_error() -> String {
         .into_owned()
 }
 
+/// `TVMDeviceCopyDataFromTo(from, to)` returns -1 with `want` in the error: the back end
+/// refuses the descriptors without reading through them.
+fn copy_refused(from: &mut DLTensor, to: &mut DLTensor, want: &str) {
+    // SAFETY: both are descriptors whose validity is what the call checks; a refused copy
+    // reads no data.
+    assert_eq!(unsafe { TVMDeviceCopyDataFromTo(from, to, null_mut()) }, -1);
+    let e = last_error();
+    assert!(e.contains(want), "{e}");
+}
+
 fn f32s(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
@@ -117,40 +127,17 @@ fn arrays_on_opencl_through_the_classic_api() {
     assert_eq!(host, [5.0, 6.0, 7.0, 8.0]);
     // A range past the buffer's end is refused, not read.
     let mut past = desc(da, opencl(0), &mut s4a, 20);
-    // SAFETY: descriptors of live buffers (the range is what is checked).
-    assert_eq!(
-        unsafe { TVMDeviceCopyDataFromTo(&mut past, &mut h, null_mut()) },
-        -1
-    );
-    assert!(
-        last_error().contains("exceed the OpenCL buffer's 32 bytes"),
-        "{}",
-        last_error()
-    );
+    copy_refused(&mut past, &mut h, "exceed the OpenCL buffer's 32 bytes");
     // A descriptor that claims another device than its buffer's is refused.
     let mut liar = desc(da, opencl(1), &mut s4a, 0);
-    // SAFETY: as above.
-    assert_eq!(
-        unsafe { TVMDeviceCopyDataFromTo(&mut liar, &mut h, null_mut()) },
-        -1
-    );
-    assert!(
-        last_error().contains("says opencl:1 but its buffer was allocated on opencl:0"),
-        "{}",
-        last_error()
+    copy_refused(
+        &mut liar,
+        &mut h,
+        "says opencl:1 but its buffer was allocated on opencl:0",
     );
     // Host memory passed as an OpenCL pointer is refused, not read as a descriptor.
     let mut fake = desc(host.as_mut_ptr().cast(), opencl(0), &mut s4a, 0);
-    // SAFETY: `fake` points at host memory, which the back end must refuse.
-    assert_eq!(
-        unsafe { TVMDeviceCopyDataFromTo(&mut fake, &mut h, null_mut()) },
-        -1
-    );
-    assert!(
-        last_error().contains("is not an OpenCL buffer tvmrt allocated"),
-        "{}",
-        last_error()
-    );
+    copy_refused(&mut fake, &mut h, "is not an OpenCL buffer tvmrt allocated");
     // SAFETY: the arrays are released once.
     unsafe {
         assert_eq!(TVMArrayFree(a), 0);

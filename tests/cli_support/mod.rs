@@ -1,7 +1,7 @@
 //! Helpers shared by the `cli_*` tests: the fixtures directory and the built `tvmrt` binary.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// `tests/fixtures`.
@@ -45,4 +45,23 @@ pub fn failed(o: Output, args: &[&str]) -> String {
     assert_eq!(err.lines().count(), 1, "not one line: {err:?}");
     assert!(err.starts_with("tvmrt: "), "{err}");
     err
+}
+
+/// A fresh output directory for test `name` of test file `group`, under cargo's temp dir.
+pub fn out_dir(group: &str, name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(group)
+        .join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The float32 elements of a `.npy` file (version 1 header, little-endian data).
+pub fn npy_f32(path: &Path) -> Vec<f32> {
+    let bytes = std::fs::read(path).unwrap();
+    let hlen = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    bytes[10 + hlen..]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
 }
