@@ -7,7 +7,7 @@ mod cli_support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use cli_support::{fails, fixtures, ok, tvmrt};
+use cli_support::{fails, fixtures, npy_f32, ok, tvmrt};
 
 fn lib(name: &str) -> String {
     fixtures().join(name).to_string_lossy().into_owned()
@@ -35,12 +35,6 @@ fn npy_parts(path: &Path) -> (Vec<u64>, String, Vec<u8>) {
     let mut rest: &[u8] = &bytes;
     let h = npyz::NpyHeader::from_reader(&mut rest).unwrap();
     (h.shape().to_vec(), h.dtype().descr(), rest.to_vec())
-}
-
-fn npy_f32(path: &Path) -> Vec<f32> {
-    let bytes = std::fs::read(path).unwrap();
-    let f = npyz::NpyFile::new(&bytes[..]).unwrap();
-    f.into_vec::<f32>().unwrap()
 }
 
 #[test]

@@ -56,12 +56,9 @@ pub fn out_dir(group: &str, name: &str) -> PathBuf {
     d
 }
 
-/// The float32 elements of a `.npy` file (version 1 header, little-endian data).
+/// The float32 elements of a `.npy` file.
 pub fn npy_f32(path: &Path) -> Vec<f32> {
-    let bytes = std::fs::read(path).unwrap();
-    let hlen = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
-    bytes[10 + hlen..]
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let f = npyz::NpyFile::new(&bytes[..]).unwrap();
+    f.into_vec::<f32>().unwrap()
 }
