@@ -213,12 +213,7 @@ fn dynamic_shared_memory_as_the_launch_tags_say() {
     let _s = serial();
     let fake = setup();
     let manifest = manifest();
-    let case = manifest["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "matmul.64")
-        .unwrap();
+    let case = manifest_case(&manifest, "matmul.64");
     for file in ["matmul_dyn.so", "matmul_dyn_cubin.so"] {
         let lib = load(file);
         fake.reset();
@@ -556,12 +551,7 @@ fn relax_model_runs_on_cuda() {
     let _s = serial();
     let fake = setup();
     let manifest = manifest();
-    let case = manifest["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "mlp.main")
-        .unwrap();
+    let case = manifest_case(&manifest, "mlp.main");
     let kernels: Vec<String> = manifest["libraries"]["mlp"]["kernels"]
         .as_object()
         .unwrap()

@@ -54,6 +54,17 @@ pub fn manifest() -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
+/// The manifest's case called `name`.
+pub fn manifest_case(manifest: &Value, name: &str) -> Value {
+    manifest["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no case `{name}` in the CUDA manifest"))
+        .clone()
+}
+
 /// The `cuda` module a library imports.
 pub fn cuda_module(lib: &Module) -> Module {
     fn find(m: &Module) -> Option<Module> {
