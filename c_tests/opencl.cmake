@@ -15,9 +15,9 @@ if(TVMRT_X86_64_FIXTURES)
   add_test(NAME opencl COMMAND opencl "${TVMRT_OPENCL_FIXTURES}")
   set_tests_properties(opencl PROPERTIES TIMEOUT 300 ENVIRONMENT "${TVMRT_POCL_CACHE}")
   # Under valgrind, a small case (load, device arrays, one kernel, copies, errors, frees): no
-  # invalid access and no leak of tvmrt's; POCL's and the dynamic loader's own reports are
-  # suppressed (c_tests/pocl.supp). It runs after `opencl`, whose POCL kernel cache it reuses, so
-  # no kernel is compiled under valgrind (about 15 s).
+  # invalid access and no leak of tvmrt's; POCL's, LLVM's and the dynamic loader's own reports
+  # are suppressed (c_tests/pocl.supp). It runs after `opencl`, whose POCL kernel cache it
+  # reuses, so usually no kernel is compiled under valgrind (15 to 35 s).
   tvmrt_add_memcheck(opencl ARGS "${TVMRT_OPENCL_FIXTURES}" --small
     SUPPRESSIONS "${CMAKE_CURRENT_SOURCE_DIR}/c_tests/pocl.supp"
     ENVIRONMENT "${TVMRT_POCL_CACHE}" DEPENDS opencl)
