@@ -203,6 +203,39 @@ impl Shared {
         Ok(())
     }
 
+    /// Causal self-attention of the new tokens among themselves with the ragged prefill
+    /// kernel (a batch whose depth 0 is a chain).
+    #[allow(clippy::too_many_arguments)]
+    fn ragged_self_attn(
+        &self,
+        r: &Ready<'_>,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        o: &Tensor,
+        lse: &Tensor,
+        s: AttnScalars,
+    ) -> Result<()> {
+        let f =
+            self.kernels.prefill_ragged.as_ref().ok_or_else(|| {
+                Error::runtime("The cache has no ragged prefill attention kernel.")
+            })?;
+        let vw = r.views;
+        f.ragged_mha(
+            q,
+            k,
+            v,
+            &vw.cur_append_length_indptr,
+            &vw.cur_append_length_indptr,
+            &vw.q_rope_position_map,
+            &vw.k_ragged_rope_pos_offset,
+            true,
+            s,
+            o,
+            lse,
+        )
+    }
+
     /// `MHASelfAttnInternal`.
     #[allow(clippy::too_many_arguments)]
     fn mha_self_attn(
@@ -217,22 +250,7 @@ impl Shared {
     ) -> Result<()> {
         let vw = r.views;
         if r.batch.is_chain_on_depths[0] {
-            let f = self.kernels.prefill_ragged.as_ref().ok_or_else(|| {
-                Error::runtime("The cache has no ragged prefill attention kernel.")
-            })?;
-            f.ragged_mha(
-                q,
-                k,
-                v,
-                &vw.cur_append_length_indptr,
-                &vw.cur_append_length_indptr,
-                &vw.q_rope_position_map,
-                &vw.k_ragged_rope_pos_offset,
-                true,
-                self.scalars(sm_scale),
-                o,
-                lse,
-            )
+            self.ragged_self_attn(r, q, k, v, o, lse, self.scalars(sm_scale))
         } else {
             let f = self
                 .kernels
@@ -506,27 +524,11 @@ impl Shared {
             if !r.batch.is_chain_on_depths[0] {
                 crate::bail_value!("Tree attn not able for MLA for now.");
             }
-            let f = self.kernels.prefill_ragged.as_ref().ok_or_else(|| {
-                Error::runtime("The cache has no ragged prefill attention kernel.")
-            })?;
             let s = AttnScalars {
                 rope_mode: super::config::RopeMode::None,
                 ..self.scalars(sm_scale)
             };
-            let vw = r.views;
-            f.ragged_mha(
-                q,
-                k,
-                v,
-                &vw.cur_append_length_indptr,
-                &vw.cur_append_length_indptr,
-                &vw.q_rope_position_map,
-                &vw.k_ragged_rope_pos_offset,
-                true,
-                s,
-                o,
-                lse,
-            )
+            self.ragged_self_attn(&r, q, k, v, o, lse, s)
         }
     }
 
