@@ -1,0 +1,245 @@
+//! The model configuration Triton hands the backend (its `config.pbtxt` as JSON): the backend's
+//! parameters, and auto-completion of the inputs, outputs and batching from the model.
+
+use serde_json::{json, Map, Value};
+
+use crate::signature::TensorSpec;
+use crate::types;
+
+/// What the backend reads from a model's configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// `parameters { key: "function" }`: the Relax function (default `main`) or kernel.
+    pub function: Option<String>,
+    /// `parameters { key: "device" }`: `cpu`, `cuda:0`, `opencl:0`, `vulkan:0`... (default:
+    /// the instance's kind: the CPU, or the instance's GPU for `KIND_GPU`).
+    pub device: Option<String>,
+    /// `parameters { key: "threads" }`: the size of tvmrt's (process-wide) parallel pool.
+    pub threads: Option<usize>,
+    /// `parameters { key: "num_outputs" }`: how many of a kernel's last parameters are outputs.
+    pub num_outputs: usize,
+    /// `default_model_filename`, else `model.so`.
+    pub filename: String,
+    /// `max_batch_size` (0: requests are not batched).
+    pub max_batch_size: i64,
+}
+
+/// A parameter's `string_value`.
+pub fn parameter(config: &Value, key: &str) -> Option<String> {
+    config
+        .get("parameters")?
+        .get(key)?
+        .get("string_value")?
+        .as_str()
+        .map(str::to_string)
+}
+
+fn int_field(config: &Value, key: &str) -> i64 {
+    // Protobuf's JSON writes 64-bit integers as strings.
+    match config.get(key) {
+        Some(Value::Number(n)) => n.as_i64().unwrap_or(0),
+        Some(Value::String(s)) => s.parse().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+impl Settings {
+    /// Reads the settings; a malformed parameter is an error naming it.
+    pub fn from_config(config: &Value) -> Result<Settings, String> {
+        let threads = match parameter(config, "threads") {
+            None => None,
+            Some(t) => Some(
+                t.trim()
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| {
+                        format!("parameter `threads` is `{t}`, not a positive integer")
+                    })?,
+            ),
+        };
+        let num_outputs = match parameter(config, "num_outputs") {
+            None => 1,
+            Some(t) => t
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| {
+                    format!("parameter `num_outputs` is `{t}`, not a positive integer")
+                })?,
+        };
+        let filename = config
+            .get("default_model_filename")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .unwrap_or("model.so")
+            .to_string();
+        Ok(Settings {
+            function: parameter(config, "function").filter(|s| !s.is_empty()),
+            device: parameter(config, "device").filter(|s| !s.is_empty()),
+            threads,
+            num_outputs,
+            filename,
+            max_batch_size: int_field(config, "max_batch_size"),
+        })
+    }
+}
+
+/// The batch size auto-complete gives a batchable model whose configuration sets none.
+pub const DEFAULT_MAX_BATCH_SIZE: i64 = 8;
+
+fn tensor_json(spec: &TensorSpec, batched: bool) -> Value {
+    let dims = spec.triton_dims();
+    let dims = if batched { &dims[1..] } else { &dims[..] };
+    json!({
+        "name": spec.name,
+        "data_type": types::config_name(spec.dtype).unwrap_or_else(|| "TYPE_INVALID".into()),
+        "dims": dims,
+    })
+}
+
+fn is_empty_list(config: &Value, key: &str) -> bool {
+    config
+        .get(key)
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty)
+}
+
+/// Completes `config` from the model, as Triton's auto-complete asks: a batchable model (see
+/// [`crate::signature::batch_var`]) with no `max_batch_size` gets [`DEFAULT_MAX_BATCH_SIZE`]
+/// and the dynamic batcher (unless another scheduler is set), and missing inputs and outputs
+/// are listed with their dtypes and shapes. Returns whether anything changed.
+pub fn autocomplete(
+    config: &mut Value,
+    inputs: &[TensorSpec],
+    outputs: &[TensorSpec],
+    batchable: bool,
+) -> bool {
+    let Some(obj) = config.as_object_mut() else {
+        return false;
+    };
+    let mut changed = false;
+    let untouched = is_empty_list(&Value::Object(obj.clone()), "input")
+        && is_empty_list(&Value::Object(obj.clone()), "output");
+    if batchable && untouched && int_field(&Value::Object(obj.clone()), "max_batch_size") == 0 {
+        obj.insert("max_batch_size".into(), json!(DEFAULT_MAX_BATCH_SIZE));
+        let scheduled = [
+            "dynamic_batching",
+            "sequence_batching",
+            "ensemble_scheduling",
+        ]
+        .iter()
+        .any(|k| obj.get(*k).is_some_and(|v| !v.is_null()));
+        if !scheduled {
+            obj.insert("dynamic_batching".into(), Value::Object(Map::new()));
+        }
+        changed = true;
+    }
+    let batched = int_field(&Value::Object(obj.clone()), "max_batch_size") > 0;
+    for (key, specs) in [("input", inputs), ("output", outputs)] {
+        if is_empty_list(&Value::Object(obj.clone()), key) && !specs.is_empty() {
+            let list = specs.iter().map(|s| tensor_json(s, batched)).collect();
+            obj.insert(key.into(), Value::Array(list));
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// The names and dims (batch dimension excluded) a configuration lists under `key`.
+pub fn listed_tensors(config: &Value, key: &str) -> Vec<(String, Option<String>, Vec<i64>)> {
+    let Some(list) = config.get(key).and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    list.iter()
+        .map(|t| {
+            let name = t
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let dtype = t
+                .get("data_type")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            let dims = t
+                .get("dims")
+                .and_then(Value::as_array)
+                .map(|d| {
+                    d.iter()
+                        .map(|v| match v {
+                            Value::Number(n) => n.as_i64().unwrap_or(-1),
+                            Value::String(s) => s.parse().unwrap_or(-1),
+                            _ => -1,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            (name, dtype, dims)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signature::Dim;
+    use tvmrt::dtype::dtypes::FLOAT32;
+
+    fn spec(name: &str, dims: Vec<Dim>) -> TensorSpec {
+        TensorSpec {
+            name: name.into(),
+            dtype: FLOAT32,
+            dims,
+        }
+    }
+
+    #[test]
+    fn settings_from_parameters() {
+        let c = json!({
+            "max_batch_size": 4,
+            "parameters": {
+                "function": {"string_value": "add"},
+                "threads": {"string_value": "2"},
+            }
+        });
+        let s = Settings::from_config(&c).unwrap();
+        assert_eq!(s.function.as_deref(), Some("add"));
+        assert_eq!(s.threads, Some(2));
+        assert_eq!(s.filename, "model.so");
+        assert_eq!(s.max_batch_size, 4);
+        assert_eq!(s.num_outputs, 1);
+        let bad = json!({"parameters": {"threads": {"string_value": "many"}}});
+        assert_eq!(
+            Settings::from_config(&bad).unwrap_err(),
+            "parameter `threads` is `many`, not a positive integer"
+        );
+        let c = json!({"max_batch_size": "3", "default_model_filename": "m.so"});
+        let s = Settings::from_config(&c).unwrap();
+        assert_eq!((s.max_batch_size, s.filename.as_str()), (3, "m.so"));
+    }
+
+    #[test]
+    fn autocomplete_batchable_and_fixed() {
+        let n = || Dim::Var("n".into());
+        let inputs = vec![spec("x", vec![n(), Dim::Fixed(16)])];
+        let outputs = vec![spec("output0", vec![n(), Dim::Fixed(8)])];
+        let mut c = json!({"name": "m", "backend": "tvmrt"});
+        assert!(autocomplete(&mut c, &inputs, &outputs, true));
+        assert_eq!(c["max_batch_size"], 8);
+        assert_eq!(c["dynamic_batching"], json!({}));
+        assert_eq!(
+            c["input"],
+            json!([{"name": "x", "data_type": "TYPE_FP32", "dims": [16]}])
+        );
+        assert_eq!(c["output"][0]["dims"], json!([8]));
+        assert!(!autocomplete(&mut c, &inputs, &outputs, true));
+
+        let mut c = json!({"input": [], "output": []});
+        autocomplete(&mut c, &inputs, &outputs, false);
+        assert_eq!(c.get("max_batch_size"), None);
+        assert_eq!(c["input"][0]["dims"], json!([-1, 16]));
+        assert_eq!(listed_tensors(&c, "input")[0].2, vec![-1, 16]);
+    }
+}

@@ -1,0 +1,22 @@
+//! `libtriton_tvmrt.so`: a backend for NVIDIA's Triton Inference Server that serves libraries
+//! TVM compiled (Relax models, classic graph executor models, compiled kernels) on tvmrt.
+//!
+//! A model is a repository entry `M/config.pbtxt` with `backend: "tvmrt"` and `M/1/model.so`.
+//! Triton opens this library from `<backend-directory>/tvmrt/` and calls the `TRITONBACKEND_*`
+//! functions of [`entry`]; the configuration is completed from the model ([`config`],
+//! [`signature`]), each instance runs its own executor ([`runner`]), and each call of
+//! `ModelInstanceExecute` runs its requests in as few model calls as their shapes allow
+//! ([`batch`]). The library also exports tvmrt's C API, which the model libraries it opens
+//! call back into.
+
+pub mod batch;
+pub mod config;
+#[cfg(not(test))]
+pub mod entry;
+pub mod runner;
+#[cfg(not(test))]
+pub mod scope;
+pub mod server;
+pub mod signature;
+pub mod sys;
+pub mod types;

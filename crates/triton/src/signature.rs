@@ -1,0 +1,315 @@
+//! What a model takes and returns, read from the model itself: a Relax function's parameter
+//! annotations, a graph executor's graph, or a compiled kernel's signature. Triton's
+//! configuration is completed from this (auto-complete) and requests are checked against it.
+
+use tvmrt::abi::DLDataType;
+use tvmrt::dtype::{dtype_from_str, dtype_to_string};
+pub use tvmrt::introspect::signature::Dim;
+use tvmrt::{Error, Result};
+
+/// One input or output tensor of a model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorSpec {
+    /// Its name: the Relax parameter's or graph input's; `output0`, `output1`, ... for outputs.
+    pub name: String,
+    /// Its element type.
+    pub dtype: DLDataType,
+    /// Its dimensions; `Var` and `Expr` are only known per call.
+    pub dims: Vec<Dim>,
+}
+
+impl TensorSpec {
+    /// `x: float32[n, 8]`, for messages.
+    pub fn describe(&self) -> String {
+        let dims: Vec<String> = self.dims.iter().map(dim_text).collect();
+        let dtype = dtype_to_string(self.dtype).unwrap_or_else(|_| "?".into());
+        format!("{}: {dtype}[{}]", self.name, dims.join(", "))
+    }
+
+    /// The dimensions as Triton writes them: a fixed size, or -1 for one known per call.
+    pub fn triton_dims(&self) -> Vec<i64> {
+        self.dims
+            .iter()
+            .map(|d| match d {
+                Dim::Fixed(v) => *v,
+                _ => -1,
+            })
+            .collect()
+    }
+}
+
+/// `n`, `8`.
+pub fn dim_text(d: &Dim) -> String {
+    match d {
+        Dim::Fixed(v) => v.to_string(),
+        Dim::Var(s) | Dim::Expr(s) => s.clone(),
+    }
+}
+
+/// The name of output `k`: models do not name their outputs.
+pub fn output_name(k: usize) -> String {
+    format!("output{k}")
+}
+
+/// The symbolic first dimension every input shares (`n` in `x: [n, 16]`), which makes the model
+/// batchable: Triton's batcher stacks requests along it.
+pub fn batch_var(inputs: &[TensorSpec]) -> Option<&str> {
+    let first = match inputs.first()?.dims.first()? {
+        Dim::Var(v) => v.as_str(),
+        _ => return None,
+    };
+    inputs
+        .iter()
+        .all(|t| matches!(t.dims.first(), Some(Dim::Var(v)) if v == first))
+        .then_some(first)
+}
+
+/// The inputs of Relax function `func` from the error contexts TVM's compiler stores in the
+/// executable's constant pool for the argument checks, one per parameter:
+/// `ErrorContext(fn=main, loc=param[0], param=x, annotation=R.Tensor((n, 8), dtype="float32"))`
+/// (TVM 0.27 `relax/backend/vm/vm_shape_lower.cc`).
+pub fn relax_inputs<'s>(
+    func: &str,
+    param_names: &[String],
+    constants: impl IntoIterator<Item = &'s str>,
+) -> Result<Vec<TensorSpec>> {
+    let mut found: Vec<Option<TensorSpec>> = vec![None; param_names.len()];
+    let mut other: Vec<Option<String>> = vec![None; param_names.len()];
+    let prefix = format!("ErrorContext(fn={func}, loc=param[");
+    for text in constants {
+        let Some(rest) = text.strip_prefix(&prefix) else {
+            continue;
+        };
+        let Some((index, rest)) = rest.split_once(']') else {
+            continue;
+        };
+        let Ok(k) = index.parse::<usize>() else {
+            continue;
+        };
+        let Some(annotation) = rest.split_once("annotation=").map(|p| p.1) else {
+            continue;
+        };
+        let annotation = annotation.trim_end().trim_end_matches(')');
+        if k >= found.len() {
+            continue;
+        }
+        match parse_tensor_annotation(annotation) {
+            Some((dims, dtype)) => {
+                found[k] = Some(TensorSpec {
+                    name: param_names[k].clone(),
+                    dtype,
+                    dims,
+                })
+            }
+            None => other[k] = Some(annotation.to_string()),
+        }
+    }
+    found
+        .into_iter()
+        .enumerate()
+        .map(|(k, spec)| {
+            spec.ok_or_else(|| {
+                let what = match &other[k] {
+                    Some(a) => format!("is `{a})`"),
+                    None => "has no tensor annotation the backend can read".into(),
+                };
+                Error::value(format!(
+                    "parameter {k} (`{}`) of Relax function `{func}` {what}: the tvmrt backend \
+                     serves functions whose parameters are all tensors",
+                    param_names[k]
+                ))
+            })
+        })
+        .collect()
+}
+
+/// `R.Tensor((n, 8), dtype="float32")` or `R.Tensor(dtype="float32", ndim=2)` (the dimensions
+/// then unknown): the dimensions and dtype.
+fn parse_tensor_annotation(text: &str) -> Option<(Vec<Dim>, DLDataType)> {
+    let body = text.strip_prefix("R.Tensor(")?;
+    let dtype_text = body.split("dtype=\"").nth(1)?.split('"').next()?;
+    let dtype = dtype_from_str(dtype_text).ok()?;
+    if let Some(shape) = body.strip_prefix('(') {
+        let dims_text = shape.split(')').next()?;
+        let dims = dims_text
+            .split(',')
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+            .map(parse_dim)
+            .collect();
+        return Some((dims, dtype));
+    }
+    let ndim: i64 = body
+        .split("ndim=")
+        .nth(1)?
+        .split([',', ')'])
+        .next()?
+        .trim()
+        .parse()
+        .ok()?;
+    if ndim < 0 {
+        return None;
+    }
+    Some((
+        (0..ndim).map(|i| Dim::Expr(format!("d{i}"))).collect(),
+        dtype,
+    ))
+}
+
+fn parse_dim(d: &str) -> Dim {
+    if let Ok(v) = d.parse::<i64>() {
+        return Dim::Fixed(v);
+    }
+    let ident = d
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_alphabetic() || c == '_')
+        && d.chars().all(|c| c.is_alphanumeric() || c == '_');
+    if ident {
+        Dim::Var(d.to_string())
+    } else {
+        Dim::Expr(d.to_string())
+    }
+}
+
+/// A spec from a graph JSON's name, dtype string and fixed shape.
+pub fn graph_tensor(name: &str, dtype: &str, shape: &[i64]) -> Result<TensorSpec> {
+    Ok(TensorSpec {
+        name: name.to_string(),
+        dtype: dtype_from_str(dtype)?,
+        dims: shape.iter().map(|&v| Dim::Fixed(v)).collect(),
+    })
+}
+
+/// Binds every `Var` of `specs` from the matching `shapes` (a request's or a batch's) and
+/// checks the fixed dimensions and the rank; `Expr` dimensions are left to the model.
+pub fn bind_shapes(
+    specs: &[TensorSpec],
+    shapes: &[&[i64]],
+    bound: &mut Vec<(String, i64)>,
+) -> std::result::Result<(), String> {
+    for (spec, shape) in specs.iter().zip(shapes) {
+        if spec.dims.len() != shape.len() {
+            return Err(format!(
+                "input `{}` has shape {shape:?} ({} dimensions), but the model takes {}",
+                spec.name,
+                shape.len(),
+                spec.describe()
+            ));
+        }
+        for (d, &v) in spec.dims.iter().zip(shape.iter()) {
+            match d {
+                Dim::Fixed(want) if *want != v => {
+                    return Err(format!(
+                        "input `{}` has shape {shape:?}, but the model takes {}",
+                        spec.name,
+                        spec.describe()
+                    ))
+                }
+                Dim::Var(name) => match bound.iter().find(|b| &b.0 == name) {
+                    Some((_, value)) if *value != v => {
+                        return Err(format!(
+                            "input `{}` has shape {shape:?}, but the model takes {} with {name} = \
+                             {value} (from another input)",
+                            spec.name,
+                            spec.describe()
+                        ))
+                    }
+                    Some(_) => {}
+                    None => bound.push((name.clone(), v)),
+                },
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The shape of a destination tensor from the variables the inputs bound.
+pub fn resolve_shape(spec: &TensorSpec, bound: &[(String, i64)]) -> Result<Vec<i64>> {
+    spec.dims
+        .iter()
+        .map(|d| match d {
+            Dim::Fixed(v) => Ok(*v),
+            Dim::Var(n) => bound
+                .iter()
+                .find(|b| &b.0 == n)
+                .map(|b| b.1)
+                .ok_or_else(|| {
+                    Error::value(format!(
+                        "`{}`: `{n}` is not the size of any input",
+                        spec.name
+                    ))
+                }),
+            Dim::Expr(e) => Err(Error::value(format!(
+                "`{}`: the size `{e}` cannot be computed from the inputs",
+                spec.name
+            ))),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tvmrt::dtype::dtypes::FLOAT32;
+
+    #[test]
+    fn relax_annotations() {
+        let names = vec!["x".to_string(), "w".to_string(), "b".to_string()];
+        let consts = [
+            "float32",
+            "ErrorContext(fn=main, loc=param[0], param=x, annotation=R.Tensor((n, 8), dtype=\"float32\")) ",
+            "ErrorContext(fn=main, loc=param[1], param=w, annotation=R.Tensor((8, 4), dtype=\"float32\")) ",
+            "ErrorContext(fn=main, loc=param[2], param=b, annotation=R.Tensor((4,), dtype=\"float32\")) ",
+            "ErrorContext(fn=other, loc=param[0], param=z, annotation=R.Tensor((2,), dtype=\"int8\")) ",
+            "ErrorContext(fn=main, loc=return, annotation=R.Tensor((n, 4), dtype=\"float32\")) ",
+        ];
+        let specs = relax_inputs("main", &names, consts).unwrap();
+        assert_eq!(specs[0].dims, vec![Dim::Var("n".into()), Dim::Fixed(8)]);
+        assert_eq!(specs[2].dims, vec![Dim::Fixed(4)]);
+        assert_eq!(specs[1].dtype, FLOAT32);
+        assert_eq!(specs[0].describe(), "x: float32[n, 8]");
+        assert_eq!(batch_var(&specs), None);
+        assert_eq!(batch_var(&specs[..1]), Some("n"));
+
+        let e = relax_inputs("other", &names, consts).unwrap_err();
+        assert!(e.message.contains("parameter 1 (`w`)"), "{}", e.message);
+
+        let shape = ["ErrorContext(fn=f, loc=param[0], param=s, annotation=R.Shape([2, 3])) "];
+        let e = relax_inputs("f", &names[..1], shape).unwrap_err();
+        assert!(e.message.contains("is `R.Shape([2, 3])`"), "{}", e.message);
+
+        let (dims, _) = parse_tensor_annotation("R.Tensor(dtype=\"float32\", ndim=2)").unwrap();
+        assert_eq!(dims.len(), 2);
+        assert_eq!(parse_dim("n * 2"), Dim::Expr("n * 2".into()));
+    }
+
+    #[test]
+    fn shapes_bind_and_check() {
+        let spec = |name: &str, dims: Vec<Dim>| TensorSpec {
+            name: name.into(),
+            dtype: FLOAT32,
+            dims,
+        };
+        let n = || Dim::Var("n".into());
+        let specs = vec![spec("a", vec![n()]), spec("b", vec![n()])];
+        let mut bound = Vec::new();
+        bind_shapes(&specs, &[&[4], &[4]], &mut bound).unwrap();
+        assert_eq!(
+            resolve_shape(&spec("c", vec![n(), Dim::Fixed(2)]), &bound).unwrap(),
+            vec![4, 2]
+        );
+        let mut bound = Vec::new();
+        let e = bind_shapes(&specs, &[&[4], &[5]], &mut bound).unwrap_err();
+        assert!(e.contains("with n = 4"), "{e}");
+        let fixed = vec![spec("x", vec![Dim::Fixed(1), Dim::Fixed(16)])];
+        let e = bind_shapes(&fixed, &[&[1, 15]], &mut Vec::new()).unwrap_err();
+        assert_eq!(
+            e,
+            "input `x` has shape [1, 15], but the model takes x: float32[1, 16]"
+        );
+        let e = bind_shapes(&fixed, &[&[16]], &mut Vec::new()).unwrap_err();
+        assert!(e.contains("(1 dimensions)"), "{e}");
+    }
+}
