@@ -156,6 +156,12 @@ cmake_build() {
 }
 run "cmake configure + build" cmake_build
 run "ctest" bash -c "cd '$BUILD_DIR' && ctest --output-on-failure -j '$JOBS'"
+# The Triton backend (issue 30): crates/triton's libtriton_tvmrt.so (dev profile) in the real
+# Triton 2.51 server of the pinned nvidia-pytriton wheel, with tritonclient over HTTP and gRPC
+# on 127.0.0.1: outputs equal to direct tvmrt calls, auto-complete, dynamic batching, two
+# instances, 16 clients x 200 requests, every bad input (about 10 s once built; the venv, a
+# 300 MB download with the server, about 60 s the first time).
+run "Triton backend in tritonserver" crates/triton/tests/run.sh
 # The other CPUs (issue 26): aarch64 and 32-bit armv7 built with Debian's rustc-web 1.96 and
 # cross gcc, their unit, integration and C tests, TVM-built fixtures and C/C++ layouts run
 # under qemu-user (.ci/cross.sh). All three CPUs from a clean clone, downloads included, took

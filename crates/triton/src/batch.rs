@@ -7,7 +7,7 @@ use tvmrt::tensor::Tensor;
 
 use crate::runner::{one_line, Executor};
 use crate::server::{now_ns, Input, OutputData, Request};
-use crate::signature::{bind_shapes, TensorSpec};
+use crate::signature::{check_shapes, TensorSpec};
 use crate::types;
 
 /// What `execute` needs of the model.
@@ -61,7 +61,7 @@ fn check<'r>(request: &'r Request, model: &ModelView<'_>) -> Result<Checked<'r>,
         inputs.push(input);
     }
     let shapes: Vec<&[i64]> = inputs.iter().map(|i| i.shape.as_slice()).collect();
-    bind_shapes(model.inputs, &shapes, &mut Vec::new())?;
+    check_shapes(model.inputs, &shapes)?;
     for (spec, input) in model.inputs.iter().zip(&inputs) {
         let numel: i64 = input.shape.iter().product();
         let expect = numel as u64 * tvmrt::dtype::element_bytes(spec.dtype) as u64;

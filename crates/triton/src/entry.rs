@@ -47,8 +47,14 @@ struct InstanceState {
     executor: Executor,
 }
 
+/// Called once when Triton loads the backend: checks the backend API version.
+///
+/// # Safety
+/// Called by Triton with the live handles its backend API documents.
 #[no_mangle]
-pub extern "C" fn TRITONBACKEND_Initialize(_backend: *mut sys::TRITONBACKEND_Backend) -> Status {
+pub unsafe extern "C" fn TRITONBACKEND_Initialize(
+    _backend: *mut sys::TRITONBACKEND_Backend,
+) -> Status {
     boundary("initialize", || {
         let (mut major, mut minor) = (0u32, 0u32);
         // SAFETY: ApiVersion writes both integers.
@@ -277,8 +283,14 @@ fn describe(specs: &[crate::signature::TensorSpec]) -> String {
         .join(", ")
 }
 
+/// Loads a model: reads and completes its configuration, opens its library.
+///
+/// # Safety
+/// Called by Triton with the live handles its backend API documents.
 #[no_mangle]
-pub extern "C" fn TRITONBACKEND_ModelInitialize(model: *mut sys::TRITONBACKEND_Model) -> Status {
+pub unsafe extern "C" fn TRITONBACKEND_ModelInitialize(
+    model: *mut sys::TRITONBACKEND_Model,
+) -> Status {
     boundary("loading a model", || {
         let state = Box::new(load_model(model)?);
         // SAFETY: the state is reclaimed in ModelFinalize, the only place that frees it.
@@ -305,8 +317,14 @@ unsafe fn model_state<'a>(model: *mut sys::TRITONBACKEND_Model) -> Result<&'a Mo
         .ok_or_else(|| BackendError::internal("the model has no state"))
 }
 
+/// Unloads a model (after its instances).
+///
+/// # Safety
+/// Called by Triton with the live handles its backend API documents.
 #[no_mangle]
-pub extern "C" fn TRITONBACKEND_ModelFinalize(model: *mut sys::TRITONBACKEND_Model) -> Status {
+pub unsafe extern "C" fn TRITONBACKEND_ModelFinalize(
+    model: *mut sys::TRITONBACKEND_Model,
+) -> Status {
     boundary("unloading a model", || {
         let mut state: *mut c_void = ptr::null_mut();
         // SAFETY: Triton finalizes a model once, after its instances; the box came from
@@ -324,8 +342,12 @@ pub extern "C" fn TRITONBACKEND_ModelFinalize(model: *mut sys::TRITONBACKEND_Mod
     })
 }
 
+/// Creates an instance's executor on its device.
+///
+/// # Safety
+/// Called by Triton with the live handles its backend API documents.
 #[no_mangle]
-pub extern "C" fn TRITONBACKEND_ModelInstanceInitialize(
+pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceInitialize(
     instance: *mut sys::TRITONBACKEND_ModelInstance,
 ) -> Status {
     boundary("creating a model instance", || {
@@ -367,6 +389,14 @@ pub extern "C" fn TRITONBACKEND_ModelInstanceInitialize(
                 crate::runner::one_line(&e.message)
             ))
         })?;
+        log(
+            sys::LOG_INFO,
+            &format!(
+                "tvmrt: model `{}` instance `{iname}` on {}",
+                state.name,
+                tvmrt::device::device_name(device)
+            ),
+        );
         let boxed = Box::new(InstanceState { executor });
         // SAFETY: reclaimed in ModelInstanceFinalize only.
         check(
@@ -378,8 +408,12 @@ pub extern "C" fn TRITONBACKEND_ModelInstanceInitialize(
     })
 }
 
+/// Drops an instance's executor.
+///
+/// # Safety
+/// Called by Triton with the live handles its backend API documents.
 #[no_mangle]
-pub extern "C" fn TRITONBACKEND_ModelInstanceFinalize(
+pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceFinalize(
     instance: *mut sys::TRITONBACKEND_ModelInstance,
 ) -> Status {
     boundary("removing a model instance", || {
@@ -438,8 +472,12 @@ impl Stats for InstanceStats {
     }
 }
 
+/// Runs a batch of requests and answers each (the backend owns and releases them).
+///
+/// # Safety
+/// Called by Triton with the live handles its backend API documents.
 #[no_mangle]
-pub extern "C" fn TRITONBACKEND_ModelInstanceExecute(
+pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceExecute(
     instance: *mut sys::TRITONBACKEND_ModelInstance,
     requests: *mut *mut sys::TRITONBACKEND_Request,
     request_count: u32,

@@ -181,6 +181,27 @@ pub fn graph_tensor(name: &str, dtype: &str, shape: &[i64]) -> Result<TensorSpec
     })
 }
 
+/// Checks each shape's rank and fixed dimensions against its spec. Symbolic sizes that two
+/// inputs share are left to the model, whose own check names them.
+pub fn check_shapes(specs: &[TensorSpec], shapes: &[&[i64]]) -> std::result::Result<(), String> {
+    for (spec, shape) in specs.iter().zip(shapes) {
+        let fits = spec.dims.len() == shape.len()
+            && spec
+                .dims
+                .iter()
+                .zip(shape.iter())
+                .all(|(d, &v)| !matches!(d, Dim::Fixed(w) if *w != v));
+        if !fits {
+            return Err(format!(
+                "input `{}` has shape {shape:?}, but the model takes {}",
+                spec.name,
+                spec.describe()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Binds every `Var` of `specs` from the matching `shapes` (a request's or a batch's) and
 /// checks the fixed dimensions and the rank; `Expr` dimensions are left to the model.
 pub fn bind_shapes(

@@ -184,10 +184,6 @@ extern "C" {
         exec_end_ns: u64,
     ) -> Status;
 
-    pub fn TRITONBACKEND_RequestInputCount(
-        request: *mut TRITONBACKEND_Request,
-        count: *mut u32,
-    ) -> Status;
     pub fn TRITONBACKEND_RequestInput(
         request: *mut TRITONBACKEND_Request,
         name: *const c_char,

@@ -29,11 +29,6 @@ pub fn from_dl(t: DLDataType) -> Option<DataType> {
     TABLE.iter().find(|e| e.1 == t).map(|e| e.0)
 }
 
-/// The tensor element type of a Triton type (`None` for `BYTES` and unknown values).
-pub fn to_dl(t: DataType) -> Option<DLDataType> {
-    TABLE.iter().find(|e| e.0 == t).map(|e| e.1)
-}
-
 /// `FP32`, as the protocol and error messages name a Triton type.
 pub fn name(t: DataType) -> &'static str {
     match t {
@@ -50,12 +45,6 @@ pub fn config_name(t: DLDataType) -> Option<String> {
         .map(|e| format!("TYPE_{}", e.2))
 }
 
-/// The tensor element type of a configuration's `TYPE_FP32`.
-pub fn from_config_name(text: &str) -> Option<DLDataType> {
-    let short = text.strip_prefix("TYPE_")?;
-    TABLE.iter().find(|e| e.2 == short).map(|e| e.1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,13 +53,10 @@ mod tests {
     fn names_round_trip() {
         for &(t, dl, short) in TABLE {
             assert_eq!(from_dl(dl), Some(t));
-            assert_eq!(to_dl(t), Some(dl));
             assert_eq!(name(t), short);
-            let long = config_name(dl).unwrap();
-            assert_eq!(from_config_name(&long), Some(dl));
+            assert_eq!(config_name(dl).unwrap(), format!("TYPE_{short}"));
         }
-        assert_eq!(to_dl(sys::TYPE_BYTES), None);
         assert_eq!(name(sys::TYPE_BYTES), "BYTES");
-        assert_eq!(from_config_name("FP32"), None);
+        assert_eq!(from_dl(tvmrt::dtype::dtype(2, 32, 4)), None);
     }
 }
