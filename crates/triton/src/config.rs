@@ -35,6 +35,10 @@ pub fn parameter(config: &Value, key: &str) -> Option<String> {
 }
 
 fn int_field(config: &Value, key: &str) -> i64 {
+    config.as_object().map_or(0, |o| int_entry(o, key))
+}
+
+fn int_entry(config: &Map<String, Value>, key: &str) -> i64 {
     // Protobuf's JSON writes 64-bit integers as strings.
     match config.get(key) {
         Some(Value::Number(n)) => n.as_i64().unwrap_or(0),
@@ -99,7 +103,7 @@ fn tensor_json(spec: &TensorSpec, batched: bool) -> Value {
     })
 }
 
-fn is_empty_list(config: &Value, key: &str) -> bool {
+fn is_empty_list(config: &Map<String, Value>, key: &str) -> bool {
     config
         .get(key)
         .and_then(Value::as_array)
@@ -120,9 +124,8 @@ pub fn autocomplete(
         return false;
     };
     let mut changed = false;
-    let untouched = is_empty_list(&Value::Object(obj.clone()), "input")
-        && is_empty_list(&Value::Object(obj.clone()), "output");
-    if batchable && untouched && int_field(&Value::Object(obj.clone()), "max_batch_size") == 0 {
+    let untouched = is_empty_list(obj, "input") && is_empty_list(obj, "output");
+    if batchable && untouched && int_entry(obj, "max_batch_size") == 0 {
         obj.insert("max_batch_size".into(), json!(DEFAULT_MAX_BATCH_SIZE));
         let scheduled = [
             "dynamic_batching",
@@ -136,9 +139,9 @@ pub fn autocomplete(
         }
         changed = true;
     }
-    let batched = int_field(&Value::Object(obj.clone()), "max_batch_size") > 0;
+    let batched = int_entry(obj, "max_batch_size") > 0;
     for (key, specs) in [("input", inputs), ("output", outputs)] {
-        if is_empty_list(&Value::Object(obj.clone()), key) && !specs.is_empty() {
+        if is_empty_list(obj, key) && !specs.is_empty() {
             let list = specs.iter().map(|s| tensor_json(s, batched)).collect();
             obj.insert(key.into(), Value::Array(list));
             changed = true;
