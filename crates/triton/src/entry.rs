@@ -73,22 +73,10 @@ pub unsafe extern "C" fn TRITONBACKEND_Initialize(
                 ),
             });
         }
-        let scope = match crate::scope::export_runtime_symbols() {
-            Ok(path) => format!("`{path}`, tvmrt's C API global"),
-            Err(why) => {
-                log(
-                    sys::LOG_WARN,
-                    &format!(
-                        "tvmrt backend: {why}: model libraries compiled by TVM 0.21+ may not load"
-                    ),
-                );
-                "tvmrt's C API not global".into()
-            }
-        };
         log(
             sys::LOG_INFO,
             &format!(
-                "tvmrt backend {} (Triton backend API {major}.{minor}), {scope}",
+                "tvmrt backend {} (Triton backend API {major}.{minor})",
                 env!("CARGO_PKG_VERSION")
             ),
         );

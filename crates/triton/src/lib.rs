@@ -7,7 +7,9 @@
 //! [`signature`]), each instance runs its own executor ([`runner`]), and each call of
 //! `ModelInstanceExecute` runs its requests in as few model calls as their shapes allow
 //! ([`batch`]). The library also exports tvmrt's C API, which the model libraries it opens
-//! call back into.
+//! call back into: Triton opens backends with `RTLD_LOCAL`, and tvmrt's loader moves this
+//! library into the global scope when a model library needs its symbols (tvmrt's
+//! `module::runtime_scope`).
 
 // The unit tests build without `entry` (whose Triton symbols only the server defines), which
 // leaves the wrappers it alone uses unused there.
@@ -18,8 +20,6 @@ mod config;
 #[cfg(not(test))]
 mod entry;
 mod runner;
-#[cfg(not(test))]
-mod scope;
 mod server;
 mod signature;
 mod sys;
