@@ -11,7 +11,7 @@ use tvmrt::vm::exec::ExecutableModule;
 use tvmrt::{Any, Error, Function, Result};
 
 use crate::signature::{
-    bind_shapes, graph_tensor, output_name, relax_inputs, resolve_shape, Dim, TensorSpec,
+    bind_vars, graph_tensor, output_name, relax_inputs, resolve_shape, Dim, TensorSpec,
 };
 
 /// What kind of program the model file holds.
@@ -358,9 +358,8 @@ impl Executor {
                     .collect::<Result<Vec<_>>>()?
             }
             Call::Kernel { f } => {
-                let mut bound = Vec::new();
                 let shapes: Vec<&[i64]> = inputs.iter().map(Tensor::shape).collect();
-                bind_shapes(&self.inputs, &shapes, &mut bound).map_err(Error::value)?;
+                let bound = bind_vars(&self.inputs, &shapes);
                 let outs = self
                     .outputs
                     .iter()
