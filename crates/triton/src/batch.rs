@@ -2,6 +2,8 @@
 //! batches (requests whose shapes agree past the batch dimension), each batch run once, its
 //! outputs split back per request; statistics reported per request and per batch.
 
+use std::borrow::Cow;
+
 use tvmrt::tensor::layout::cpu;
 use tvmrt::tensor::Tensor;
 
@@ -151,11 +153,6 @@ fn run_group(
     let compute_start = now_ns();
     let ran = stack(model, &group, total).and_then(|inputs| {
         exec.run(&inputs)
-            .and_then(|outs| {
-                outs.into_iter()
-                    .map(|t| t.to_vec().map(|b| (t, b)))
-                    .collect::<tvmrt::Result<Vec<_>>>()
-            })
             .map_err(|e| format!("running the model: {}", one_line(&e.message)))
     });
     let t = Timing {
@@ -181,7 +178,11 @@ fn run_group(
         }
         Ok(outputs) => outputs,
     };
-    let scattered = scatter(model, &group, total, &outputs);
+    let bytes: Result<Vec<Cow<'_, [u8]>>, String> = outputs.iter().map(host_bytes).collect();
+    let scattered = match &bytes {
+        Ok(b) => scatter(model, &group, total, &outputs, b),
+        Err(m) => Err(m.clone()),
+    };
     let success = scattered.is_ok();
     match scattered {
         Ok(per_request) => {
@@ -214,13 +215,20 @@ fn stack(model: &ModelView<'_>, group: &[Checked<'_>], total: i64) -> Result<Vec
             }
             let t = Tensor::empty(&shape, model.inputs[k].dtype, cpu())
                 .map_err(|e| format!("input `{}`: {}", model.inputs[k].name, e.message))?;
-            let mut bytes = Vec::with_capacity(t.nbytes());
-            for c in group {
-                for b in &c.inputs[k].buffers {
-                    bytes.extend_from_slice(b);
+            // One request's input in one buffer (the common case) is copied straight in.
+            let parts: Vec<&[u8]> = group
+                .iter()
+                .flat_map(|c| c.inputs[k].buffers.iter().copied())
+                .collect();
+            let joined;
+            let bytes: &[u8] = match parts.as_slice() {
+                [one] => one,
+                _ => {
+                    joined = parts.concat();
+                    &joined
                 }
-            }
-            t.copy_from_bytes(&bytes)
+            };
+            t.copy_from_bytes(bytes)
                 .map_err(|e| format!("input `{}`: {}", model.inputs[k].name, e.message))?;
             Ok(t)
         })
@@ -232,7 +240,8 @@ fn scatter<'a>(
     model: &'a ModelView<'_>,
     group: &[Checked<'_>],
     total: i64,
-    outputs: &'a [(Tensor, Vec<u8>)],
+    outputs: &[Tensor],
+    bytes: &'a [Cow<'a, [u8]>],
 ) -> Result<Vec<Vec<OutputData<'a>>>, String> {
     if outputs.len() != model.output_names.len() {
         return Err(format!(
@@ -242,7 +251,7 @@ fn scatter<'a>(
         ));
     }
     let mut per_request: Vec<Vec<OutputData<'a>>> = group.iter().map(|_| Vec::new()).collect();
-    for (k, (t, bytes)) in outputs.iter().enumerate() {
+    for (k, (t, bytes)) in outputs.iter().zip(bytes).enumerate() {
         let name = model.output_names[k].as_str();
         let dtype = types::from_dl(t.dtype())
             .ok_or_else(|| format!("output `{name}` has an element type Triton cannot carry"))?;
@@ -279,4 +288,16 @@ fn scatter<'a>(
         }
     }
     Ok(per_request)
+}
+
+/// An output's bytes: read in place from a compact host tensor, else copied.
+fn host_bytes(t: &Tensor) -> Result<Cow<'_, [u8]>, String> {
+    // SAFETY: the executor returned `t` and runs nothing until this batch's responses are
+    // sent (one thread per instance), so nothing writes its memory while the slice lives.
+    if let Ok(b) = unsafe { t.as_bytes() } {
+        return Ok(Cow::Borrowed(b));
+    }
+    t.to_vec()
+        .map(Cow::Owned)
+        .map_err(|e| format!("reading an output: {}", e.message))
 }
