@@ -146,8 +146,17 @@ fn load_model(model: *mut sys::TRITONBACKEND_Model) -> Result<ModelState> {
             message: format!("model `{name}`: no model file `{path}`"),
         });
     }
-    let mut loaded = Model::load(&path, settings.function.as_deref(), settings.num_outputs)
-        .map_err(|e| fail(server::BackendError::from(e).message))?;
+    // A graph executor model's parameters may come as a file beside it (TVM <= 0.19 deployments
+    // save them with relay.save_param_dict).
+    let params = format!("{location}/{version}/params");
+    let params = std::path::Path::new(&params).is_file().then_some(params);
+    let mut loaded = Model::load(
+        &path,
+        settings.function.as_deref(),
+        settings.num_outputs,
+        params.as_deref(),
+    )
+    .map_err(|e| fail(server::BackendError::from(e).message))?;
 
     let listed_outputs = config::listed_tensors(&config, "output");
     if loaded.outputs.is_empty() && (auto_complete && listed_outputs.is_empty()) {

@@ -20,7 +20,13 @@ enum Program {
     Vm { exec: Module },
     /// A classic graph executor factory (TVM <= 0.19 `relay.build`): `create(device)` makes an
     /// executor.
-    Graph { factory: Module, create: String },
+    Graph {
+        factory: Module,
+        create: String,
+        /// Parameters saved beside the model (`relay.save_param_dict`), loaded into each
+        /// executor over those the library holds.
+        params: Option<Vec<u8>>,
+    },
     /// A compiled kernel: inputs, then its outputs as destination tensors.
     Kernel { f: Function },
 }
@@ -43,8 +49,14 @@ pub fn one_line(text: &str) -> String {
 
 impl Model {
     /// Loads `path`; `function` names the Relax function (default `main`) or the kernel to
-    /// serve, whose last `kernel_outputs` parameters are its outputs.
-    pub fn load(path: &str, function: Option<&str>, kernel_outputs: usize) -> Result<Model> {
+    /// serve, whose last `kernel_outputs` parameters are its outputs; `params`, a graph
+    /// executor model's parameter file.
+    pub fn load(
+        path: &str,
+        function: Option<&str>,
+        kernel_outputs: usize,
+        params: Option<&str>,
+    ) -> Result<Model> {
         let module = load_from_file(path, "").map_err(|e| {
             Error::new(
                 e.kind.clone(),
@@ -65,10 +77,17 @@ impl Model {
                     .enumerate()
                     .map(|(k, t)| graph_tensor(&output_name(k), &t.dtype, &t.shape))
                     .collect::<Result<Vec<_>>>()?;
+                let params = params
+                    .map(|p| {
+                        std::fs::read(p)
+                            .map_err(|e| Error::value(format!("reading the parameters `{p}`: {e}")))
+                    })
+                    .transpose()?;
                 return Ok(Model {
                     program: Program::Graph {
                         factory: module,
                         create: summary.module_name.clone(),
+                        params,
                     },
                     function: summary.module_name,
                     inputs,
@@ -174,7 +193,11 @@ impl Model {
                 })?;
                 Call::Vm { f, _vm: vm }
             }
-            Program::Graph { factory, create } => {
+            Program::Graph {
+                factory,
+                create,
+                params,
+            } => {
                 let create = factory.get_function(create, false)?.ok_or_else(|| {
                     Error::runtime("the graph executor factory lost its create function")
                 })?;
@@ -185,6 +208,16 @@ impl Model {
                         Error::runtime(format!("the graph executor has no `{name}`"))
                     })
                 };
+                if let Some(bytes) = params {
+                    get("load_params")?
+                        .call_values(&[Any::bytes(bytes)])
+                        .map_err(|e| {
+                            Error::new(
+                                e.kind.clone(),
+                                format!("loading the parameters file: {}", one_line(&e.message)),
+                            )
+                        })?;
+                }
                 Call::Graph {
                     set_input: get("set_input")?,
                     run: get("run")?,

@@ -64,7 +64,8 @@ input [
 output [{ name: "output0" data_type: TYPE_FP32 dims: [-1, 4] }]
 """
 
-GOOD = ["mlp", "cnn", "dyn_batch", "batch_mlp", "graph_mlp", "graph_two_outputs", "add_kernel",
+GOOD = ["mlp", "cnn", "dyn_batch", "batch_mlp", "graph_mlp", "graph_two_outputs", "graph_params",
+        "add_kernel",
         "wrong_dtype", "wrong_shape", "optional_b"]
 BROKEN = ["corrupt", "not_tvm"]
 
@@ -87,6 +88,8 @@ def make_repo(repo, tmp):
     add(repo, "batch_mlp", f"{HERE}/models/batch_mlp.so", BATCH_MLP)
     add(repo, "graph_mlp", f"{FIX}/graph/mlp.so", BACKEND)
     add(repo, "graph_two_outputs", f"{FIX}/graph/two_outputs.so", BACKEND)
+    add(repo, "graph_params", f"{FIX}/graph/mlp.so", BACKEND)
+    shutil.copy(f"{FIX}/graph/mlp.override.params", os.path.join(repo, "graph_params", "1", "params"))
     add(repo, "add_kernel", f"{FIX}/add_dyn.so", ADD_KERNEL)
     add(repo, "wrong_dtype", f"{FIX}/mlp.so", WRONG_DTYPE)
     add(repo, "wrong_shape", f"{FIX}/mlp.so", WRONG_SHAPE)
@@ -121,13 +124,17 @@ class Direct:
             out = self.vms[path]["main"](*[tvmrt.tensor(np.ascontiguousarray(x)) for x in inputs])
             return [out.numpy()]
 
-    def graph(self, path, **inputs):
+    def graph(self, path, params=None, **inputs):
         tvmrt = self.tvmrt
         with self.lock:
-            if path not in self.graphs:
+            if (path, params) not in self.graphs:
                 lib = tvmrt.load_module(path)
-                self.graphs[path] = self.GraphModule(lib["default"](tvmrt.cpu()))
-            g = self.graphs[path]
+                g = self.GraphModule(lib["default"](tvmrt.cpu()))
+                if params:
+                    with open(params, "rb") as f:
+                        g.load_params(f.read())
+                self.graphs[(path, params)] = g
+            g = self.graphs[(path, params)]
             for k, v in inputs.items():
                 g.set_input(k, tvmrt.tensor(v))
             g.run()
@@ -263,6 +270,8 @@ def tests(srv, cl, direct, rng):
                               f"{HERE}/models/batch_mlp.so"),
         "graph_mlp": lambda: ({"x": rng.standard_normal((1, 4), dtype=np.float32)}, "graph",
                               f"{FIX}/graph/mlp.so"),
+        "graph_params": lambda: ({"x": rng.standard_normal((1, 4), dtype=np.float32)}, "graph",
+                                 (f"{FIX}/graph/mlp.so", f"{FIX}/graph/mlp.override.params")),
         "graph_two_outputs": lambda: ({"x": rng.standard_normal((2, 3), dtype=np.float32)}, "graph",
                                       f"{FIX}/graph/two_outputs.so"),
     }
@@ -270,6 +279,8 @@ def tests(srv, cl, direct, rng):
     def expected(kind, path, inputs):
         if kind == "relax":
             return direct.relax(path, *inputs.values())
+        if isinstance(path, tuple):
+            return direct.graph(path[0], params=path[1], **inputs)
         return direct.graph(path, **inputs)
 
     for model, make in cases.items():
@@ -290,6 +301,13 @@ def tests(srv, cl, direct, rng):
         got = cl.infer("http", "add_kernel", {"A": a, "B": b})["output0"]
         equal(got, a + b, "add")
     check("a compiled kernel named by `function` (add_dyn.so's add)", kernel)
+
+    def params_differ():
+        x = rng.standard_normal((1, 4), dtype=np.float32)
+        a = cl.infer("http", "graph_mlp", {"x": x})["output0"]
+        b = cl.infer("http", "graph_params", {"x": x})["output0"]
+        assert not np.array_equal(a, b), "the params file changed nothing"
+    check("a graph model's params file beside it replaces its parameters", params_differ)
 
     def recorded_by_tvm():
         with open(f"{HERE}/models/batch_mlp.expected.json") as f:
