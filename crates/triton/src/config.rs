@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::signature::TensorSpec;
+use crate::signature::{output_name, TensorSpec};
 use crate::types;
 
 /// What the backend reads from a model's configuration.
@@ -184,6 +184,96 @@ pub fn listed_tensors(config: &Value, key: &str) -> Vec<(String, Option<String>,
         .collect()
 }
 
+/// What [`check_against_model`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Checked {
+    /// The outputs the configuration lists, in order.
+    pub output_names: Vec<String>,
+    /// Things that will make requests fail, worth a line in the log.
+    pub warnings: Vec<String>,
+}
+
+fn describe(specs: &[TensorSpec]) -> String {
+    specs
+        .iter()
+        .map(TensorSpec::describe)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Checks the (completed) configuration against the model: batching only along a shared
+/// symbolic first dimension, the same inputs by name, outputs named `output0`, `output1`, ...
+/// in order (`outputs` empty: not known, any count). A dtype that differs from the model's is
+/// a warning only: such requests get an error each, which names it.
+pub fn check_against_model(
+    config: &Value,
+    function: &str,
+    inputs: &[TensorSpec],
+    outputs: &[TensorSpec],
+    batchable: bool,
+) -> Result<Checked, String> {
+    let max_batch_size = int_field(config, "max_batch_size");
+    if max_batch_size > 0 && !batchable {
+        return Err(format!(
+            "max_batch_size is {max_batch_size}, but the inputs of `{function}` do not share a              symbolic first dimension to batch along ({}): set max_batch_size to 0",
+            describe(inputs)
+        ));
+    }
+    let listed = listed_tensors(config, "input");
+    if let Some((name, ..)) = listed
+        .iter()
+        .find(|l| !inputs.iter().any(|i| i.name == l.0))
+    {
+        return Err(format!(
+            "config.pbtxt lists input `{name}`, which `{function}` does not take (its inputs: {})",
+            describe(inputs)
+        ));
+    }
+    let mut warnings = Vec::new();
+    for spec in inputs {
+        let Some((_, dtype, _)) = listed.iter().find(|l| l.0 == spec.name) else {
+            return Err(format!(
+                "config.pbtxt does not list input `{}` ({})",
+                spec.name,
+                spec.describe()
+            ));
+        };
+        let want = types::config_name(spec.dtype);
+        if dtype.is_some() && *dtype != want {
+            warnings.push(format!(
+                "config.pbtxt gives input `{}` as {}, the model takes {}: such requests will be \
+                 refused",
+                spec.name,
+                dtype.as_deref().unwrap_or("?"),
+                spec.describe()
+            ));
+        }
+    }
+    let output_names: Vec<String> = listed_tensors(config, "output")
+        .into_iter()
+        .map(|o| o.0)
+        .collect();
+    let count = if outputs.is_empty() {
+        output_names.len()
+    } else {
+        outputs.len()
+    };
+    for (k, o) in output_names.iter().enumerate() {
+        if *o != output_name(k) || k >= count {
+            let names: Vec<String> = (0..count.max(1)).map(output_name).collect();
+            return Err(format!(
+                "config.pbtxt's output {k} is `{o}`: the backend names the model's outputs {} \
+                 in order",
+                names.join(", ")
+            ));
+        }
+    }
+    Ok(Checked {
+        output_names,
+        warnings,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,5 +334,54 @@ mod tests {
         assert_eq!(c.get("max_batch_size"), None);
         assert_eq!(c["input"][0]["dims"], json!([-1, 16]));
         assert_eq!(listed_tensors(&c, "input")[0].2, vec![-1, 16]);
+    }
+
+    #[test]
+    fn configuration_checked_against_the_model() {
+        let n = || Dim::Var("n".into());
+        let inputs = vec![spec("x", vec![n(), Dim::Fixed(16)])];
+        let outputs = vec![spec("output0", vec![n(), Dim::Fixed(8)])];
+        let mut c = json!({});
+        autocomplete(&mut c, &inputs, &outputs, true);
+        let ok = check_against_model(&c, "main", &inputs, &outputs, true).unwrap();
+        assert_eq!(ok.output_names, vec!["output0"]);
+        assert!(ok.warnings.is_empty());
+
+        let e = check_against_model(&c, "main", &inputs, &outputs, false).unwrap_err();
+        assert!(
+            e.starts_with("max_batch_size is 8, but the inputs of `main`"),
+            "{e}"
+        );
+
+        let mut wrong = c.clone();
+        wrong["input"][0]["data_type"] = json!("TYPE_FP64");
+        let w = check_against_model(&wrong, "main", &inputs, &outputs, true).unwrap();
+        assert_eq!(
+            w.warnings,
+            vec![
+                "config.pbtxt gives input `x` as TYPE_FP64, the model takes x: float32[n, 16]: \
+                  such requests will be refused"
+            ]
+        );
+        wrong["input"][0]["name"] = json!("y");
+        let e = check_against_model(&wrong, "main", &inputs, &outputs, true).unwrap_err();
+        assert_eq!(
+            e,
+            "config.pbtxt lists input `y`, which `main` does not take (its inputs: x: float32[n, \
+             16])"
+        );
+        let mut renamed = c.clone();
+        renamed["output"][0]["name"] = json!("y");
+        let e = check_against_model(&renamed, "main", &inputs, &outputs, true).unwrap_err();
+        assert_eq!(
+            e,
+            "config.pbtxt's output 0 is `y`: the backend names the model's outputs output0 in order"
+        );
+        let missing = json!({"input": []});
+        let e = check_against_model(&missing, "main", &inputs, &outputs, false).unwrap_err();
+        assert_eq!(
+            e,
+            "config.pbtxt does not list input `x` (x: float32[n, 16])"
+        );
     }
 }

@@ -13,7 +13,7 @@ use crate::batch::{self, ModelView, Stats, Timing};
 use crate::config::{self, Settings};
 use crate::runner::{Executor, Model};
 use crate::server::{self, check, log, text, BackendError, Request, Result};
-use crate::signature::{batch_var, output_name, Dim};
+use crate::signature::{batch_var, Dim};
 use crate::sys::{self, Status};
 
 /// Runs `f`; its error, or a panic, becomes a Triton error (null on success).
@@ -36,7 +36,6 @@ fn boundary(what: &str, f: impl FnOnce() -> Result<()>) -> Status {
 struct ModelState {
     name: String,
     model: Model,
-    settings: Settings,
     device: Option<DLDevice>,
     batched: bool,
     output_names: Vec<String>,
@@ -183,74 +182,18 @@ fn load_model(model: *mut sys::TRITONBACKEND_Model) -> Result<ModelState> {
     }
     let settings = Settings::from_config(&config).map_err(fail)?;
     let batched = settings.max_batch_size > 0;
-    if batched && batch_var(&loaded.inputs).is_none() {
-        return Err(fail(format!(
-            "max_batch_size is {}, but the inputs of `{}` do not share a symbolic first \
-             dimension to batch along ({}): set max_batch_size to 0",
-            settings.max_batch_size,
-            loaded.function,
-            describe(&loaded.inputs)
-        )));
+    let checked = config::check_against_model(
+        &config,
+        &loaded.function,
+        &loaded.inputs,
+        &loaded.outputs,
+        batch_var(&loaded.inputs).is_some(),
+    )
+    .map_err(fail)?;
+    for warning in &checked.warnings {
+        log(sys::LOG_WARN, &format!("model `{name}`: {warning}"));
     }
-    // The configuration's inputs are the model's, by name (their dtypes and shapes are checked
-    // per request, so a configuration that says more than the model still gets clear errors).
-    let listed = config::listed_tensors(&config, "input");
-    for (input, ..) in &listed {
-        if !loaded.inputs.iter().any(|i| &i.name == input) {
-            return Err(fail(format!(
-                "config.pbtxt lists input `{input}`, which `{}` does not take (its inputs: {})",
-                loaded.function,
-                describe(&loaded.inputs)
-            )));
-        }
-    }
-    for spec in &loaded.inputs {
-        match listed.iter().find(|l| l.0 == spec.name) {
-            None => {
-                return Err(fail(format!(
-                    "config.pbtxt does not list input `{}` ({})",
-                    spec.name,
-                    spec.describe()
-                )))
-            }
-            Some((_, dtype, _)) => {
-                let want = crate::types::config_name(spec.dtype);
-                if dtype.is_some() && dtype.as_deref() != want.as_deref() {
-                    log(
-                        sys::LOG_WARN,
-                        &format!(
-                            "model `{name}`: config.pbtxt gives input `{}` as {}, the model takes \
-                             {}: such requests will be refused",
-                            spec.name,
-                            dtype.as_deref().unwrap_or("?"),
-                            spec.describe()
-                        ),
-                    );
-                }
-            }
-        }
-    }
-    let output_names: Vec<String> = config::listed_tensors(&config, "output")
-        .into_iter()
-        .map(|o| o.0)
-        .collect();
-    let count = if loaded.outputs.is_empty() {
-        output_names.len()
-    } else {
-        loaded.outputs.len()
-    };
-    for (k, o) in output_names.iter().enumerate() {
-        if *o != output_name(k) || k >= count {
-            return Err(fail(format!(
-                "config.pbtxt's output {k} is `{o}`: the backend names a model's outputs \
-                 {} in order",
-                (0..count.max(1))
-                    .map(output_name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        }
-    }
+    let output_names = checked.output_names;
     log(
         sys::LOG_INFO,
         &format!(
@@ -265,7 +208,6 @@ fn load_model(model: *mut sys::TRITONBACKEND_Model) -> Result<ModelState> {
     Ok(ModelState {
         name,
         model: loaded,
-        settings,
         device,
         batched,
         output_names,
@@ -515,7 +457,6 @@ pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceExecute(
             output_names: model_state.output_names.clone(),
             batched: model_state.batched,
         };
-        let _ = &model_state.settings;
         batch::execute(
             &instance_state.executor,
             &view,
