@@ -211,7 +211,7 @@ impl Request {
                     "reading an input buffer",
                 )
                 .map_err(|e| e.message)?;
-                if mem != sys::MEMORY_CPU && mem != 1 {
+                if mem != sys::MEMORY_CPU && mem != sys::MEMORY_CPU_PINNED {
                     return Err(format!(
                         "input `{name}` is in GPU memory; the tvmrt backend takes inputs in CPU memory"
                     ));
@@ -342,7 +342,7 @@ unsafe fn fill(
             "allocating an output",
         )
         .map_err(|e| e.message)?;
-        if mem != sys::MEMORY_CPU && mem != 1 {
+        if mem != sys::MEMORY_CPU && mem != sys::MEMORY_CPU_PINNED {
             return Err(format!(
                 "Triton gave output `{}` GPU memory, which the backend cannot fill",
                 o.name

@@ -60,6 +60,7 @@ pub const TYPE_BF16: DataType = 14;
 /// `TRITONSERVER_MemoryType`.
 pub type MemoryType = u32;
 pub const MEMORY_CPU: MemoryType = 0;
+pub const MEMORY_CPU_PINNED: MemoryType = 1;
 
 /// `TRITONSERVER_InstanceGroupKind`.
 pub type InstanceGroupKind = u32;

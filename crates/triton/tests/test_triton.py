@@ -45,6 +45,11 @@ output [{ name: "output0" data_type: TYPE_FP32 dims: [-1] }]
 parameters { key: "function" value { string_value: "add" } }
 """
 
+# A Relax model TVM 0.27 built for OpenCL, on POCL (the CPU) through the `device` parameter.
+OPENCL = BACKEND + """
+parameters { key: "device" value { string_value: "opencl:0" } }
+"""
+
 WRONG_DTYPE = BACKEND + """
 input [{ name: "x" data_type: TYPE_FP64 dims: [1, 16] }]
 output [{ name: "output0" data_type: TYPE_FP32 dims: [1, 8] }]
@@ -65,7 +70,7 @@ output [{ name: "output0" data_type: TYPE_FP32 dims: [-1, 4] }]
 """
 
 GOOD = ["mlp", "cnn", "dyn_batch", "batch_mlp", "graph_mlp", "graph_two_outputs", "graph_params",
-        "add_kernel",
+        "add_kernel", "opencl_mlp",
         "wrong_dtype", "wrong_shape", "optional_b"]
 BROKEN = ["corrupt", "not_tvm"]
 
@@ -91,6 +96,7 @@ def make_repo(repo, tmp):
     add(repo, "graph_params", f"{FIX}/graph/mlp.so", BACKEND)
     shutil.copy(f"{FIX}/graph/mlp.override.params", os.path.join(repo, "graph_params", "1", "params"))
     add(repo, "add_kernel", f"{FIX}/add_dyn.so", ADD_KERNEL)
+    add(repo, "opencl_mlp", f"{FIX}/opencl/mlp.so", OPENCL)
     add(repo, "wrong_dtype", f"{FIX}/mlp.so", WRONG_DTYPE)
     add(repo, "wrong_shape", f"{FIX}/mlp.so", WRONG_SHAPE)
     add(repo, "optional_b", f"{FIX}/dyn_batch.so", OPTIONAL_B)
@@ -116,13 +122,14 @@ class Direct:
         self.GraphModule = GraphModule
         self.lock = threading.Lock()
 
-    def relax(self, path, *inputs):
+    def relax(self, path, *inputs, device=None):
         tvmrt = self.tvmrt
+        dev = device or tvmrt.cpu()
         with self.lock:
-            if path not in self.vms:
-                self.vms[path] = tvmrt.VirtualMachine(tvmrt.load_module(path), tvmrt.cpu())
-            out = self.vms[path]["main"](*[tvmrt.tensor(np.ascontiguousarray(x)) for x in inputs])
-            return [out.numpy()]
+            if (path, dev) not in self.vms:
+                self.vms[(path, dev)] = tvmrt.VirtualMachine(tvmrt.load_module(path), dev)
+            args = [tvmrt.tensor(np.ascontiguousarray(x), dev) for x in inputs]
+            return [self.vms[(path, dev)]["main"](*args).numpy()]
 
     def graph(self, path, params=None, **inputs):
         tvmrt = self.tvmrt
@@ -270,6 +277,8 @@ def tests(srv, cl, direct, rng):
                               f"{HERE}/models/batch_mlp.so"),
         "graph_mlp": lambda: ({"x": rng.standard_normal((1, 4), dtype=np.float32)}, "graph",
                               f"{FIX}/graph/mlp.so"),
+        "opencl_mlp": lambda: ({"x": rng.standard_normal((1, 16), dtype=np.float32)}, "opencl",
+                               f"{FIX}/opencl/mlp.so"),
         "graph_params": lambda: ({"x": rng.standard_normal((1, 4), dtype=np.float32)}, "graph",
                                  (f"{FIX}/graph/mlp.so", f"{FIX}/graph/mlp.override.params")),
         "graph_two_outputs": lambda: ({"x": rng.standard_normal((2, 3), dtype=np.float32)}, "graph",
@@ -277,6 +286,8 @@ def tests(srv, cl, direct, rng):
     }
 
     def expected(kind, path, inputs):
+        if kind == "opencl":
+            return direct.relax(path, *inputs.values(), device=direct.tvmrt.opencl())
         if kind == "relax":
             return direct.relax(path, *inputs.values())
         if isinstance(path, tuple):
