@@ -208,8 +208,11 @@ def main():
     direct = {name: direct_times(libs[name], os.path.abspath(args.runtime), MODELS[name][1], sizes)
               for name in libs}
     results["direct_s"] = {n: {str(b): v for b, v in d.items()} for n, d in direct.items()}
+    results["table"] = table(results, direct, concs)
+    results["loadavg"] = os.getloadavg()
     print()
-    print(table(results, direct, concs))
+    print(results["table"])
+    print(f"load average after the run: {results['loadavg']}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1, default=str)
