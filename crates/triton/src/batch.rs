@@ -28,17 +28,56 @@ pub struct Timing {
     pub compute_end: u64,
 }
 
+/// A request as `execute` uses it: Triton's ([`Request`]), or a test's.
+pub trait Pending {
+    /// The input named `name`, or why it cannot be read.
+    fn input(&self, name: &str) -> Result<Input<'_>, String>;
+    /// The outputs asked for (empty: all).
+    fn requested_outputs(&self) -> Result<Vec<String>, String>;
+    /// Sends the one response.
+    fn respond(&self, outcome: Result<Vec<OutputData<'_>>, String>);
+    /// Hands the request back (after its response).
+    fn release(&self);
+}
+
+impl Pending for Request {
+    fn input(&self, name: &str) -> Result<Input<'_>, String> {
+        Request::input(self, name)
+    }
+    fn requested_outputs(&self) -> Result<Vec<String>, String> {
+        Request::requested_outputs(self)
+    }
+    fn respond(&self, outcome: Result<Vec<OutputData<'_>>, String>) {
+        Request::respond(self, outcome)
+    }
+    fn release(&self) {
+        Request::release(*self)
+    }
+}
+
+/// What runs a batch: an instance's [`Executor`], or a test's.
+pub trait Run {
+    /// The model's outputs for host input tensors.
+    fn run(&self, inputs: &[Tensor]) -> tvmrt::Result<Vec<Tensor>>;
+}
+
+impl Run for Executor {
+    fn run(&self, inputs: &[Tensor]) -> tvmrt::Result<Vec<Tensor>> {
+        Executor::run(self, inputs)
+    }
+}
+
 /// Reports statistics to Triton.
-pub trait Stats {
+pub trait Stats<R> {
     /// One request's (`success`: it got outputs).
-    fn request(&self, request: Request, success: bool, exec_start: u64, t: Timing, exec_end: u64);
+    fn request(&self, request: &R, success: bool, exec_start: u64, t: Timing, exec_end: u64);
     /// One model run over `batch_size` items.
     fn batch(&self, batch_size: u64, exec_start: u64, t: Timing, exec_end: u64);
 }
 
 /// A request whose inputs passed the checks.
-struct Checked<'r> {
-    request: Request,
+struct Checked<'r, R> {
+    request: &'r R,
     inputs: Vec<Input<'r>>,
     /// Its batch size (1 when the model is not batched).
     rows: i64,
@@ -46,7 +85,7 @@ struct Checked<'r> {
 }
 
 /// Checks a request's inputs against the model.
-fn check<'r>(request: &'r Request, model: &ModelView<'_>) -> Result<Checked<'r>, String> {
+fn check<'r, R: Pending>(request: &'r R, model: &ModelView<'_>) -> Result<Checked<'r, R>, String> {
     let mut inputs = Vec::with_capacity(model.inputs.len());
     for spec in model.inputs {
         let input = request.input(&spec.name)?;
@@ -91,7 +130,7 @@ fn check<'r>(request: &'r Request, model: &ModelView<'_>) -> Result<Checked<'r>,
         ));
     }
     Ok(Checked {
-        request: *request,
+        request,
         inputs,
         rows,
         wanted,
@@ -99,7 +138,12 @@ fn check<'r>(request: &'r Request, model: &ModelView<'_>) -> Result<Checked<'r>,
 }
 
 /// Runs `requests` and answers each; never fails as a whole. Releases every request.
-pub fn execute(exec: &Executor, model: &ModelView<'_>, requests: &[Request], stats: &dyn Stats) {
+pub fn execute<R: Pending>(
+    exec: &dyn Run,
+    model: &ModelView<'_>,
+    requests: &[R],
+    stats: &dyn Stats<R>,
+) {
     let exec_start = now_ns();
     let mut checked = Vec::with_capacity(requests.len());
     for r in requests {
@@ -112,14 +156,14 @@ pub fn execute(exec: &Executor, model: &ModelView<'_>, requests: &[Request], sta
                     compute_start: now,
                     compute_end: now,
                 };
-                stats.request(*r, false, exec_start, t, now);
+                stats.request(r, false, exec_start, t, now);
             }
         }
     }
     // Requests stack when their shapes agree past the batch dimension; otherwise each runs alone.
-    let mut groups: Vec<Vec<Checked<'_>>> = Vec::new();
+    let mut groups: Vec<Vec<Checked<'_, R>>> = Vec::new();
     for c in checked {
-        let fits = |g: &Vec<Checked<'_>>| {
+        let fits = |g: &Vec<Checked<'_, R>>| {
             model.batched
                 && g[0]
                     .inputs
@@ -142,12 +186,12 @@ pub fn execute(exec: &Executor, model: &ModelView<'_>, requests: &[Request], sta
 
 /// Runs one batch; if it fails and holds several requests, each is run alone so that only
 /// the request at fault gets the error.
-fn run_group(
-    exec: &Executor,
+fn run_group<R: Pending>(
+    exec: &dyn Run,
     model: &ModelView<'_>,
-    group: Vec<Checked<'_>>,
+    group: Vec<Checked<'_, R>>,
     exec_start: u64,
-    stats: &dyn Stats,
+    stats: &dyn Stats<R>,
 ) {
     let total: i64 = group.iter().map(|c| c.rows).sum();
     let compute_start = now_ns();
@@ -206,7 +250,11 @@ fn run_group(
 }
 
 /// The model's inputs for a batch: each request's rows one after another.
-fn stack(model: &ModelView<'_>, group: &[Checked<'_>], total: i64) -> Result<Vec<Tensor>, String> {
+fn stack<R>(
+    model: &ModelView<'_>,
+    group: &[Checked<'_, R>],
+    total: i64,
+) -> Result<Vec<Tensor>, String> {
     (0..model.inputs.len())
         .map(|k| {
             let mut shape = group[0].inputs[k].shape.clone();
@@ -236,9 +284,9 @@ fn stack(model: &ModelView<'_>, group: &[Checked<'_>], total: i64) -> Result<Vec
 }
 
 /// Each request's share of the outputs, as response outputs.
-fn scatter<'a>(
+fn scatter<'a, R>(
     model: &'a ModelView<'_>,
-    group: &[Checked<'_>],
+    group: &[Checked<'_, R>],
     total: i64,
     outputs: &[Tensor],
     bytes: &'a [Cow<'a, [u8]>],
@@ -300,4 +348,249 @@ fn host_bytes(t: &Tensor) -> Result<Cow<'_, [u8]>, String> {
     t.to_vec()
         .map(Cow::Owned)
         .map_err(|e| format!("reading an output: {}", e.message))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::{Cell, RefCell};
+
+    use tvmrt::dtype::dtypes::FLOAT32;
+    use tvmrt::Error;
+
+    use super::*;
+    use crate::signature::Dim;
+    use crate::sys;
+
+    fn bytes(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    fn floats(b: &[u8]) -> Vec<f32> {
+        b.chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+
+    type Answer = Result<Vec<(String, Vec<i64>, Vec<f32>)>, String>;
+
+    /// A request with one input, recording its answer.
+    struct Fake {
+        name: &'static str,
+        dtype: sys::DataType,
+        shape: Vec<i64>,
+        data: Vec<u8>,
+        wanted: Vec<String>,
+        answer: RefCell<Option<Answer>>,
+        released: Cell<bool>,
+    }
+
+    fn fake(shape: &[i64], values: &[f32]) -> Fake {
+        Fake {
+            name: "x",
+            dtype: sys::TYPE_FP32,
+            shape: shape.to_vec(),
+            data: bytes(values),
+            wanted: Vec::new(),
+            answer: RefCell::new(None),
+            released: Cell::new(false),
+        }
+    }
+
+    impl Pending for Fake {
+        fn input(&self, name: &str) -> Result<Input<'_>, String> {
+            if name != self.name {
+                return Err(format!("the request has no input `{name}`"));
+            }
+            Ok(Input {
+                dtype: self.dtype,
+                shape: self.shape.clone(),
+                byte_size: self.data.len() as u64,
+                buffers: vec![&self.data[..]],
+            })
+        }
+        fn requested_outputs(&self) -> Result<Vec<String>, String> {
+            Ok(self.wanted.clone())
+        }
+        fn respond(&self, outcome: Result<Vec<OutputData<'_>>, String>) {
+            let answer = outcome.map(|outs| {
+                outs.iter()
+                    .map(|o| (o.name.to_string(), o.shape.clone(), floats(o.bytes)))
+                    .collect()
+            });
+            assert!(
+                self.answer.replace(Some(answer)).is_none(),
+                "answered twice"
+            );
+        }
+        fn release(&self) {
+            assert!(!self.released.replace(true), "released twice");
+        }
+    }
+
+    /// Doubles its input; fails on a 13 anywhere in the batch. Records each call's rows.
+    #[derive(Default)]
+    struct Doubler {
+        calls: RefCell<Vec<i64>>,
+    }
+
+    impl Run for Doubler {
+        fn run(&self, inputs: &[Tensor]) -> tvmrt::Result<Vec<Tensor>> {
+            let t = &inputs[0];
+            self.calls.borrow_mut().push(t.shape()[0]);
+            let v = floats(&t.to_vec()?);
+            if v.contains(&13.0) {
+                return Err(Error::value("unlucky\n  13"));
+            }
+            let out = Tensor::empty(t.shape(), FLOAT32, cpu())?;
+            out.copy_from_bytes(&bytes(&v.iter().map(|x| x * 2.0).collect::<Vec<_>>()))?;
+            Ok(vec![out])
+        }
+    }
+
+    #[derive(Default)]
+    struct Recorded {
+        requests: RefCell<Vec<bool>>,
+        batches: RefCell<Vec<u64>>,
+    }
+
+    impl Stats<Fake> for Recorded {
+        fn request(&self, _: &Fake, success: bool, start: u64, t: Timing, end: u64) {
+            assert!(start <= t.compute_start && t.compute_start <= t.compute_end);
+            assert!(t.compute_end <= end);
+            self.requests.borrow_mut().push(success);
+        }
+        fn batch(&self, batch_size: u64, _: u64, _: Timing, _: u64) {
+            self.batches.borrow_mut().push(batch_size);
+        }
+    }
+
+    fn model(dims: Vec<Dim>, batched: bool) -> (Vec<TensorSpec>, Vec<String>, bool) {
+        let spec = TensorSpec {
+            name: "x".into(),
+            dtype: FLOAT32,
+            dims,
+        };
+        (vec![spec], vec!["output0".into()], batched)
+    }
+
+    fn run(reqs: &[Fake], m: &(Vec<TensorSpec>, Vec<String>, bool)) -> (Doubler, Recorded) {
+        let view = ModelView {
+            inputs: &m.0,
+            output_names: m.1.clone(),
+            batched: m.2,
+        };
+        let (exec, stats) = (Doubler::default(), Recorded::default());
+        execute(&exec, &view, reqs, &stats);
+        assert!(reqs
+            .iter()
+            .all(|r| r.released.get() && r.answer.borrow().is_some()));
+        (exec, stats)
+    }
+
+    fn answer(r: &Fake) -> Answer {
+        r.answer.borrow().clone().unwrap()
+    }
+
+    fn n() -> Dim {
+        Dim::Var("n".into())
+    }
+
+    #[test]
+    fn requests_run_as_one_batch_and_split_back() {
+        let m = model(vec![n(), Dim::Fixed(2)], true);
+        let reqs = [
+            fake(&[1, 2], &[1.0, 2.0]),
+            fake(&[2, 2], &[3.0, 4.0, 5.0, 6.0]),
+            fake(&[1, 2], &[7.0, 8.0]),
+        ];
+        let (exec, stats) = run(&reqs, &m);
+        assert_eq!(*exec.calls.borrow(), vec![4]);
+        assert_eq!(
+            answer(&reqs[1]),
+            Ok(vec![(
+                "output0".into(),
+                vec![2, 2],
+                vec![6.0, 8.0, 10.0, 12.0]
+            )])
+        );
+        assert_eq!(
+            answer(&reqs[2]),
+            Ok(vec![("output0".into(), vec![1, 2], vec![14.0, 16.0])])
+        );
+        assert_eq!(*stats.requests.borrow(), vec![true; 3]);
+        assert_eq!(*stats.batches.borrow(), vec![4]);
+    }
+
+    #[test]
+    fn a_failing_batch_is_rerun_one_request_at_a_time() {
+        let m = model(vec![n(), Dim::Fixed(2)], true);
+        let reqs = [
+            fake(&[1, 2], &[1.0, 2.0]),
+            fake(&[1, 2], &[13.0, 0.0]),
+            fake(&[2, 2], &[3.0, 4.0, 5.0, 6.0]),
+        ];
+        let (exec, stats) = run(&reqs, &m);
+        assert_eq!(*exec.calls.borrow(), vec![4, 1, 1, 2]);
+        assert_eq!(
+            answer(&reqs[1]),
+            Err("running the model: unlucky 13".to_string())
+        );
+        assert_eq!(answer(&reqs[0]).unwrap()[0].2, vec![2.0, 4.0]);
+        assert_eq!(answer(&reqs[2]).unwrap()[0].2, vec![6.0, 8.0, 10.0, 12.0]);
+        assert_eq!(*stats.requests.borrow(), vec![true, false, true]);
+        assert_eq!(*stats.batches.borrow(), vec![1, 2]);
+    }
+
+    #[test]
+    fn bad_requests_get_errors_and_never_run() {
+        let m = model(vec![n(), Dim::Fixed(2)], true);
+        let mut wrong_dtype = fake(&[1, 2], &[1.0, 2.0]);
+        wrong_dtype.dtype = sys::TYPE_FP64;
+        let mut missing = fake(&[1, 2], &[1.0, 2.0]);
+        missing.name = "y";
+        let wrong_shape = fake(&[1, 3], &[1.0, 2.0, 3.0]);
+        let mut short = fake(&[2, 2], &[1.0, 2.0]);
+        short.shape = vec![2, 2];
+        let mut unknown_output = fake(&[1, 2], &[1.0, 2.0]);
+        unknown_output.wanted = vec!["logits".into()];
+        let reqs = [wrong_dtype, missing, wrong_shape, short, unknown_output];
+        let (exec, stats) = run(&reqs, &m);
+        assert!(exec.calls.borrow().is_empty());
+        let errors: Vec<String> = reqs.iter().map(|r| answer(r).unwrap_err()).collect();
+        assert_eq!(
+            errors,
+            vec![
+                "input `x` is FP64, but the model takes FP32 (x: float32[n, 2])",
+                "the request has no input `x`",
+                "input `x` has shape [1, 3], but the model takes x: float32[n, 2]",
+                "input `x` of shape [2, 2] needs 16 bytes, the request holds 8",
+                "the model has no output `logits` (its outputs: output0)",
+            ]
+        );
+        assert_eq!(*stats.requests.borrow(), vec![false; 5]);
+        assert!(stats.batches.borrow().is_empty());
+    }
+
+    #[test]
+    fn unbatched_models_and_other_shapes_run_alone() {
+        let m = model(vec![n(), Dim::Fixed(2)], false);
+        let reqs = [
+            fake(&[1, 2], &[1.0, 2.0]),
+            fake(&[2, 2], &[1.0, 2.0, 3.0, 4.0]),
+        ];
+        let (exec, _) = run(&reqs, &m);
+        assert_eq!(*exec.calls.borrow(), vec![1, 2]);
+        assert_eq!(answer(&reqs[1]).unwrap()[0].1, vec![2, 2]);
+
+        let m = model(vec![n(), Dim::Var("m".into())], true);
+        let reqs = [
+            fake(&[1, 2], &[1.0, 2.0]),
+            fake(&[1, 3], &[1.0, 2.0, 3.0]),
+            fake(&[1, 2], &[5.0, 6.0]),
+        ];
+        let (exec, stats) = run(&reqs, &m);
+        assert_eq!(*exec.calls.borrow(), vec![2, 1]);
+        assert_eq!(answer(&reqs[2]).unwrap()[0].2, vec![10.0, 12.0]);
+        assert_eq!(*stats.batches.borrow(), vec![2, 1]);
+    }
 }

@@ -374,8 +374,8 @@ pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceFinalize(
 /// Statistics for one instance.
 struct InstanceStats(*mut sys::TRITONBACKEND_ModelInstance);
 
-impl Stats for InstanceStats {
-    fn request(&self, request: Request, success: bool, exec_start: u64, t: Timing, exec_end: u64) {
+impl Stats<Request> for InstanceStats {
+    fn request(&self, request: &Request, success: bool, exec_start: u64, t: Timing, exec_end: u64) {
         // SAFETY: the instance and the (not yet released) request are live.
         let status = unsafe {
             sys::TRITONBACKEND_ModelInstanceReportStatistics(
