@@ -256,7 +256,7 @@ impl Request {
     /// Sends the request's one response: the outputs, or the error.
     pub fn respond(&self, outcome: std::result::Result<Vec<OutputData<'_>>, String>) {
         let mut response = ptr::null_mut();
-        // SAFETY: the request is live; the response is sent (which frees it) or deleted here,
+        // SAFETY: the request is live; the response is handed to Triton by ResponseSend,
         // and every pointer handed over is valid for its call.
         unsafe {
             if let Err(e) = check(
@@ -277,12 +277,9 @@ impl Request {
             if !error.is_null() {
                 sys::TRITONSERVER_ErrorDelete(error);
             }
+            // ResponseSend takes the response even when it fails: nothing to delete.
             if let Err(e) = sent {
                 log(sys::LOG_ERROR, &e.message);
-                let _ = check(
-                    sys::TRITONBACKEND_ResponseDelete(response),
-                    "deleting a response",
-                );
             }
         }
     }

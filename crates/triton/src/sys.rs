@@ -226,7 +226,6 @@ extern "C" {
         response: *mut *mut TRITONBACKEND_Response,
         request: *mut TRITONBACKEND_Request,
     ) -> Status;
-    pub fn TRITONBACKEND_ResponseDelete(response: *mut TRITONBACKEND_Response) -> Status;
     pub fn TRITONBACKEND_ResponseOutput(
         response: *mut TRITONBACKEND_Response,
         output: *mut *mut TRITONBACKEND_Output,
