@@ -1,0 +1,133 @@
+//! Text in and out: the model directory's `tokenizer.json` (the `tokenizers` crate, as MLC's
+//! tokenizer library reads it) and the incremental decoding of a sequence's tokens into text
+//! deltas, holding back what may still become a stop string or an unfinished UTF-8 character.
+
+use std::path::Path;
+
+use tvmrt::{Error, Result};
+
+/// The model's tokenizer.
+pub struct TextCodec {
+    tok: tokenizers::Tokenizer,
+}
+
+impl TextCodec {
+    /// Reads `MODEL_DIR/tokenizer.json`.
+    pub fn load(model_dir: &Path) -> Result<TextCodec> {
+        let path = model_dir.join("tokenizer.json");
+        let tok = tokenizers::Tokenizer::from_file(&path)
+            .map_err(|e| Error::value(format!("{}: {e}", path.display())))?;
+        Ok(TextCodec { tok })
+    }
+
+    /// Token ids of `text` (special tokens written in the text are matched; none are added).
+    pub fn encode(&self, text: &str) -> Result<Vec<i32>> {
+        let enc = self
+            .tok
+            .encode(text, false)
+            .map_err(|e| Error::value(format!("cannot tokenize the prompt: {e}")))?;
+        Ok(enc.get_ids().iter().map(|&i| i as i32).collect())
+    }
+
+    /// The text of `ids`, special tokens left out.
+    pub fn decode(&self, ids: &[i32]) -> String {
+        let ids: Vec<u32> = ids.iter().map(|&i| i as u32).collect();
+        self.tok.decode(&ids, true).unwrap_or_default()
+    }
+
+    /// The text of one token as a client sees it in `logprobs` (special tokens included).
+    pub fn token_text(&self, id: i32) -> String {
+        self.tok.decode(&[id as u32], false).unwrap_or_default()
+    }
+}
+
+/// The text a sequence has produced and how much of it the client has been sent.
+#[derive(Default, Debug)]
+pub struct Detokenized {
+    /// All of the text so far (cut at a stop string once one appears).
+    pub text: String,
+    /// Bytes of `text` already sent.
+    pub sent: usize,
+}
+
+impl Detokenized {
+    /// Takes the text of all tokens so far; returns the stop string found, if any (the text
+    /// is cut before it).
+    pub fn update(&mut self, full: String, stops: &[String]) -> Option<String> {
+        self.text = full;
+        let hit = stops
+            .iter()
+            .filter(|s| !s.is_empty())
+            .filter_map(|s| self.text.find(s.as_str()).map(|at| (at, s)))
+            .min_by_key(|(at, _)| *at);
+        let (at, s) = hit?;
+        self.text.truncate(at.max(self.sent));
+        Some(s.clone())
+    }
+
+    /// The next delta to send: everything unsent when `finished`, otherwise up to what could
+    /// still be the start of a stop string or an unfinished character (U+FFFD at the end).
+    pub fn take_delta(&mut self, stops: &[String], finished: bool) -> String {
+        let mut end = self.text.len();
+        if !finished {
+            if self.text.ends_with('\u{FFFD}') {
+                end -= '\u{FFFD}'.len_utf8();
+            }
+            let held = stops
+                .iter()
+                .map(|s| partial_suffix(&self.text[..end], s))
+                .max()
+                .unwrap_or(0);
+            end -= held;
+        }
+        if end <= self.sent {
+            return String::new();
+        }
+        let out = self.text[self.sent..end].to_string();
+        self.sent = end;
+        out
+    }
+}
+
+/// The length of the longest suffix of `text` that is a proper prefix of `stop`.
+fn partial_suffix(text: &str, stop: &str) -> usize {
+    let mut best = 0;
+    for (i, _) in stop.char_indices().skip(1) {
+        if text.ends_with(&stop[..i]) {
+            best = i;
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_strings_cut_and_hold_back() {
+        let stops = vec!["END".to_string()];
+        let mut d = Detokenized::default();
+        assert_eq!(d.update("abc E".into(), &stops), None);
+        assert_eq!(d.take_delta(&stops, false), "abc ");
+        assert_eq!(d.update("abc EN".into(), &stops), None);
+        assert_eq!(d.take_delta(&stops, false), "");
+        assert_eq!(d.update("abc ENx".into(), &stops), None);
+        assert_eq!(d.take_delta(&stops, false), "ENx");
+        assert_eq!(
+            d.update("abc ENx END more".into(), &stops),
+            Some("END".into())
+        );
+        assert_eq!(d.take_delta(&stops, true), " ");
+        assert_eq!(d.text, "abc ENx ");
+    }
+
+    #[test]
+    fn unfinished_characters_wait() {
+        let mut d = Detokenized::default();
+        d.update("a\u{FFFD}".into(), &[]);
+        assert_eq!(d.take_delta(&[], false), "a");
+        d.update("aé".into(), &[]);
+        assert_eq!(d.take_delta(&[], false), "é");
+    }
+}
