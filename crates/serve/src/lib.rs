@@ -16,3 +16,6 @@ pub mod metrics;
 pub mod model;
 pub mod sampler;
 pub mod text;
+pub mod api;
+pub mod http;
+pub mod cli;

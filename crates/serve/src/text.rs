@@ -61,7 +61,10 @@ impl Detokenized {
             .filter_map(|s| self.text.find(s.as_str()).map(|at| (at, s)))
             .min_by_key(|(at, _)| *at);
         let (at, s) = hit?;
-        self.text.truncate(at.max(self.sent));
+        // Text already sent stays sent (a stop string is found before it is released).
+        let cut = at.max(self.sent);
+        self.text
+            .truncate(if self.text.is_char_boundary(cut) { cut } else { at });
         Some(s.clone())
     }
 
@@ -70,9 +73,8 @@ impl Detokenized {
     pub fn take_delta(&mut self, stops: &[String], finished: bool) -> String {
         let mut end = self.text.len();
         if !finished {
-            if self.text.ends_with('\u{FFFD}') {
-                end -= '\u{FFFD}'.len_utf8();
-            }
+            // Bytes of an unfinished character decode as U+FFFD until the rest arrives.
+            end = self.text.trim_end_matches('\u{FFFD}').len();
             let held = stops
                 .iter()
                 .map(|s| partial_suffix(&self.text[..end], s))
@@ -80,10 +82,12 @@ impl Detokenized {
                 .unwrap_or(0);
             end -= held;
         }
-        if end <= self.sent {
+        // Earlier text only changes where a replacement character was held back; should a
+        // decoder do otherwise, nothing is sent twice or sliced inside a character.
+        let Some(out) = self.text.get(self.sent..end) else {
             return String::new();
-        }
-        let out = self.text[self.sent..end].to_string();
+        };
+        let out = out.to_string();
         self.sent = end;
         out
     }
