@@ -4,7 +4,7 @@
 
 fn main() {
     if std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux") {
-        for kind in ["tests", "examples"] {
+        for kind in ["tests", "examples", "benches"] {
             println!("cargo:rustc-link-arg-{kind}=-rdynamic");
         }
     }
