@@ -34,7 +34,9 @@ fn prompts(count: usize) -> Vec<Vec<i32>> {
     (0..count)
         .map(|_| {
             let len = 16 + (rng.uniform() * 33.0) as usize;
-            (0..len).map(|_| 4 + (rng.uniform() * 316.0) as i32).collect()
+            (0..len)
+                .map(|_| 4 + (rng.uniform() * 316.0) as i32)
+                .collect()
         })
         .collect()
 }
@@ -100,13 +102,19 @@ fn main() {
         .collect();
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/mlc/model");
     let dir = args.first().map(PathBuf::from).unwrap_or(root.clone());
-    let lib = args.get(1).map(PathBuf::from).unwrap_or(root.join("lib.so"));
+    let lib = args
+        .get(1)
+        .map(PathBuf::from)
+        .unwrap_or(root.join("lib.so"));
     let levels = [1usize, 4, 16];
     let per_level = |c: usize| (c * 4).max(16);
     if let Some(out) = args.get(2) {
         let all: Vec<Vec<i32>> = prompts(per_level(16));
-        std::fs::write(out, serde_json::json!({"new_tokens": NEW_TOKENS, "prompts": all}).to_string())
-            .unwrap();
+        std::fs::write(
+            out,
+            serde_json::json!({"new_tokens": NEW_TOKENS, "prompts": all}).to_string(),
+        )
+        .unwrap();
     }
 
     let step1 = bare_decode(&dir, &lib, 1);
@@ -145,7 +153,9 @@ fn main() {
     stream_one(addr, &prompts(1)[0]);
 
     let mut tps1 = 0.0;
-    println!("concurrency | requests | output tokens/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms)");
+    println!(
+        "concurrency | requests | output tokens/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms)"
+    );
     for &c in &levels {
         let all = prompts(per_level(c));
         let chunks: Vec<Vec<Vec<i32>>> = (0..c)
@@ -156,18 +166,18 @@ fn main() {
             let hs: Vec<_> = chunks
                 .iter()
                 .map(|mine| {
-                    s.spawn(move || {
-                        mine.iter()
-                            .map(|p| stream_one(addr, p))
-                            .collect::<Vec<_>>()
-                    })
+                    s.spawn(move || mine.iter().map(|p| stream_one(addr, p)).collect::<Vec<_>>())
                 })
                 .collect();
             hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
         });
         let wall = start.elapsed().as_secs_f64();
         let tokens: usize = results.iter().map(|r| r.2).sum();
-        assert_eq!(tokens, all.len() * NEW_TOKENS, "every answer has {NEW_TOKENS} tokens");
+        assert_eq!(
+            tokens,
+            all.len() * NEW_TOKENS,
+            "every answer has {NEW_TOKENS} tokens"
+        );
         let mut ttft: Vec<f64> = results.iter().map(|r| r.0 * 1e3).collect();
         let mut tpot: Vec<f64> = results
             .iter()

@@ -77,8 +77,14 @@ pub struct ChatRequest {
 pub fn parse_body(body: &[u8]) -> Res<Map<String, Value>> {
     match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => Err(ApiError::bad("the request body must be a JSON object", None)),
-        Err(e) => Err(ApiError::bad(format!("the request body is not valid JSON: {e}"), None)),
+        Ok(_) => Err(ApiError::bad(
+            "the request body must be a JSON object",
+            None,
+        )),
+        Err(e) => Err(ApiError::bad(
+            format!("the request body is not valid JSON: {e}"),
+            None,
+        )),
     }
 }
 
@@ -111,15 +117,23 @@ fn number(body: &Map<String, Value>, key: &'static str, lo: f64, hi: f64) -> Res
             }
             Ok(Some(v))
         }
-        Some(_) => Err(ApiError::bad(format!("`{key}` must be a number"), Some(key))),
+        Some(_) => Err(ApiError::bad(
+            format!("`{key}` must be a number"),
+            Some(key),
+        )),
     }
 }
 
 fn integer(body: &Map<String, Value>, key: &'static str) -> Res<Option<i64>> {
     match body.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(Some(n.as_i64().unwrap_or(i64::MAX))),
-        Some(_) => Err(ApiError::bad(format!("`{key}` must be an integer"), Some(key))),
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => {
+            Ok(Some(n.as_i64().unwrap_or(i64::MAX)))
+        }
+        Some(_) => Err(ApiError::bad(
+            format!("`{key}` must be an integer"),
+            Some(key),
+        )),
     }
 }
 
@@ -127,7 +141,10 @@ fn boolean(body: &Map<String, Value>, key: &'static str) -> Res<bool> {
     match body.get(key) {
         None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(b)) => Ok(*b),
-        Some(_) => Err(ApiError::bad(format!("`{key}` must be a boolean"), Some(key))),
+        Some(_) => Err(ApiError::bad(
+            format!("`{key}` must be a boolean"),
+            Some(key),
+        )),
     }
 }
 
@@ -139,7 +156,10 @@ fn common(body: &Map<String, Value>, logprobs: Option<usize>) -> Res<Common> {
     }
     if let Some(t) = number(body, "top_p", 0.0, 1.0)? {
         if t <= 0.0 {
-            return Err(ApiError::bad("`top_p` must be greater than 0", Some("top_p")));
+            return Err(ApiError::bad(
+                "`top_p` must be greater than 0",
+                Some("top_p"),
+            ));
         }
         p.top_p = t as f32;
     }
@@ -158,7 +178,10 @@ fn common(body: &Map<String, Value>, logprobs: Option<usize>) -> Res<Common> {
     }
     if let Some(n) = integer(body, "n")? {
         if !(1..=128).contains(&n) {
-            return Err(ApiError::bad(format!("`n` must be between 1 and 128, not {n}"), Some("n")));
+            return Err(ApiError::bad(
+                format!("`n` must be between 1 and 128, not {n}"),
+                Some("n"),
+            ));
         }
         p.n = n as usize;
     }
@@ -190,18 +213,24 @@ fn common(body: &Map<String, Value>, logprobs: Option<usize>) -> Res<Common> {
                         Some("logit_bias"),
                     )
                 })?;
-                let b = v.as_f64().filter(|b| (-100.0..=100.0).contains(b)).ok_or_else(|| {
-                    ApiError::bad(
-                        "`logit_bias` values must be numbers between -100 and 100",
-                        Some("logit_bias"),
-                    )
-                })?;
+                let b = v
+                    .as_f64()
+                    .filter(|b| (-100.0..=100.0).contains(b))
+                    .ok_or_else(|| {
+                        ApiError::bad(
+                            "`logit_bias` values must be numbers between -100 and 100",
+                            Some("logit_bias"),
+                        )
+                    })?;
                 out.push((id, b as f32));
             }
             out
         }
         Some(_) => {
-            return Err(ApiError::bad("`logit_bias` must be an object", Some("logit_bias")))
+            return Err(ApiError::bad(
+                "`logit_bias` must be an object",
+                Some("logit_bias"),
+            ))
         }
     };
     p.logprobs = logprobs;
@@ -210,7 +239,10 @@ fn common(body: &Map<String, Value>, logprobs: Option<usize>) -> Res<Common> {
         None | Some(Value::Null) => false,
         Some(Value::Object(o)) => boolean(o, "include_usage")?,
         Some(_) => {
-            return Err(ApiError::bad("`stream_options` must be an object", Some("stream_options")))
+            return Err(ApiError::bad(
+                "`stream_options` must be an object",
+                Some("stream_options"),
+            ))
         }
     };
     Ok(Common {
@@ -231,7 +263,11 @@ pub fn completion_request(body: &Map<String, Value>) -> Res<CompletionRequest> {
     };
     let ids = |a: &[Value]| -> Res<Vec<i32>> {
         a.iter()
-            .map(|t| t.as_i64().and_then(|v| i32::try_from(v).ok()).ok_or_else(bad_prompt))
+            .map(|t| {
+                t.as_i64()
+                    .and_then(|v| i32::try_from(v).ok())
+                    .ok_or_else(bad_prompt)
+            })
             .collect()
     };
     let prompt = match body.get("prompt") {
@@ -349,7 +385,13 @@ pub struct CompletionLogprobs {
 }
 
 impl CompletionLogprobs {
-    pub fn push(&mut self, name: String, lp: &TokenLogprob, offset: usize, top: Vec<(String, f32)>) {
+    pub fn push(
+        &mut self,
+        name: String,
+        lp: &TokenLogprob,
+        offset: usize,
+        top: Vec<(String, f32)>,
+    ) {
         self.tokens.push(name);
         self.token_logprobs.push(lp.logprob);
         self.top_logprobs
@@ -408,8 +450,11 @@ mod tests {
         assert!(parse_body(b"[1]").is_err());
         let e = check_model(&body(json!({"model": "other"})), "mine").unwrap_err();
         assert_eq!(e.code, Some("model_not_found"));
-        for b in [json!({"messages": []}), json!({"messages": [{"role": "user"}]}),
-                  json!({"messages": "hi"})] {
+        for b in [
+            json!({"messages": []}),
+            json!({"messages": [{"role": "user"}]}),
+            json!({"messages": "hi"}),
+        ] {
             assert_eq!(chat_request(&body(b)).unwrap_err().param, Some("messages"));
         }
     }
@@ -431,7 +476,8 @@ mod tests {
         assert!(c.stream && c.include_usage && c.tokens_as_ids);
         let r = chat_request(&body(json!({"messages": [{"role": "user", "content":
             [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
-            "logprobs": true, "top_logprobs": 3}))).unwrap();
+            "logprobs": true, "top_logprobs": 3})))
+        .unwrap();
         assert_eq!(r.messages[0].content, "ab");
         assert_eq!(r.common.params.logprobs, Some(3));
     }

@@ -13,13 +13,15 @@ use crate::http::{self, App};
 
 /// Arguments of `tvmrt serve`. The engine limits carry MLC-LLM's names (its `EngineConfig`).
 #[derive(clap::Args, Debug, Clone)]
-#[command(after_help = "Serves a model directory MLC-LLM built (mlc-chat-config.json, \
+#[command(
+    after_help = "Serves a model directory MLC-LLM built (mlc-chat-config.json, \
 tensor-cache.json and its shards, tokenizer.json) with the library MLC-LLM compiled for it, \
 behind OpenAI's API: /v1/models, /v1/completions, /v1/chat/completions (streamed as server-sent \
 events with \"stream\": true), /health and /metrics (Prometheus).\n\nExample:\n  tvmrt serve \
 tests/fixtures/mlc/model --model-lib tests/fixtures/mlc/model/lib.so --port 8000\n  curl \
 http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' \\\n    -d '{\"prompt\": \
-\"hello\", \"max_tokens\": 16}'")]
+\"hello\", \"max_tokens\": 16}'"
+)]
 pub struct Args {
     /// The model directory (MLC-LLM's gen_config and convert_weight output).
     pub model: PathBuf,

@@ -179,9 +179,15 @@ fn prepare(app: &App, body: &[u8], kind: Kind) -> Result<(Vec<i32>, Common), Api
     if ids.is_empty() {
         return Err(ApiError::bad("the prompt is empty", Some("prompt")));
     }
-    if let Some(t) = ids.iter().find(|&&t| t < 0 || t as usize >= info.vocab_size) {
+    if let Some(t) = ids
+        .iter()
+        .find(|&&t| t < 0 || t as usize >= info.vocab_size)
+    {
         return Err(ApiError::bad(
-            format!("token id {t} is outside the vocabulary of {} tokens", info.vocab_size),
+            format!(
+                "token id {t} is outside the vocabulary of {} tokens",
+                info.vocab_size
+            ),
             Some("prompt"),
         ));
     }
@@ -276,7 +282,11 @@ impl Responder {
     fn new(app: Arc<App>, kind: Kind, common: Common) -> Responder {
         let n = common.params.n;
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let prefix = if kind == Kind::Chat { "chatcmpl" } else { "cmpl" };
+        let prefix = if kind == Kind::Chat {
+            "chatcmpl"
+        } else {
+            "cmpl"
+        };
         Responder {
             id: format!("{prefix}-{:x}{:06x}", now(), NEXT.fetch_add(1, Relaxed)),
             created: now(),
@@ -436,8 +446,10 @@ fn stream_response(r: Responder, rx: UnboundedReceiver<Event>) -> Response {
     let mut out = VecDeque::new();
     if r.kind == Kind::Chat {
         let choices = (0..r.text.len())
-            .map(|c| json!({"index": c, "delta": {"role": "assistant", "content": ""},
-                            "logprobs": null, "finish_reason": null}))
+            .map(|c| {
+                json!({"index": c, "delta": {"role": "assistant", "content": ""},
+                            "logprobs": null, "finish_reason": null})
+            })
             .collect();
         out.push_back(r.envelope(choices, true).to_string());
     }
@@ -478,7 +490,8 @@ fn stream_response(r: Responder, rx: UnboundedReceiver<Event>) -> Response {
                     }
                 }
                 None => {
-                    st.out.push_back(engine_error("the engine stopped").body().to_string());
+                    st.out
+                        .push_back(engine_error("the engine stopped").body().to_string());
                     st.ended = true;
                 }
             }

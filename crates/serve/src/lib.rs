@@ -10,12 +10,12 @@
 //! The engine is a library: another program can start an [`engine::Engine`] and submit
 //! requests without the HTTP front.
 
+pub mod api;
+pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod http;
 pub mod metrics;
 pub mod model;
 pub mod sampler;
 pub mod text;
-pub mod api;
-pub mod http;
-pub mod cli;

@@ -152,7 +152,7 @@ mod tests {
         assert_eq!(lp.top.iter().map(|t| t.0).collect::<Vec<_>>(), vec![2, 1]);
         let total: f32 = [0.0f32, 1.0, 2.0]
             .iter()
-            .map(|v| (v - lp.top[0].1 - 2.0).exp())
+            .map(|v| (v - 2.0 + lp.top[0].1).exp())
             .sum();
         assert!((total - 1.0).abs() < 1e-5);
         assert!((lp.logprob - lp.top[1].1).abs() < 1e-7);

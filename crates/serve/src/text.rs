@@ -63,8 +63,11 @@ impl Detokenized {
         let (at, s) = hit?;
         // Text already sent stays sent (a stop string is found before it is released).
         let cut = at.max(self.sent);
-        self.text
-            .truncate(if self.text.is_char_boundary(cut) { cut } else { at });
+        self.text.truncate(if self.text.is_char_boundary(cut) {
+            cut
+        } else {
+            at
+        });
         Some(s.clone())
     }
 
