@@ -11,7 +11,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -42,7 +42,7 @@ fn prompts(count: usize) -> Vec<Vec<i32>> {
 }
 
 /// The median time of one `batch_decode` step of `batch` sequences.
-fn bare_decode(dir: &PathBuf, lib: &PathBuf, batch: usize) -> Duration {
+fn bare_decode(dir: &Path, lib: &Path, batch: usize) -> Duration {
     let model = Model::load(lib, dir).unwrap();
     let cache = model.create_cache(16, 8704, 128, 16).unwrap();
     let seqs: Vec<i64> = (0..batch as i64).collect();
