@@ -293,6 +293,7 @@ def _(s, client):
         ({**ok, "stream": "yes"}, 400, "stream"),
         ({**ok, "stop": 5}, 400, "stop"),
         ({**ok, "logit_bias": {"abc": 1}}, 400, "logit_bias"),
+        ({**ok, "logit_bias": {"99999": 1}}, 400, "logit_bias"),
         ({**ok, "n": 0}, 400, "n"),
     ]
     for body, status, param in cases:

@@ -504,14 +504,38 @@ impl Worker {
 
     /// Samples one token for each `(active, choice, logits)` and hands it to the choice.
     fn sample(&mut self, mut rows: Vec<(usize, usize, Vec<f32>)>) {
-        let mut hot = Vec::new();
-        for (k, (i, c, row)) in rows.iter_mut().enumerate() {
-            let a = &self.active[*i];
-            sampler::process_logits(row, a.params(), &a.choices[*c].counts);
-            if a.params().temperature >= GREEDY_BELOW {
-                hot.push(k);
+        // Logit bias and penalties through the model's own kernels, for the whole batch.
+        let (mut bias, mut counts, mut penalties) = (Vec::new(), Vec::new(), Vec::new());
+        for (k, (i, c, _)) in rows.iter().enumerate() {
+            let p = self.active[*i].params();
+            let vocab = self.info.vocab_size as i32;
+            bias.extend(
+                p.logit_bias
+                    .iter()
+                    .filter(|b| (0..vocab).contains(&b.0))
+                    .map(|&(t, b)| (k as i32, t, b)),
+            );
+            if p.presence_penalty != 0.0 || p.frequency_penalty != 0.0 {
+                let ch = &self.active[*i].choices[*c];
+                counts.extend(ch.counts.iter().map(|(&t, &n)| (k as i32, t, n as i32)));
             }
+            penalties.push([p.presence_penalty, p.frequency_penalty, 1.0]);
         }
+        let mut logits: Vec<Vec<f32>> = rows.iter_mut().map(|r| std::mem::take(&mut r.2)).collect();
+        if let Err(e) = self
+            .model
+            .process_logits(&mut logits, &bias, &counts, &penalties)
+        {
+            let mut which: Vec<usize> = rows.iter().map(|r| r.0).collect();
+            which.dedup();
+            return self.fail(&which, &e);
+        }
+        for (r, l) in rows.iter_mut().zip(logits) {
+            r.2 = l;
+        }
+        let hot: Vec<usize> = (0..rows.len())
+            .filter(|&k| self.active[rows[k].0].params().temperature >= GREEDY_BELOW)
+            .collect();
         let mut chosen: Vec<Result<i32>> = rows.iter().map(|r| Ok(sampler::argmax(&r.2))).collect();
         if !hot.is_empty() {
             let logits: Vec<Vec<f32>> = hot.iter().map(|&k| rows[k].2.clone()).collect();

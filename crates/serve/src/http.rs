@@ -191,6 +191,20 @@ fn prepare(app: &App, body: &[u8], kind: Kind) -> Result<(Vec<i32>, Common), Api
             Some("prompt"),
         ));
     }
+    if let Some(b) = common
+        .params
+        .logit_bias
+        .iter()
+        .find(|b| b.0 < 0 || b.0 as usize >= info.vocab_size)
+    {
+        return Err(ApiError::bad(
+            format!(
+                "`logit_bias` names token {}, outside the vocabulary of {} tokens",
+                b.0, info.vocab_size
+            ),
+            Some("logit_bias"),
+        ));
+    }
     if ids.len() >= info.context_window {
         return Err(ApiError::bad(
             format!(

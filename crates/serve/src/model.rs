@@ -77,6 +77,8 @@ pub struct Model {
     batch_decode: Function,
     create_cache: Function,
     softmax: Function,
+    apply_logit_bias: Function,
+    apply_penalty: Function,
     begin_forward: Function,
     end_forward: Function,
     add_sequence: Function,
@@ -132,6 +134,16 @@ impl Model {
                 ))
             })
         };
+        // The logit processors are TIR kernels of the library, not Relax functions: MLC's engine
+        // finds them through the VM module's imports.
+        let kernel = |name: &str| -> Result<Function> {
+            exec.get_function(name, true)?.ok_or_else(|| {
+                Error::value(format!(
+                    "{}: the model has no kernel `{name}` (is it a library MLC-LLM compiled?)",
+                    library.display()
+                ))
+            })
+        };
         // CPU, device 0, the pooled allocator (as MLC's engine and TVM's Python VM).
         func("vm_initialization")?.call(&[
             AnyView::from(1i64),
@@ -155,6 +167,8 @@ impl Model {
             batch_decode: func("batch_decode")?,
             create_cache: func("create_tir_paged_kv_cache")?,
             softmax: func("softmax_with_temperature")?,
+            apply_logit_bias: kernel("apply_logit_bias_inplace")?,
+            apply_penalty: kernel("apply_penalty_inplace")?,
             begin_forward: global("vm.builtin.kv_state_begin_forward")?,
             end_forward: global("vm.builtin.kv_state_end_forward")?,
             add_sequence: global("vm.builtin.kv_state_add_sequence")?,
@@ -299,6 +313,54 @@ impl Model {
         self.end_forward
             .call_values(&[Any::from_object(cache.clone())])?;
         out
+    }
+
+    /// The model's own logit processors on `rows` (`[n, vocab]`), as MLC's engine calls them:
+    /// `apply_logit_bias_inplace` with `bias` entries (row, token, bias), then
+    /// `apply_penalty_inplace` with `counts` entries (row, token, count) and per-row
+    /// (presence, frequency, repetition) `penalties`.
+    pub fn process_logits(
+        &self,
+        rows: &mut [Vec<f32>],
+        bias: &[(i32, i32, f32)],
+        counts: &[(i32, i32, i32)],
+        penalties: &[[f32; 3]],
+    ) -> Result<()> {
+        if rows.is_empty() || (bias.is_empty() && counts.is_empty()) {
+            return Ok(());
+        }
+        let n = rows.len() as i64;
+        let flat: Vec<f32> = rows.iter().flatten().copied().collect();
+        let logits = tensor_f32(&flat, &[n, self.vocab_size])?;
+        let ints = |v: Vec<i32>| tvmrt::llm::transfer::tensor_from_i32(&v, cpu());
+        let logits_arg = || Any::from(logits.clone());
+        if !bias.is_empty() {
+            self.apply_logit_bias.call_values(&[
+                logits_arg(),
+                Any::from(ints(bias.iter().map(|b| b.0).collect())?),
+                Any::from(ints(bias.iter().map(|b| b.1).collect())?),
+                Any::from(tensor_f32(
+                    &bias.iter().map(|b| b.2).collect::<Vec<_>>(),
+                    &[bias.len() as i64],
+                )?),
+            ])?;
+        }
+        if !counts.is_empty() {
+            let flat_pen: Vec<f32> = penalties.iter().flatten().copied().collect();
+            self.apply_penalty.call_values(&[
+                logits_arg(),
+                Any::from(ints((0..n as i32).collect())?),
+                Any::from(ints(counts.iter().map(|c| c.0).collect())?),
+                Any::from(ints(counts.iter().map(|c| c.1).collect())?),
+                Any::from(ints(counts.iter().map(|c| c.2).collect())?),
+                Any::from(tensor_f32(&flat_pen, &[n, 3])?),
+            ])?;
+        }
+        let out = read_f32(&logits)?;
+        for (row, chunk) in rows.iter_mut().zip(out.chunks(self.vocab_size as usize)) {
+            row.copy_from_slice(chunk);
+        }
+        Ok(())
     }
 
     /// The model's `softmax_with_temperature` on `[n, vocab]` logits rows, one temperature

@@ -1,5 +1,5 @@
 //! Per-request sampling: the logit processors OpenAI's parameters ask for (logit bias,
-//! presence and frequency penalties), then greedy decoding at temperature 0, or the model's
+//! presence and frequency penalties; the engine runs the model's kernels for them), then greedy decoding at temperature 0, or the model's
 //! `softmax_with_temperature` and the runtime's `vm.builtin.sample_top_p_from_prob` (what
 //! MLC-LLM's CPU sampler calls) with a uniform draw from the request's seeded generator.
 
@@ -73,7 +73,9 @@ pub struct TokenLogprob {
 }
 
 /// Applies the logit bias and the penalties of `params` to one row of logits, given the
-/// counts of the tokens the sequence has generated so far (OpenAI's definitions).
+/// counts of the tokens the sequence has generated so far (OpenAI's definitions). The engine
+/// runs the model's own kernels (`apply_logit_bias_inplace`, `apply_penalty_inplace`); this is
+/// the definition the tests hold them to.
 pub fn process_logits(row: &mut [f32], params: &SamplingParams, counts: &HashMap<i32, u32>) {
     for &(id, bias) in &params.logit_bias {
         if let Some(v) = row.get_mut(id as usize) {

@@ -209,3 +209,63 @@ fn cancelled_requests_free_their_pages_and_the_queue_is_bounded() {
         0
     );
 }
+
+#[test]
+fn the_models_logit_processors_follow_openai() {
+    use std::collections::HashMap;
+    use tvmrt_serve::model::Model;
+    use tvmrt_serve::sampler::{process_logits, Rng};
+    let dir = fixture().join("model");
+    let model = Model::load(&dir.join("lib.so"), &dir).unwrap();
+    let vocab = model.vocab_size as usize;
+    let mut rng = Rng::new(3);
+    let mut rows: Vec<Vec<f32>> = (0..3)
+        .map(|_| {
+            (0..vocab)
+                .map(|_| rng.uniform() as f32 * 8.0 - 4.0)
+                .collect()
+        })
+        .collect();
+    let params = [
+        SamplingParams {
+            logit_bias: vec![(5, 2.5), (300, -100.0)],
+            ..Default::default()
+        },
+        SamplingParams {
+            presence_penalty: 0.5,
+            frequency_penalty: 0.25,
+            ..Default::default()
+        },
+        SamplingParams {
+            logit_bias: vec![(7, 1.0)],
+            presence_penalty: -1.0,
+            frequency_penalty: 1.5,
+            ..Default::default()
+        },
+    ];
+    let counts = [
+        HashMap::new(),
+        HashMap::from([(9, 3u32), (10, 1)]),
+        HashMap::from([(7, 2u32)]),
+    ];
+    let mut want = rows.clone();
+    for ((row, p), c) in want.iter_mut().zip(&params).zip(&counts) {
+        process_logits(row, p, c);
+    }
+    let bias: Vec<(i32, i32, f32)> = params
+        .iter()
+        .enumerate()
+        .flat_map(|(k, p)| p.logit_bias.iter().map(move |&(t, b)| (k as i32, t, b)))
+        .collect();
+    let cnt: Vec<(i32, i32, i32)> = counts
+        .iter()
+        .enumerate()
+        .flat_map(|(k, c)| c.iter().map(move |(&t, &n)| (k as i32, t, n as i32)))
+        .collect();
+    let pen: Vec<[f32; 3]> = params
+        .iter()
+        .map(|p| [p.presence_penalty, p.frequency_penalty, 1.0])
+        .collect();
+    model.process_logits(&mut rows, &bias, &cnt, &pen).unwrap();
+    assert_eq!(rows, want);
+}
