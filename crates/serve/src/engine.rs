@@ -597,16 +597,22 @@ impl Worker {
         let mut reason = None;
         let mut out_token = None;
         if self.stop_ids.contains(&token) {
+            // Release what was held back for an unfinished character.
+            ch.detok.push(&self.codec, &ch.tokens, stops, true);
             ch.tokens.push(token);
             reason = Some(FinishReason::Stop);
         } else {
             ch.tokens.push(token);
             *ch.counts.entry(token).or_default() += 1;
             out_token = Some(token);
-            let full = self.codec.decode(&ch.tokens);
-            if ch.detok.update(full, stops).is_some() {
+            let full = ch.tokens.len() >= a.max_tokens || prompt_len + ch.tokens.len() >= context;
+            if ch
+                .detok
+                .push(&self.codec, &ch.tokens, stops, full)
+                .is_some()
+            {
                 reason = Some(FinishReason::Stop);
-            } else if ch.tokens.len() >= a.max_tokens || prompt_len + ch.tokens.len() >= context {
+            } else if full {
                 reason = Some(FinishReason::Length);
             }
         }

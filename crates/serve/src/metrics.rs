@@ -32,6 +32,13 @@ impl Histogram {
         self.sum_ns.fetch_add(d.as_nanos() as u64, Relaxed);
     }
 
+    /// Observations so far and their mean.
+    pub fn count_and_mean(&self) -> (u64, Duration) {
+        let n = self.count.load(Relaxed);
+        let sum = self.sum_ns.load(Relaxed);
+        (n, Duration::from_nanos(sum.checked_div(n).unwrap_or(0)))
+    }
+
     fn render(&self, out: &mut String, name: &str, help: &str) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
         for (b, le) in self.buckets.iter().zip(BUCKETS.iter()) {

@@ -42,23 +42,60 @@ impl TextCodec {
 }
 
 /// The text a sequence has produced and how much of it the client has been sent.
+///
+/// Tokens are decoded incrementally, as TGI and vLLM do: only the tokens since the last
+/// released text (`prefix..`) are decoded each step, and new text is released once it no
+/// longer ends in U+FFFD (the bytes of an unfinished character), so a step costs the same at
+/// any length.
 #[derive(Default, Debug)]
 pub struct Detokenized {
     /// All of the text so far (cut at a stop string once one appears).
     pub text: String,
     /// Bytes of `text` already sent.
     pub sent: usize,
+    /// Tokens before `prefix` are released text; `prefix..read` decoded to the last release.
+    prefix: usize,
+    read: usize,
 }
 
 impl Detokenized {
-    /// Takes the text of all tokens so far; returns the stop string found, if any (the text
-    /// is cut before it).
-    pub fn update(&mut self, full: String, stops: &[String]) -> Option<String> {
-        self.text = full;
+    /// Takes the sequence's tokens after a new one; `last` when no more will come (then
+    /// everything is released). Returns the stop string found, if any (the text is cut
+    /// before it).
+    pub fn push(
+        &mut self,
+        codec: &TextCodec,
+        tokens: &[i32],
+        stops: &[String],
+        last: bool,
+    ) -> Option<String> {
+        let before = codec.decode(&tokens[self.prefix..self.read]);
+        let now = codec.decode(&tokens[self.prefix..]);
+        if (now.len() > before.len() && !now.ends_with('\u{FFFD}')) || last {
+            if let Some(delta) = now.get(before.len()..) {
+                let delta = delta.to_string();
+                self.prefix = self.read;
+                self.read = tokens.len();
+                return self.append(&delta, stops);
+            }
+        }
+        None
+    }
+
+    /// Appends released text; returns the stop string found, if any (the text is cut
+    /// before it).
+    pub fn append(&mut self, delta: &str, stops: &[String]) -> Option<String> {
+        // A stop string can only end in the new text: search from where it could start.
+        let longest = stops.iter().map(String::len).max().unwrap_or(0);
+        let mut from = self.text.len().saturating_sub(longest);
+        while !self.text.is_char_boundary(from) {
+            from -= 1;
+        }
+        self.text.push_str(delta);
         let hit = stops
             .iter()
             .filter(|s| !s.is_empty())
-            .filter_map(|s| self.text.find(s.as_str()).map(|at| (at, s)))
+            .filter_map(|s| self.text[from..].find(s.as_str()).map(|at| (from + at, s)))
             .min_by_key(|(at, _)| *at);
         let (at, s) = hit?;
         // Text already sent stays sent (a stop string is found before it is released).
@@ -115,16 +152,13 @@ mod tests {
     fn stop_strings_cut_and_hold_back() {
         let stops = vec!["END".to_string()];
         let mut d = Detokenized::default();
-        assert_eq!(d.update("abc E".into(), &stops), None);
+        assert_eq!(d.append("abc E", &stops), None);
         assert_eq!(d.take_delta(&stops, false), "abc ");
-        assert_eq!(d.update("abc EN".into(), &stops), None);
+        assert_eq!(d.append("N", &stops), None);
         assert_eq!(d.take_delta(&stops, false), "");
-        assert_eq!(d.update("abc ENx".into(), &stops), None);
+        assert_eq!(d.append("x", &stops), None);
         assert_eq!(d.take_delta(&stops, false), "ENx");
-        assert_eq!(
-            d.update("abc ENx END more".into(), &stops),
-            Some("END".into())
-        );
+        assert_eq!(d.append(" END more", &stops), Some("END".into()));
         assert_eq!(d.take_delta(&stops, true), " ");
         assert_eq!(d.text, "abc ENx ");
     }
@@ -132,9 +166,7 @@ mod tests {
     #[test]
     fn unfinished_characters_wait() {
         let mut d = Detokenized::default();
-        d.update("a\u{FFFD}".into(), &[]);
+        d.append("a\u{FFFD}", &[]);
         assert_eq!(d.take_delta(&[], false), "a");
-        d.update("aé".into(), &[]);
-        assert_eq!(d.take_delta(&[], false), "é");
     }
 }
