@@ -12,4 +12,5 @@ prompts=$(mktemp)
 trap 'rm -f "$prompts"' EXIT
 cargo bench -p tvmrt-serve --bench serve -- "$model" "$model/lib.so" "$prompts"
 python=$(.ci/venv.sh onnx)   # apache-tvm 0.27.0.post1
-"$python" benches/serve/tvm_reference.py "$model" "$model/lib.so" "$prompts"
+# One thread, as benches/llm does: on the shared 2-core VM TVM's spinning pool only loses.
+TVM_NUM_THREADS=1 "$python" benches/serve/tvm_reference.py "$model" "$model/lib.so" "$prompts"
