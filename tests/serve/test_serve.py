@@ -377,8 +377,21 @@ def check_queue_full(binary):
     print("ok: a full queue answers 429 with Retry-After, then serves again")
 
 
+def check_bad_startup(binary):
+    for args, words in [
+        (["serve", "/nonexistent/model", "--model-lib", LIB], "mlc-chat-config.json"),
+        (["serve", MODEL, "--model-lib", "/nonexistent/lib.so"], "lib.so"),
+        (["serve", MODEL, "--model-lib", LIB, "--max-num-sequence", "0"], "max-num-sequence"),
+    ]:
+        r = subprocess.run([binary, *args, "--port", "0"], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 1 and words in r.stderr, (args, r.returncode, r.stderr)
+    print("ok: a server that cannot start says why and exits with 1")
+
+
 def main():
     binary = sys.argv[1]
+    check_bad_startup(binary)
     s = Server(binary, "--api-key", KEY, "--max-num-sequence", "16")
     client = openai.OpenAI(base_url=s.url + "/v1", api_key=KEY, max_retries=0, timeout=60)
     try:
@@ -389,7 +402,7 @@ def main():
     finally:
         s.stop()
     check_queue_full(binary)
-    print(f"all {len(CHECKS) + 1} checks passed")
+    print(f"all {len(CHECKS) + 2} checks passed")
 
 
 if __name__ == "__main__":
