@@ -15,7 +15,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
@@ -117,6 +117,8 @@ struct Job {
 pub struct Engine {
     tx: mpsc::Sender<Job>,
     pending: Arc<AtomicUsize>,
+    /// False once the engine thread has ended (a panic included): `/health` then fails.
+    alive: Arc<AtomicBool>,
     pub info: ModelInfo,
     pub metrics: Arc<Metrics>,
     pub codec: Arc<TextCodec>,
@@ -134,9 +136,12 @@ impl Engine {
         let (tx, rx) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<ModelInfo>>();
         let (m, p, c) = (metrics.clone(), pending.clone(), codec.clone());
+        let alive = Arc::new(AtomicBool::new(true));
+        let guard = AliveGuard(alive.clone());
         std::thread::Builder::new()
             .name("tvmrt-engine".into())
             .spawn(move || {
+                let _guard = guard;
                 let setup = || -> Result<Worker> {
                     let model = Model::load(&library, &model_dir)?;
                     let mut config = config;
@@ -174,7 +179,13 @@ impl Engine {
                 match setup() {
                     Ok(mut w) => {
                         let _ = ready_tx.send(Ok(w.info.clone()));
-                        w.run(rx);
+                        // A bug must not take the process down silently: the requests in
+                        // flight see their channels close (HTTP 500), new ones are refused
+                        // (503), and /health reports it.
+                        let run = std::panic::AssertUnwindSafe(|| w.run(rx));
+                        if std::panic::catch_unwind(run).is_err() {
+                            log::error!("tvmrt serve: the engine thread panicked and stopped");
+                        }
                     }
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -188,10 +199,16 @@ impl Engine {
         Ok(Engine {
             tx,
             pending,
+            alive,
             info,
             metrics,
             codec,
         })
+    }
+
+    /// Whether the engine thread is still running.
+    pub fn is_alive(&self) -> bool {
+        self.alive.load(Relaxed)
     }
 
     /// KV tokens a request reserves while it runs: its prompt once (choices fork it) and its
@@ -234,6 +251,15 @@ impl Engine {
                 self.pending.fetch_sub(1, Relaxed);
                 Refused::Stopped
             })
+    }
+}
+
+/// Marks the engine dead when its thread ends, however it ends.
+struct AliveGuard(Arc<AtomicBool>);
+
+impl Drop for AliveGuard {
+    fn drop(&mut self) {
+        self.0.store(false, Relaxed);
     }
 }
 

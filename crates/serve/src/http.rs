@@ -57,7 +57,7 @@ fn now() -> u64 {
 /// `/v1/chat/completions`.
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
-        .route("/health", get(|| async { "ok" }))
+        .route("/health", get(health))
         .route("/metrics", get(metrics))
         .route("/v1/models", get(models))
         .route("/v1/completions", post(completions))
@@ -106,6 +106,19 @@ fn authorize(app: &App, headers: &HeaderMap) -> Result<(), ApiError> {
         message: "Incorrect API key provided.".into(),
         param: None,
         code: Some("invalid_api_key"),
+    })
+}
+
+async fn health(State(app): State<Arc<App>>) -> Response {
+    if app.engine.is_alive() {
+        return "ok".into_response();
+    }
+    error_response(ApiError {
+        status: 503,
+        kind: "server_error",
+        message: "The engine has stopped.".into(),
+        param: None,
+        code: None,
     })
 }
 

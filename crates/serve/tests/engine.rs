@@ -84,6 +84,7 @@ fn cut(tokens: &[i32], n: usize) -> Vec<i32> {
 #[test]
 fn greedy_tokens_match_tvm_alone_and_batched() {
     let e = engine(64);
+    assert!(e.is_alive());
     let cases = expected();
     for (prompt, want) in &cases {
         let (tx, mut rx) = unbounded_channel();
