@@ -111,6 +111,11 @@ run "tvm-ffi C++ suite and examples on tvmrt" conformance/tvm_ffi/cpp.sh -j "$JO
 # deterministic subset of 160 cases (101 s measured on 2 cores, plus 30 s the first time to build
 # the venv); fails if a case that passes on TVM fails, crashes or hangs on tvmrt.
 run "onnx conformance subset" conformance/onnx/run.sh --subset 150
+# `tvmrt serve` on the MLC-LLM fixture with OpenAI's pinned Python client and plain HTTP
+# (tests/serve/run.sh): TVM's greedy tokens, streaming, 16 concurrent streams, 64 requests,
+# disconnects, bad input, a full queue. About 20 s with the debug tool already built, plus
+# about 10 s the first time to build its venv.
+run "tvmrt serve: OpenAI client on the MLC-LLM fixture" tests/serve/run.sh
 
 header_drift() {
   # Regenerate (strictly: a source cbindgen cannot parse fails here), then compare with what

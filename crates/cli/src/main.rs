@@ -1,5 +1,5 @@
 //! `tvmrt`: look inside TVM-compiled libraries, run and time their functions, and pack
-//! deployable libraries, on the tvmrt runtime.
+//! deployable libraries, generate with and serve language models, on the tvmrt runtime.
 //!
 //! Set `TVMRT_LOG=debug` to see the loader's decisions on standard error.
 
@@ -38,6 +38,8 @@ enum Command {
     Pack(pack::Args),
     /// Generate tokens greedily with a language model and its tensor-cache weights.
     Generate(generate::Args),
+    /// Serve a model MLC-LLM compiled behind OpenAI's API, with continuous batching.
+    Serve(tvmrt_serve::cli::Args),
 }
 
 /// `0.1.0 (tvm-ffi ABI 0.1, classic TVM C ABI)`.
@@ -76,6 +78,7 @@ fn main() {
         Command::Bench(a) => bench::main(a),
         Command::Pack(a) => pack::main(a),
         Command::Generate(a) => generate::main(a),
+        Command::Serve(a) => tvmrt_serve::cli::main(a),
     };
     if let Err(e) = result {
         // One line: kernels' messages span several.

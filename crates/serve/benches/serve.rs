@@ -1,0 +1,217 @@
+//! `tvmrt serve` under load (run by benches/serve/run.sh): the engine and the HTTP front in
+//! this process on 127.0.0.1, clients streaming greedy completions over plain HTTP at
+//! concurrency 1, 4 and 16; and the model's bare decode step (the floor of the time per
+//! output token).
+//!
+//!     cargo bench -p tvmrt-serve --bench serve -- [MODEL_DIR LIB PROMPTS_JSON_OUT]
+//!
+//! Every request: a random prompt of 16 to 48 token ids (fixed seed), 64 new tokens (the stop
+//! token is masked with logit_bias, so every answer has exactly 64). The prompts are written
+//! to PROMPTS_JSON_OUT for TVM's sequential reference (benches/serve/tvm_reference.py).
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tvmrt_serve::config::ChatConfig;
+use tvmrt_serve::engine::{Engine, EngineConfig};
+use tvmrt_serve::http::App;
+use tvmrt_serve::model::Model;
+use tvmrt_serve::sampler::Rng;
+
+const NEW_TOKENS: usize = 64;
+
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[i]
+}
+
+fn prompts(count: usize) -> Vec<Vec<i32>> {
+    let mut rng = Rng::new(2026);
+    (0..count)
+        .map(|_| {
+            let len = 16 + (rng.uniform() * 33.0) as usize;
+            (0..len)
+                .map(|_| 4 + (rng.uniform() * 316.0) as i32)
+                .collect()
+        })
+        .collect()
+}
+
+/// The median time of one `batch_decode` step of `batch` sequences.
+fn bare_decode(dir: &Path, lib: &Path, batch: usize) -> Duration {
+    let model = Model::load(lib, dir).unwrap();
+    let cache = model.create_cache(16, 8704, 128, 16).unwrap();
+    let seqs: Vec<i64> = (0..batch as i64).collect();
+    for (s, p) in seqs.iter().zip(prompts(batch)) {
+        model.add_sequence(&cache, *s).unwrap();
+        model.prefill(&cache, &[*s], &[&p]).unwrap();
+    }
+    let tokens = vec![7i32; batch];
+    let mut times = Vec::new();
+    for _ in 0..NEW_TOKENS {
+        let t = Instant::now();
+        let logits = model.decode(&cache, &seqs, &tokens).unwrap();
+        let _ = tvmrt_serve::model::read_f32(&logits).unwrap();
+        times.push(t.elapsed().as_secs_f64());
+    }
+    Duration::from_secs_f64(percentile(&mut times, 0.5))
+}
+
+/// One streamed completion: (time to first token, time per output token after the first,
+/// tokens), as vLLM's benchmark defines them.
+fn stream_one(addr: SocketAddr, prompt: &[i32]) -> (f64, f64, usize) {
+    let body = serde_json::json!({"prompt": prompt, "max_tokens": NEW_TOKENS, "temperature": 0,
+                                  "stream": true, "logit_bias": {"2": -100}})
+    .to_string();
+    let start = Instant::now();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_nodelay(true).unwrap();
+    write!(
+        s,
+        "POST /v1/completions HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    let mut stamps = Vec::new();
+    loop {
+        line.clear();
+        if r.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        if line.starts_with("data: {") && line.contains("\"finish_reason\":null") {
+            stamps.push(start.elapsed().as_secs_f64());
+        }
+        if line.starts_with("data: [DONE]") {
+            break;
+        }
+    }
+    let n = stamps.len();
+    let tpot = (stamps[n - 1] - stamps[0]) / (n.max(2) - 1) as f64;
+    (stamps[0], tpot, n)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/mlc/model");
+    let dir = args.first().map(PathBuf::from).unwrap_or(root.clone());
+    let lib = args
+        .get(1)
+        .map(PathBuf::from)
+        .unwrap_or(root.join("lib.so"));
+    let levels = [1usize, 4, 16];
+    let per_level = |c: usize| (c * 4).max(16);
+    if let Some(out) = args.get(2) {
+        let all: Vec<Vec<i32>> = prompts(per_level(16));
+        std::fs::write(
+            out,
+            serde_json::json!({"new_tokens": NEW_TOKENS, "prompts": all}).to_string(),
+        )
+        .unwrap();
+    }
+
+    let step1 = bare_decode(&dir, &lib, 1);
+    let step16 = bare_decode(&dir, &lib, 16);
+    println!(
+        "bare decode step (batch_decode + logits read back), median: batch 1 {:.1} us, \
+         batch 16 {:.1} us",
+        step1.as_secs_f64() * 1e6,
+        step16.as_secs_f64() * 1e6
+    );
+
+    let chat = ChatConfig::load(&dir).unwrap();
+    let engine = Engine::start(
+        lib.clone(),
+        dir.clone(),
+        EngineConfig {
+            max_num_sequence: 16,
+            max_total_sequence_length: 8704,
+            prefill_chunk_size: 128,
+            max_queue: 256,
+        },
+    )
+    .unwrap();
+    let metrics = engine.metrics.clone();
+    let app = Arc::new(App::new(engine, chat, "model".into(), None));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    rt.spawn(tvmrt_serve::http::serve(
+        app,
+        listener,
+        std::future::pending::<()>(),
+    ));
+    // Warm up.
+    stream_one(addr, &prompts(1)[0]);
+
+    let (mut tps1, mut tps16) = (0.0, 0.0);
+    println!(
+        "concurrency | requests | output tokens/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms)"
+    );
+    for &c in &levels {
+        let all = prompts(per_level(c));
+        let chunks: Vec<Vec<Vec<i32>>> = (0..c)
+            .map(|k| all.iter().skip(k).step_by(c).cloned().collect())
+            .collect();
+        let start = Instant::now();
+        let (before_n, before_mean) = metrics.tpot.count_and_mean();
+        let results: Vec<(f64, f64, usize)> = std::thread::scope(|s| {
+            let hs: Vec<_> = chunks
+                .iter()
+                .map(|mine| {
+                    s.spawn(move || mine.iter().map(|p| stream_one(addr, p)).collect::<Vec<_>>())
+                })
+                .collect();
+            hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        let wall = start.elapsed().as_secs_f64();
+        let tokens: usize = results.iter().map(|r| r.2).sum();
+        assert_eq!(
+            tokens,
+            all.len() * NEW_TOKENS,
+            "every answer has {NEW_TOKENS} tokens"
+        );
+        let mut ttft: Vec<f64> = results.iter().map(|r| r.0 * 1e3).collect();
+        let mut tpot: Vec<f64> = results.iter().map(|r| r.1 * 1e3).collect();
+        // The engine's own mean time between a sequence's tokens (its /metrics histogram),
+        // over this level's requests.
+        let (after_n, after_mean) = metrics.tpot.count_and_mean();
+        let engine_tpot = (after_mean.as_secs_f64() * after_n as f64
+            - before_mean.as_secs_f64() * before_n as f64)
+            / (after_n - before_n).max(1) as f64;
+        let tps = tokens as f64 / wall;
+        if c == 1 {
+            tps1 = tps;
+        }
+        tps16 = tps;
+        println!(
+            "{c:>11} | {:>8} | {tps:>15.0} | {:>7.2} / {:<9.2} | {:>7.3} / {:<7.3} | {:.3}",
+            all.len(),
+            percentile(&mut ttft, 0.5),
+            percentile(&mut ttft, 0.99),
+            percentile(&mut tpot, 0.5),
+            percentile(&mut tpot, 0.99),
+            engine_tpot * 1e3,
+        );
+        if c == 1 {
+            println!(
+                "            (concurrency 1: TPOT p50 {:.2}x, engine mean TPOT {:.2}x the bare \
+                 batch-1 decode step)",
+                percentile(&mut tpot, 0.5) / (step1.as_secs_f64() * 1e3),
+                engine_tpot / step1.as_secs_f64()
+            );
+        }
+    }
+    println!("(tokens/s at 16 over 1: {:.2}x)", tps16 / tps1);
+}

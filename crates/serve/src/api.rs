@@ -1,0 +1,484 @@
+//! OpenAI's request and response shapes: one validation step turns a request body into typed,
+//! checked parameters (every mistake a 400 with OpenAI's error object), and the builders of
+//! the response objects and stream chunks.
+
+use serde_json::{json, Map, Value};
+
+use crate::config::Message;
+use crate::engine::FinishReason;
+use crate::sampler::{SamplingParams, TokenLogprob};
+
+/// An HTTP error with OpenAI's error object.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: u16,
+    pub kind: &'static str,
+    pub message: String,
+    pub param: Option<&'static str>,
+    pub code: Option<&'static str>,
+}
+
+impl ApiError {
+    /// 400 `invalid_request_error`.
+    pub fn bad(message: impl Into<String>, param: Option<&'static str>) -> ApiError {
+        ApiError {
+            status: 400,
+            kind: "invalid_request_error",
+            message: message.into(),
+            param,
+            code: None,
+        }
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> Value {
+        json!({"error": {
+            "message": self.message,
+            "type": self.kind,
+            "param": self.param,
+            "code": self.code,
+        }})
+    }
+}
+
+type Res<T> = Result<T, ApiError>;
+
+/// What the two endpoints share after validation.
+#[derive(Debug)]
+pub struct Common {
+    pub params: SamplingParams,
+    pub stream: bool,
+    pub include_usage: bool,
+    pub tokens_as_ids: bool,
+}
+
+/// The prompt of a completion request.
+#[derive(Debug)]
+pub enum Prompt {
+    Text(String),
+    Ids(Vec<i32>),
+}
+
+/// A validated `/v1/completions` request.
+#[derive(Debug)]
+pub struct CompletionRequest {
+    pub prompt: Prompt,
+    pub common: Common,
+}
+
+/// A validated `/v1/chat/completions` request.
+#[derive(Debug)]
+pub struct ChatRequest {
+    pub messages: Vec<Message>,
+    pub common: Common,
+}
+
+/// Parses a body as a JSON object.
+pub fn parse_body(body: &[u8]) -> Res<Map<String, Value>> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(ApiError::bad(
+            "the request body must be a JSON object",
+            None,
+        )),
+        Err(e) => Err(ApiError::bad(
+            format!("the request body is not valid JSON: {e}"),
+            None,
+        )),
+    }
+}
+
+/// Checks the `model` field against the served model's id.
+pub fn check_model(body: &Map<String, Value>, served: &str) -> Res<()> {
+    match body.get("model") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(m)) if m == served => Ok(()),
+        Some(Value::String(m)) => Err(ApiError {
+            status: 400,
+            kind: "invalid_request_error",
+            message: format!("The model `{m}` does not exist; this server serves `{served}`."),
+            param: Some("model"),
+            code: Some("model_not_found"),
+        }),
+        Some(_) => Err(ApiError::bad("`model` must be a string", Some("model"))),
+    }
+}
+
+fn number(body: &Map<String, Value>, key: &'static str, lo: f64, hi: f64) -> Res<Option<f64>> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => {
+            let v = n.as_f64().unwrap_or(f64::NAN);
+            if !(lo..=hi).contains(&v) {
+                return Err(ApiError::bad(
+                    format!("`{key}` must be between {lo} and {hi}, not {v}"),
+                    Some(key),
+                ));
+            }
+            Ok(Some(v))
+        }
+        Some(_) => Err(ApiError::bad(
+            format!("`{key}` must be a number"),
+            Some(key),
+        )),
+    }
+}
+
+fn integer(body: &Map<String, Value>, key: &'static str) -> Res<Option<i64>> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => {
+            Ok(Some(n.as_i64().unwrap_or(i64::MAX)))
+        }
+        Some(_) => Err(ApiError::bad(
+            format!("`{key}` must be an integer"),
+            Some(key),
+        )),
+    }
+}
+
+fn boolean(body: &Map<String, Value>, key: &'static str) -> Res<bool> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(ApiError::bad(
+            format!("`{key}` must be a boolean"),
+            Some(key),
+        )),
+    }
+}
+
+/// Parameters common to both endpoints; `logprobs` is read by the caller (its type differs).
+fn common(body: &Map<String, Value>, logprobs: Option<usize>) -> Res<Common> {
+    let mut p = SamplingParams::default();
+    if let Some(t) = number(body, "temperature", 0.0, 2.0)? {
+        p.temperature = t as f32;
+    }
+    if let Some(t) = number(body, "top_p", 0.0, 1.0)? {
+        if t <= 0.0 {
+            return Err(ApiError::bad(
+                "`top_p` must be greater than 0",
+                Some("top_p"),
+            ));
+        }
+        p.top_p = t as f32;
+    }
+    let max_tokens = match integer(body, "max_completion_tokens")? {
+        Some(m) => Some(m),
+        None => integer(body, "max_tokens")?,
+    };
+    if let Some(m) = max_tokens {
+        if m < 1 {
+            return Err(ApiError::bad(
+                format!("`max_tokens` must be at least 1, not {m}"),
+                Some("max_tokens"),
+            ));
+        }
+        p.max_tokens = Some(m.min(i64::from(u32::MAX)) as usize);
+    }
+    if let Some(n) = integer(body, "n")? {
+        if !(1..=128).contains(&n) {
+            return Err(ApiError::bad(
+                format!("`n` must be between 1 and 128, not {n}"),
+                Some("n"),
+            ));
+        }
+        p.n = n as usize;
+    }
+    p.seed = integer(body, "seed")?.map(|s| s as u64);
+    p.presence_penalty = number(body, "presence_penalty", -2.0, 2.0)?.unwrap_or(0.0) as f32;
+    p.frequency_penalty = number(body, "frequency_penalty", -2.0, 2.0)?.unwrap_or(0.0) as f32;
+    p.stop = match body.get("stop") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(a)) if a.iter().all(Value::is_string) && a.len() <= 16 => a
+            .iter()
+            .filter_map(|s| s.as_str().map(str::to_string))
+            .collect(),
+        Some(_) => {
+            return Err(ApiError::bad(
+                "`stop` must be a string or a list of at most 16 strings",
+                Some("stop"),
+            ))
+        }
+    };
+    p.logit_bias = match body.get("logit_bias") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Object(m)) => {
+            let mut out = Vec::new();
+            for (k, v) in m {
+                let id: i32 = k.parse().map_err(|_| {
+                    ApiError::bad(
+                        format!("`logit_bias` keys must be token ids, not `{k}`"),
+                        Some("logit_bias"),
+                    )
+                })?;
+                let b = v
+                    .as_f64()
+                    .filter(|b| (-100.0..=100.0).contains(b))
+                    .ok_or_else(|| {
+                        ApiError::bad(
+                            "`logit_bias` values must be numbers between -100 and 100",
+                            Some("logit_bias"),
+                        )
+                    })?;
+                out.push((id, b as f32));
+            }
+            out
+        }
+        Some(_) => {
+            return Err(ApiError::bad(
+                "`logit_bias` must be an object",
+                Some("logit_bias"),
+            ))
+        }
+    };
+    p.logprobs = logprobs;
+    let stream = boolean(body, "stream")?;
+    let include_usage = match body.get("stream_options") {
+        None | Some(Value::Null) => false,
+        Some(Value::Object(o)) => boolean(o, "include_usage")?,
+        Some(_) => {
+            return Err(ApiError::bad(
+                "`stream_options` must be an object",
+                Some("stream_options"),
+            ))
+        }
+    };
+    Ok(Common {
+        params: p,
+        stream,
+        include_usage,
+        tokens_as_ids: boolean(body, "return_tokens_as_token_ids")?,
+    })
+}
+
+/// Validates a `/v1/completions` body.
+pub fn completion_request(body: &Map<String, Value>) -> Res<CompletionRequest> {
+    let bad_prompt = || {
+        ApiError::bad(
+            "`prompt` must be a string or a list of token ids (one prompt per request)",
+            Some("prompt"),
+        )
+    };
+    let ids = |a: &[Value]| -> Res<Vec<i32>> {
+        a.iter()
+            .map(|t| {
+                t.as_i64()
+                    .and_then(|v| i32::try_from(v).ok())
+                    .ok_or_else(bad_prompt)
+            })
+            .collect()
+    };
+    let prompt = match body.get("prompt") {
+        Some(Value::String(s)) => Prompt::Text(s.clone()),
+        Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
+            Prompt::Text(a[0].as_str().unwrap_or_default().to_string())
+        }
+        Some(Value::Array(a)) if a.len() == 1 && a[0].is_array() => {
+            Prompt::Ids(ids(a[0].as_array().map(Vec::as_slice).unwrap_or_default())?)
+        }
+        Some(Value::Array(a)) if a.iter().all(Value::is_number) => Prompt::Ids(ids(a)?),
+        None => return Err(ApiError::bad("`prompt` is required", Some("prompt"))),
+        _ => return Err(bad_prompt()),
+    };
+    let logprobs = match integer(body, "logprobs")? {
+        None => None,
+        Some(k) if (0..=20).contains(&k) => Some(k as usize),
+        Some(k) => {
+            return Err(ApiError::bad(
+                format!("`logprobs` must be between 0 and 20, not {k}"),
+                Some("logprobs"),
+            ))
+        }
+    };
+    if boolean(body, "echo")? {
+        return Err(ApiError::bad("`echo` is not supported", Some("echo")));
+    }
+    Ok(CompletionRequest {
+        prompt,
+        common: common(body, logprobs)?,
+    })
+}
+
+/// Validates a `/v1/chat/completions` body.
+pub fn chat_request(body: &Map<String, Value>) -> Res<ChatRequest> {
+    let bad = |m: &str| ApiError::bad(m.to_string(), Some("messages"));
+    let list = match body.get("messages") {
+        Some(Value::Array(a)) if !a.is_empty() => a,
+        Some(Value::Array(_)) => return Err(bad("`messages` must not be empty")),
+        None => return Err(bad("`messages` is required")),
+        Some(_) => return Err(bad("`messages` must be a list")),
+    };
+    let mut messages = Vec::new();
+    for m in list {
+        let role = m["role"]
+            .as_str()
+            .ok_or_else(|| bad("every message needs a string `role`"))?;
+        let content = match &m["content"] {
+            Value::String(s) => s.clone(),
+            Value::Array(parts) => {
+                let mut s = String::new();
+                for p in parts {
+                    match (p["type"].as_str(), p["text"].as_str()) {
+                        (Some("text"), Some(t)) => s.push_str(t),
+                        _ => return Err(bad("only text content parts are supported")),
+                    }
+                }
+                s
+            }
+            _ => return Err(bad("every message needs a string `content`")),
+        };
+        messages.push(Message {
+            role: role.to_string(),
+            content,
+        });
+    }
+    let top = integer(body, "top_logprobs")?;
+    let logprobs = match (boolean(body, "logprobs")?, top) {
+        (false, None) => None,
+        (false, Some(_)) => {
+            return Err(ApiError::bad(
+                "`top_logprobs` needs `logprobs: true`",
+                Some("top_logprobs"),
+            ))
+        }
+        (true, None) => Some(0),
+        (true, Some(k)) if (0..=20).contains(&k) => Some(k as usize),
+        (true, Some(k)) => {
+            return Err(ApiError::bad(
+                format!("`top_logprobs` must be between 0 and 20, not {k}"),
+                Some("top_logprobs"),
+            ))
+        }
+    };
+    Ok(ChatRequest {
+        messages,
+        common: common(body, logprobs)?,
+    })
+}
+
+/// How a token is named in `logprobs`: its text, or `token_id:N` (vLLM's
+/// `return_tokens_as_token_ids`).
+pub fn token_name(id: i32, as_ids: bool, text: impl Fn(i32) -> String) -> String {
+    if as_ids {
+        format!("token_id:{id}")
+    } else {
+        text(id)
+    }
+}
+
+/// `usage`.
+pub fn usage(prompt: usize, completion: usize) -> Value {
+    json!({"prompt_tokens": prompt, "completion_tokens": completion,
+           "total_tokens": prompt + completion})
+}
+
+/// One choice's log-probabilities as the completions endpoint shows them (legacy shape),
+/// accumulated token by token.
+#[derive(Default, Debug)]
+pub struct CompletionLogprobs {
+    pub tokens: Vec<String>,
+    pub token_logprobs: Vec<f32>,
+    pub top_logprobs: Vec<Map<String, Value>>,
+    pub text_offset: Vec<usize>,
+}
+
+impl CompletionLogprobs {
+    pub fn push(
+        &mut self,
+        name: String,
+        lp: &TokenLogprob,
+        offset: usize,
+        top: Vec<(String, f32)>,
+    ) {
+        self.tokens.push(name);
+        self.token_logprobs.push(lp.logprob);
+        self.top_logprobs
+            .push(top.into_iter().map(|(k, v)| (k, json!(v))).collect());
+        self.text_offset.push(offset);
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({"tokens": self.tokens, "token_logprobs": self.token_logprobs,
+               "top_logprobs": self.top_logprobs, "text_offset": self.text_offset})
+    }
+}
+
+/// One token of the chat endpoint's `logprobs.content`.
+pub fn chat_logprob(name: String, lp: &TokenLogprob, top: Vec<(String, f32)>) -> Value {
+    let entry = |t: &str, v: f32| json!({"token": t, "logprob": v, "bytes": t.as_bytes()});
+    let mut e = entry(&name, lp.logprob);
+    e["top_logprobs"] = Value::Array(top.iter().map(|(t, v)| entry(t, *v)).collect());
+    e
+}
+
+/// A finish reason as JSON (null while running).
+pub fn finish(reason: Option<FinishReason>) -> Value {
+    reason.map_or(Value::Null, |r| json!(r.as_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn bad_inputs_are_400s_naming_the_parameter() {
+        let cases = [
+            (json!({"prompt": "a", "max_tokens": 0}), "max_tokens"),
+            (json!({"prompt": "a", "max_tokens": -3}), "max_tokens"),
+            (json!({"prompt": "a", "max_tokens": "5"}), "max_tokens"),
+            (json!({"prompt": "a", "temperature": "hot"}), "temperature"),
+            (json!({"prompt": "a", "top_p": 0}), "top_p"),
+            (json!({"prompt": 5}), "prompt"),
+            (json!({"prompt": ["a", "b"]}), "prompt"),
+            (json!({"prompt": "a", "n": 0}), "n"),
+            (json!({"prompt": "a", "stop": 3}), "stop"),
+            (json!({"prompt": "a", "logit_bias": {"x": 1}}), "logit_bias"),
+            (json!({"prompt": "a", "logprobs": 21}), "logprobs"),
+            (json!({"prompt": "a", "stream": "yes"}), "stream"),
+        ];
+        for (b, param) in cases {
+            let e = completion_request(&body(b.clone())).unwrap_err();
+            assert_eq!((e.status, e.param), (400, Some(param)), "{b}");
+        }
+        assert!(parse_body(b"{nope").is_err());
+        assert!(parse_body(b"[1]").is_err());
+        let e = check_model(&body(json!({"model": "other"})), "mine").unwrap_err();
+        assert_eq!(e.code, Some("model_not_found"));
+        for b in [
+            json!({"messages": []}),
+            json!({"messages": [{"role": "user"}]}),
+            json!({"messages": "hi"}),
+        ] {
+            assert_eq!(chat_request(&body(b)).unwrap_err().param, Some("messages"));
+        }
+    }
+
+    #[test]
+    fn good_inputs_are_typed() {
+        let r = completion_request(&body(json!({
+            "prompt": [[1, 2, 3]], "max_tokens": 4, "temperature": 0, "stop": ["x", "y"],
+            "logit_bias": {"7": -100}, "logprobs": 2, "stream": true,
+            "stream_options": {"include_usage": true}, "return_tokens_as_token_ids": true
+        })))
+        .unwrap();
+        assert!(matches!(r.prompt, Prompt::Ids(ref v) if v == &[1, 2, 3]));
+        let c = r.common;
+        assert_eq!(c.params.max_tokens, Some(4));
+        assert_eq!(c.params.stop, vec!["x", "y"]);
+        assert_eq!(c.params.logit_bias, vec![(7, -100.0)]);
+        assert_eq!(c.params.logprobs, Some(2));
+        assert!(c.stream && c.include_usage && c.tokens_as_ids);
+        let r = chat_request(&body(json!({"messages": [{"role": "user", "content":
+            [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+            "logprobs": true, "top_logprobs": 3})))
+        .unwrap();
+        assert_eq!(r.messages[0].content, "ab");
+        assert_eq!(r.common.params.logprobs, Some(3));
+    }
+}

@@ -1,0 +1,153 @@
+//! `tvmrt serve MODEL_DIR --model-lib LIB`: the arguments of the tool's subcommand (the tool
+//! embeds [`Args`] and calls [`main`]) and the server's start: the engine, then the HTTP front
+//! on a multi-threaded tokio runtime until SIGINT or SIGTERM.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tvmrt::{Error, Result};
+
+use crate::config::ChatConfig;
+use crate::engine::{Engine, EngineConfig, PAGE_SIZE};
+use crate::http::{self, App};
+
+/// Arguments of `tvmrt serve`. The engine limits carry MLC-LLM's names (its `EngineConfig`).
+#[derive(clap::Args, Debug, Clone)]
+#[command(
+    after_help = "Serves a model directory MLC-LLM built (mlc-chat-config.json, \
+tensor-cache.json and its shards, tokenizer.json) with the library MLC-LLM compiled for it, \
+behind OpenAI's API: /v1/models, /v1/completions, /v1/chat/completions (streamed as server-sent \
+events with \"stream\": true), /health and /metrics (Prometheus).\n\nExample:\n  tvmrt serve \
+tests/fixtures/mlc/model --model-lib tests/fixtures/mlc/model/lib.so --port 8000\n  curl \
+http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' \\\n    -d '{\"prompt\": \
+\"hello\", \"max_tokens\": 16}'"
+)]
+pub struct Args {
+    /// The model directory (MLC-LLM's gen_config and convert_weight output).
+    pub model: PathBuf,
+
+    /// The model library (MLC-LLM's compile output).
+    #[arg(long, value_name = "LIB")]
+    pub model_lib: PathBuf,
+
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+
+    /// Port to listen on (0: any free port, printed at start).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+
+    /// Require `Authorization: Bearer KEY` on /v1/ requests.
+    #[arg(long, value_name = "KEY", env = "TVMRT_API_KEY")]
+    pub api_key: Option<String>,
+
+    /// The model id clients name (default: the model directory's name).
+    #[arg(long, value_name = "ID")]
+    pub served_model_name: Option<String>,
+
+    /// Most sequences decoded together (default: the model's max_batch_size).
+    #[arg(long, value_name = "N")]
+    pub max_num_sequence: Option<usize>,
+
+    /// KV cache capacity in tokens over all sequences (default: room for max_num_sequence
+    /// full context windows).
+    #[arg(long, value_name = "N")]
+    pub max_total_seq_length: Option<i64>,
+
+    /// Most prompt tokens in one prefill (default: the model's prefill_chunk_size).
+    #[arg(long, value_name = "N")]
+    pub prefill_chunk_size: Option<i64>,
+
+    /// Most requests waiting for admission; more get 429 with Retry-After.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_queue: usize,
+}
+
+/// Reads the model's limits from `mlc-chat-config.json` to fill in the defaults.
+fn engine_config(a: &Args, chat: &ChatConfig, max_batch: Option<i64>) -> Result<EngineConfig> {
+    let max_num_sequence = a
+        .max_num_sequence
+        .or(max_batch.map(|b| b as usize))
+        .unwrap_or(16);
+    if max_num_sequence == 0 {
+        tvmrt::bail_value!("--max-num-sequence must be at least 1");
+    }
+    let window = chat.context_window_size.max(1);
+    let total = a
+        .max_total_seq_length
+        .unwrap_or((window + 2 * PAGE_SIZE) * max_num_sequence as i64);
+    if total < PAGE_SIZE * 4 {
+        tvmrt::bail_value!("--max-total-seq-length {total} is too small");
+    }
+    let chunk = a.prefill_chunk_size.unwrap_or(chat.prefill_chunk_size);
+    if a.prefill_chunk_size.is_some_and(|c| c <= 0) {
+        tvmrt::bail_value!("--prefill-chunk-size must be at least 1");
+    }
+    Ok(EngineConfig {
+        max_num_sequence,
+        max_total_sequence_length: total,
+        prefill_chunk_size: chunk,
+        max_queue: a.max_queue,
+    })
+}
+
+/// Runs the server until SIGINT or SIGTERM.
+pub fn main(a: Args) -> Result<()> {
+    let chat = ChatConfig::load(&a.model)?;
+    let max_batch = std::fs::read_to_string(a.model.join("mlc-chat-config.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["model_config"]["max_batch_size"].as_i64());
+    let config = engine_config(&a, &chat, max_batch)?;
+    let engine = Engine::start(a.model_lib.clone(), a.model.clone(), config)?;
+    let model_id = a.served_model_name.clone().unwrap_or_else(|| {
+        let dir = a.model.canonicalize().unwrap_or_else(|_| a.model.clone());
+        dir.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "model".into())
+    });
+    let app = Arc::new(App::new(engine, chat, model_id, a.api_key.clone()));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::runtime(format!("cannot start the async runtime: {e}")))?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind((a.host.as_str(), a.port))
+            .await
+            .map_err(|e| Error::value(format!("cannot listen on {}:{}: {e}", a.host, a.port)))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::runtime(e.to_string()))?;
+        let info = &app.engine.info;
+        eprintln!(
+            "tvmrt serve: {} on http://{addr} (context {}, max_num_sequence {}, \
+             max_total_seq_length {}, prefill_chunk_size {})",
+            app.model_id,
+            info.context_window,
+            info.config.max_num_sequence,
+            info.config.max_total_sequence_length,
+            info.config.prefill_chunk_size
+        );
+        // Tests and scripts read the address from this line.
+        println!("listening on http://{addr}");
+        http::serve(app, listener, shutdown_signal())
+            .await
+            .map_err(|e| Error::runtime(format!("the server failed: {e}")))
+    })
+}
+
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}

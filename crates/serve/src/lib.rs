@@ -1,0 +1,21 @@
+//! `tvmrt serve`: an OpenAI-compatible server for LLMs MLC-LLM compiles, on tvmrt.
+//!
+//! - [`model`]: the model library and weights, driven as MLC-LLM's engine drives them;
+//! - [`engine`]: continuous batching on one thread that owns the model and its KV cache;
+//! - [`sampler`], [`text`], [`config`]: sampling, tokenizer and detokenization, the
+//!   conversation template of `mlc-chat-config.json`;
+//! - [`api`]: OpenAI request validation and response shapes; [`http`]: the axum server;
+//! - [`metrics`]: the Prometheus metrics.
+//!
+//! The engine is a library: another program can start an [`engine::Engine`] and submit
+//! requests without the HTTP front.
+
+pub mod api;
+pub mod cli;
+pub mod config;
+pub mod engine;
+pub mod http;
+pub mod metrics;
+pub mod model;
+pub mod sampler;
+pub mod text;

@@ -1,0 +1,383 @@
+//! A model library MLC-LLM compiled, driven as MLC-LLM's engine drives it
+//! (`cpp/serve/model.cc`): `_metadata()` for the limits and the parameters in order, the weights
+//! through the tensor cache (`vm.builtin.tensor_cache.load` then the parameters by name), the
+//! paged KV cache from `create_tir_paged_kv_cache`, and per forward
+//! `kv_state_begin_forward`, `embed` + `batch_prefill` or `batch_decode`,
+//! `kv_state_end_forward`. Sampling uses the model's own `softmax_with_temperature`.
+//!
+//! Everything here calls into tvmrt's public API; a [`Model`] is not `Send` (it holds runtime
+//! objects) and lives on the engine's thread.
+
+use std::path::Path;
+
+use tvmrt::dtype::dtypes;
+use tvmrt::function::registry;
+use tvmrt::module::{load_from_file, Module};
+use tvmrt::object::containers::array::{array_get, new_array};
+use tvmrt::object::shape::new_shape;
+use tvmrt::object::ObjectRef;
+use tvmrt::tensor::layout::cpu;
+use tvmrt::tensor::Tensor;
+use tvmrt::{Any, AnyView, Error, Function, Result};
+
+/// What `_metadata()` says about the compiled model.
+#[derive(Clone, Debug)]
+pub struct Metadata {
+    pub model_type: String,
+    pub context_window_size: i64,
+    pub prefill_chunk_size: i64,
+    pub max_batch_size: i64,
+    /// The parameter names, in the order the model takes them.
+    pub params: Vec<String>,
+}
+
+impl Metadata {
+    /// Parses `_metadata()`'s JSON text.
+    pub fn parse(text: &str) -> Result<Metadata> {
+        let v: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| Error::value(format!("_metadata() is not JSON: {e}")))?;
+        let int = |k: &str| {
+            v[k].as_i64()
+                .ok_or_else(|| Error::value(format!("_metadata() has no integer `{k}`")))
+        };
+        let params = v["params"]
+            .as_array()
+            .ok_or_else(|| Error::value("_metadata() has no `params` list"))?
+            .iter()
+            .map(|p| {
+                p["name"]
+                    .as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| Error::value("a parameter of _metadata() has no name"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if v["kv_state_kind"].as_str().unwrap_or("kv_cache") != "kv_cache" {
+            tvmrt::bail_value!(
+                "the model keeps its state as `{}`; tvmrt serve drives paged KV caches only",
+                v["kv_state_kind"]
+            );
+        }
+        Ok(Metadata {
+            model_type: v["model_type"].as_str().unwrap_or("").to_string(),
+            context_window_size: int("context_window_size")?,
+            prefill_chunk_size: int("prefill_chunk_size")?,
+            max_batch_size: int("max_batch_size")?,
+            params,
+        })
+    }
+}
+
+/// A loaded model library with its weights.
+pub struct Model {
+    _exec: Module,
+    _vm: Module,
+    params: ObjectRef,
+    embed: Function,
+    batch_prefill: Function,
+    batch_decode: Function,
+    create_cache: Function,
+    softmax: Function,
+    apply_logit_bias: Function,
+    apply_penalty: Function,
+    begin_forward: Function,
+    end_forward: Function,
+    add_sequence: Function,
+    remove_sequence: Function,
+    fork_sequence: Function,
+    available_pages: Function,
+    pub metadata: Metadata,
+    pub hidden_size: i64,
+    pub vocab_size: i64,
+}
+
+fn global(name: &str) -> Result<Function> {
+    registry::get(name).ok_or_else(|| Error::runtime(format!("missing global {name}")))
+}
+
+fn shape(v: &[i64]) -> Any {
+    Any::from_object(new_shape(v))
+}
+
+/// A float32 host tensor of `shape` holding `values`.
+pub fn tensor_f32(values: &[f32], shape: &[i64]) -> Result<Tensor> {
+    let t = Tensor::empty(shape, dtypes::FLOAT32, cpu())?;
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    t.copy_from_bytes(&bytes)?;
+    Ok(t)
+}
+
+/// The float32 values of a host tensor.
+pub fn read_f32(t: &Tensor) -> Result<Vec<f32>> {
+    if t.dtype() != dtypes::FLOAT32 {
+        tvmrt::bail_type!("expected a float32 tensor");
+    }
+    Ok(t.to_vec()?
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+impl Model {
+    /// Loads `library` (MLC's `compile` output) and the weights of `model_dir`
+    /// (`tensor-cache.json` and its shards).
+    pub fn load(library: &Path, model_dir: &Path) -> Result<Model> {
+        let lib = library
+            .to_str()
+            .ok_or_else(|| Error::value("the library path is not UTF-8"))?;
+        let exec = load_from_file(lib, "")?;
+        let vm = tvmrt::vm::load_vm(&exec)?;
+        let func = |name: &str| -> Result<Function> {
+            vm.get_function(name, false)?.ok_or_else(|| {
+                Error::value(format!(
+                    "{}: the model has no function `{name}` (is it a library MLC-LLM compiled?)",
+                    library.display()
+                ))
+            })
+        };
+        // The logit processors are TIR kernels of the library, not Relax functions: MLC's engine
+        // finds them through the VM module's imports.
+        let kernel = |name: &str| -> Result<Function> {
+            exec.get_function(name, true)?.ok_or_else(|| {
+                Error::value(format!(
+                    "{}: the model has no kernel `{name}` (is it a library MLC-LLM compiled?)",
+                    library.display()
+                ))
+            })
+        };
+        // CPU, device 0, the pooled allocator (as MLC's engine and TVM's Python VM).
+        func("vm_initialization")?.call(&[
+            AnyView::from(1i64),
+            AnyView::from(0i64),
+            AnyView::from(2i64),
+        ])?;
+        let meta_text = func("_metadata")?.call_values(&[])?;
+        let meta_text = meta_text.view().expect_str("_metadata()")?.to_string();
+        let metadata = Metadata::parse(&meta_text)?;
+        tvmrt::llm::tensor_cache::load(model_dir, cpu())?;
+        let weights = tvmrt::llm::tensor_cache::params_by_name(&metadata.params)?;
+        let embed_table = weights.first().map(|t| t.shape().to_vec());
+        let (vocab_size, hidden_size) = match embed_table.as_deref() {
+            Some([v, h]) => (*v, *h),
+            _ => tvmrt::bail_value!("the first parameter is not a [vocab, hidden] embedding table"),
+        };
+        let params = new_array(weights.into_iter().map(Any::from).collect());
+        Ok(Model {
+            embed: func("embed")?,
+            batch_prefill: func("batch_prefill")?,
+            batch_decode: func("batch_decode")?,
+            create_cache: func("create_tir_paged_kv_cache")?,
+            softmax: func("softmax_with_temperature")?,
+            apply_logit_bias: kernel("apply_logit_bias_inplace")?,
+            apply_penalty: kernel("apply_penalty_inplace")?,
+            begin_forward: global("vm.builtin.kv_state_begin_forward")?,
+            end_forward: global("vm.builtin.kv_state_end_forward")?,
+            add_sequence: global("vm.builtin.kv_state_add_sequence")?,
+            remove_sequence: global("vm.builtin.kv_state_remove_sequence")?,
+            fork_sequence: global("vm.builtin.kv_state_fork_sequence")?,
+            available_pages: global("vm.builtin.attention_kv_cache_get_num_available_pages")?,
+            _exec: exec,
+            _vm: vm,
+            params,
+            metadata,
+            hidden_size,
+            vocab_size,
+        })
+    }
+
+    /// A paged KV cache as MLC's `CreateKVCache` makes it (each argument a one-element shape).
+    pub fn create_cache(
+        &self,
+        max_batch_size: i64,
+        max_total_seq_len: i64,
+        prefill_chunk_size: i64,
+        page_size: i64,
+    ) -> Result<ObjectRef> {
+        self.create_cache
+            .call_values(&[
+                shape(&[max_batch_size]),
+                shape(&[max_total_seq_len]),
+                shape(&[prefill_chunk_size]),
+                shape(&[page_size]),
+                shape(&[0]),
+            ])?
+            .view()
+            .expect_object("the KV cache")
+    }
+
+    /// `kv_state_add_sequence`.
+    pub fn add_sequence(&self, cache: &ObjectRef, seq: i64) -> Result<()> {
+        self.add_sequence
+            .call_values(&[Any::from_object(cache.clone()), Any::from(seq)])?;
+        Ok(())
+    }
+
+    /// `kv_state_remove_sequence`: frees the sequence's pages.
+    pub fn remove_sequence(&self, cache: &ObjectRef, seq: i64) -> Result<()> {
+        self.remove_sequence
+            .call_values(&[Any::from_object(cache.clone()), Any::from(seq)])?;
+        Ok(())
+    }
+
+    /// `kv_state_fork_sequence(parent, child, -1)`: the child shares all of the parent's pages.
+    pub fn fork_sequence(&self, cache: &ObjectRef, parent: i64, child: i64) -> Result<()> {
+        self.fork_sequence.call_values(&[
+            Any::from_object(cache.clone()),
+            Any::from(parent),
+            Any::from(child),
+            Any::from(-1i64),
+        ])?;
+        Ok(())
+    }
+
+    /// Pages the cache has free.
+    pub fn available_pages(&self, cache: &ObjectRef) -> Result<i64> {
+        self.available_pages
+            .call_values(&[Any::from_object(cache.clone())])?
+            .view()
+            .expect_i64("available pages")
+    }
+
+    fn embeddings(&self, tokens: &[i32], shape3: [i64; 3]) -> Result<Tensor> {
+        if let Some(t) = tokens
+            .iter()
+            .find(|&&t| t < 0 || t as i64 >= self.vocab_size)
+        {
+            tvmrt::bail_value!(
+                "token id {t} is outside the vocabulary of {} tokens",
+                self.vocab_size
+            );
+        }
+        let ids = tvmrt::llm::transfer::tensor_from_i32(tokens, cpu())?;
+        let e = self
+            .embed
+            .call_values(&[Any::from(ids), Any::from_object(self.params.clone())])?;
+        let e = Tensor::from_any_view(&e.view(), "embed result")?;
+        e.view(&shape3, e.dtype(), 0)
+    }
+
+    fn logits_of(out: Any) -> Result<Tensor> {
+        let out = out.view().expect_object("the model's result")?;
+        let logits = array_get(&out, 0)?;
+        Tensor::from_any_view(&logits.view(), "logits")
+    }
+
+    /// One `batch_prefill`: `chunks[i]` new tokens of `seqs[i]`. Returns the logits of each
+    /// chunk's last token, one row per sequence (`[1, n, vocab]`).
+    pub fn prefill(&self, cache: &ObjectRef, seqs: &[i64], chunks: &[&[i32]]) -> Result<Tensor> {
+        let lengths: Vec<i64> = chunks.iter().map(|c| c.len() as i64).collect();
+        let flat: Vec<i32> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+        let mut pos = Vec::with_capacity(chunks.len());
+        let mut total = 0i32;
+        for c in chunks {
+            total += c.len() as i32;
+            pos.push(total - 1);
+        }
+        self.begin_forward.call_values(&[
+            Any::from_object(cache.clone()),
+            shape(seqs),
+            shape(&lengths),
+        ])?;
+        let run = || -> Result<Tensor> {
+            let emb = self.embeddings(&flat, [1, flat.len() as i64, self.hidden_size])?;
+            let pos = tvmrt::llm::transfer::tensor_from_i32(&pos, cpu())?;
+            Self::logits_of(self.batch_prefill.call_values(&[
+                Any::from(emb),
+                Any::from(pos),
+                Any::from_object(cache.clone()),
+                Any::from_object(self.params.clone()),
+            ])?)
+        };
+        let out = run();
+        self.end_forward
+            .call_values(&[Any::from_object(cache.clone())])?;
+        out
+    }
+
+    /// One `batch_decode`: one new token per sequence. Returns `[n, 1, vocab]` logits.
+    pub fn decode(&self, cache: &ObjectRef, seqs: &[i64], tokens: &[i32]) -> Result<Tensor> {
+        let ones = vec![1i64; seqs.len()];
+        self.begin_forward.call_values(&[
+            Any::from_object(cache.clone()),
+            shape(seqs),
+            shape(&ones),
+        ])?;
+        let run = || -> Result<Tensor> {
+            let emb = self.embeddings(tokens, [tokens.len() as i64, 1, self.hidden_size])?;
+            Self::logits_of(self.batch_decode.call_values(&[
+                Any::from(emb),
+                Any::from_object(cache.clone()),
+                Any::from_object(self.params.clone()),
+            ])?)
+        };
+        let out = run();
+        self.end_forward
+            .call_values(&[Any::from_object(cache.clone())])?;
+        out
+    }
+
+    /// The model's own logit processors on `rows` (`[n, vocab]`), as MLC's engine calls them:
+    /// `apply_logit_bias_inplace` with `bias` entries (row, token, bias), then
+    /// `apply_penalty_inplace` with `counts` entries (row, token, count) and per-row
+    /// (presence, frequency, repetition) `penalties`.
+    pub fn process_logits(
+        &self,
+        rows: &mut [Vec<f32>],
+        bias: &[(i32, i32, f32)],
+        counts: &[(i32, i32, i32)],
+        penalties: &[[f32; 3]],
+    ) -> Result<()> {
+        if rows.is_empty() || (bias.is_empty() && counts.is_empty()) {
+            return Ok(());
+        }
+        let n = rows.len() as i64;
+        let flat: Vec<f32> = rows.iter().flatten().copied().collect();
+        let logits = tensor_f32(&flat, &[n, self.vocab_size])?;
+        let ints = |v: Vec<i32>| tvmrt::llm::transfer::tensor_from_i32(&v, cpu());
+        let logits_arg = || Any::from(logits.clone());
+        if !bias.is_empty() {
+            self.apply_logit_bias.call_values(&[
+                logits_arg(),
+                Any::from(ints(bias.iter().map(|b| b.0).collect())?),
+                Any::from(ints(bias.iter().map(|b| b.1).collect())?),
+                Any::from(tensor_f32(
+                    &bias.iter().map(|b| b.2).collect::<Vec<_>>(),
+                    &[bias.len() as i64],
+                )?),
+            ])?;
+        }
+        if !counts.is_empty() {
+            let flat_pen: Vec<f32> = penalties.iter().flatten().copied().collect();
+            self.apply_penalty.call_values(&[
+                logits_arg(),
+                Any::from(ints((0..n as i32).collect())?),
+                Any::from(ints(counts.iter().map(|c| c.0).collect())?),
+                Any::from(ints(counts.iter().map(|c| c.1).collect())?),
+                Any::from(ints(counts.iter().map(|c| c.2).collect())?),
+                Any::from(tensor_f32(&flat_pen, &[n, 3])?),
+            ])?;
+        }
+        let out = read_f32(&logits)?;
+        for (row, chunk) in rows.iter_mut().zip(out.chunks(self.vocab_size as usize)) {
+            row.copy_from_slice(chunk);
+        }
+        Ok(())
+    }
+
+    /// The model's `softmax_with_temperature` on `[n, vocab]` logits rows, one temperature
+    /// per row. Returns the probabilities, row by row.
+    pub fn softmax(&self, rows: &[Vec<f32>], temperatures: &[f32]) -> Result<Vec<Vec<f32>>> {
+        let n = rows.len() as i64;
+        let v = self.vocab_size;
+        let flat: Vec<f32> = rows.iter().flatten().copied().collect();
+        let logits = tensor_f32(&flat, &[n, 1, v])?;
+        let temps = tensor_f32(temperatures, &[n])?;
+        let probs = self
+            .softmax
+            .call_values(&[Any::from(logits), Any::from(temps)])?;
+        let probs = Tensor::from_any_view(&probs.view(), "probabilities")?;
+        Ok(read_f32(&probs)?
+            .chunks(v as usize)
+            .map(<[f32]>::to_vec)
+            .collect())
+    }
+}

@@ -1,0 +1,272 @@
+//! The engine on the MLC-LLM fixture (tests/fixtures/mlc): greedy tokens equal to TVM's runtime
+//! driving the same library (expected.json), alone and all at once in one running batch, `n`
+//! choices through forks, cancellation freeing pages, the bounded queue.
+
+use std::path::PathBuf;
+
+use tokio::sync::mpsc::unbounded_channel;
+use tvmrt_serve::engine::{Engine, EngineConfig, Event, Refused, Request};
+use tvmrt_serve::sampler::SamplingParams;
+
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/mlc")
+}
+
+fn engine(max_queue: usize) -> Engine {
+    let dir = fixture().join("model");
+    Engine::start(
+        dir.join("lib.so"),
+        dir,
+        EngineConfig {
+            max_num_sequence: 8,
+            max_total_sequence_length: 4096,
+            prefill_chunk_size: 0,
+            max_queue,
+        },
+    )
+    .unwrap()
+}
+
+fn expected() -> Vec<(Vec<i32>, Vec<i32>)> {
+    let text = std::fs::read_to_string(fixture().join("expected.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let ids = |x: &serde_json::Value| -> Vec<i32> {
+        x.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_i64().unwrap() as i32)
+            .collect()
+    };
+    v["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (ids(&c["prompt_ids"]), ids(&c["greedy"])))
+        .collect()
+}
+
+fn greedy(max_tokens: usize, n: usize) -> SamplingParams {
+    SamplingParams {
+        temperature: 0.0,
+        max_tokens: Some(max_tokens),
+        n,
+        ..Default::default()
+    }
+}
+
+/// Tokens per choice and the finish reasons, once the request is done.
+fn collect(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Event>, n: usize) -> Vec<Vec<i32>> {
+    let mut out = vec![Vec::new(); n];
+    loop {
+        match rx.blocking_recv().expect("the engine answers") {
+            Event::Delta {
+                choice,
+                token: Some(t),
+                ..
+            } => out[choice].push(t),
+            Event::Delta { .. } | Event::Finish { .. } => {}
+            Event::Done { .. } => return out,
+            Event::Error(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// TVM's greedy tokens up to (not including) the first stop token (2, chatml's <|im_end|>).
+fn cut(tokens: &[i32], n: usize) -> Vec<i32> {
+    tokens
+        .iter()
+        .copied()
+        .take(n)
+        .take_while(|&t| t != 2)
+        .collect()
+}
+
+#[test]
+fn greedy_tokens_match_tvm_alone_and_batched() {
+    let e = engine(64);
+    assert!(e.is_alive());
+    let cases = expected();
+    for (prompt, want) in &cases {
+        let (tx, mut rx) = unbounded_channel();
+        e.submit(Request {
+            prompt: prompt.clone(),
+            params: greedy(20, 1),
+            events: tx,
+        })
+        .unwrap();
+        assert_eq!(collect(&mut rx, 1)[0], cut(want, 20));
+    }
+    // All at once: prefills join the running decode batch.
+    let mut rxs = Vec::new();
+    for (k, (prompt, _)) in cases.iter().enumerate() {
+        let (tx, rx) = unbounded_channel();
+        e.submit(Request {
+            prompt: prompt.clone(),
+            params: greedy(10 + k, 1),
+            events: tx,
+        })
+        .unwrap();
+        rxs.push(rx);
+    }
+    for (k, ((_, want), mut rx)) in cases.iter().zip(rxs).enumerate() {
+        assert_eq!(collect(&mut rx, 1)[0], cut(want, 10 + k));
+    }
+    assert_eq!(
+        e.metrics
+            .kv_pages_in_use
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+}
+
+#[test]
+fn choices_fork_the_prompt() {
+    let e = engine(8);
+    let (prompt, want) = &expected()[0];
+    let (tx, mut rx) = unbounded_channel();
+    e.submit(Request {
+        prompt: prompt.clone(),
+        params: greedy(12, 3),
+        events: tx,
+    })
+    .unwrap();
+    let out = collect(&mut rx, 3);
+    for c in out {
+        assert_eq!(c, cut(want, 12));
+    }
+    // Seeded sampling repeats.
+    let sampled = |seed| {
+        let (tx, mut rx) = unbounded_channel();
+        let params = SamplingParams {
+            temperature: 0.8,
+            top_p: 0.9,
+            seed: Some(seed),
+            max_tokens: Some(12),
+            ..Default::default()
+        };
+        e.submit(Request {
+            prompt: prompt.clone(),
+            params,
+            events: tx,
+        })
+        .unwrap();
+        collect(&mut rx, 1).remove(0)
+    };
+    assert_eq!(sampled(5), sampled(5));
+}
+
+#[test]
+fn cancelled_requests_free_their_pages_and_the_queue_is_bounded() {
+    let e = engine(2);
+    let (prompt, want) = &expected()[1];
+    let (tx, mut rx) = unbounded_channel();
+    e.submit(Request {
+        prompt: prompt.clone(),
+        params: greedy(400, 1),
+        events: tx,
+    })
+    .unwrap();
+    // Wait for the first token, then walk away.
+    assert!(matches!(rx.blocking_recv(), Some(Event::Delta { .. })));
+    drop(rx);
+    // A full queue refuses: fill it while the engine is busy with a long request.
+    let mut held = Vec::new();
+    let mut refused = false;
+    for _ in 0..64 {
+        let (tx, rx) = unbounded_channel();
+        match e.submit(Request {
+            prompt: prompt.clone(),
+            params: greedy(400, 8),
+            events: tx,
+        }) {
+            Ok(()) => held.push(rx),
+            Err(Refused::QueueFull) => {
+                refused = true;
+                break;
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    assert!(refused);
+    drop(held);
+    let (tx, mut rx) = unbounded_channel();
+    let params = greedy(16, 1);
+    loop {
+        match e.submit(Request {
+            prompt: prompt.clone(),
+            params: params.clone(),
+            events: tx.clone(),
+        }) {
+            Ok(()) => break,
+            Err(Refused::QueueFull) => std::thread::sleep(std::time::Duration::from_millis(10)),
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(collect(&mut rx, 1)[0], cut(want, 16));
+    assert_eq!(
+        e.metrics
+            .kv_pages_in_use
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+}
+
+#[test]
+fn the_models_logit_processors_follow_openai() {
+    use std::collections::HashMap;
+    use tvmrt_serve::model::Model;
+    use tvmrt_serve::sampler::{process_logits, Rng};
+    let dir = fixture().join("model");
+    let model = Model::load(&dir.join("lib.so"), &dir).unwrap();
+    let vocab = model.vocab_size as usize;
+    let mut rng = Rng::new(3);
+    let mut rows: Vec<Vec<f32>> = (0..3)
+        .map(|_| {
+            (0..vocab)
+                .map(|_| rng.uniform() as f32 * 8.0 - 4.0)
+                .collect()
+        })
+        .collect();
+    let params = [
+        SamplingParams {
+            logit_bias: vec![(5, 2.5), (300, -100.0)],
+            ..Default::default()
+        },
+        SamplingParams {
+            presence_penalty: 0.5,
+            frequency_penalty: 0.25,
+            ..Default::default()
+        },
+        SamplingParams {
+            logit_bias: vec![(7, 1.0)],
+            presence_penalty: -1.0,
+            frequency_penalty: 1.5,
+            ..Default::default()
+        },
+    ];
+    let counts = [
+        HashMap::new(),
+        HashMap::from([(9, 3u32), (10, 1)]),
+        HashMap::from([(7, 2u32)]),
+    ];
+    let mut want = rows.clone();
+    for ((row, p), c) in want.iter_mut().zip(&params).zip(&counts) {
+        process_logits(row, p, c);
+    }
+    let bias: Vec<(i32, i32, f32)> = params
+        .iter()
+        .enumerate()
+        .flat_map(|(k, p)| p.logit_bias.iter().map(move |&(t, b)| (k as i32, t, b)))
+        .collect();
+    let cnt: Vec<(i32, i32, i32)> = counts
+        .iter()
+        .enumerate()
+        .flat_map(|(k, c)| c.iter().map(move |(&t, &n)| (k as i32, t, n as i32)))
+        .collect();
+    let pen: Vec<[f32; 3]> = params
+        .iter()
+        .map(|p| [p.presence_penalty, p.frequency_penalty, 1.0])
+        .collect();
+    model.process_logits(&mut rows, &bias, &cnt, &pen).unwrap();
+    assert_eq!(rows, want);
+}

@@ -1,0 +1,409 @@
+"""End-to-end tests of `tvmrt serve` on the MLC-LLM fixture (tests/fixtures/mlc), with OpenAI's
+Python client and plain HTTP. Started by tests/serve/run.sh:
+
+    python tests/serve/test_serve.py TVMRT_BINARY
+
+Starts the server on 127.0.0.1 (a free port), checks, stops it by its process id:
+- greedy completions and chats whose tokens equal TVM's runtime driving the same library
+  (expected.json, recorded by tests/fixtures/mlc/reference.py);
+- streamed answers equal to non-streamed ones (text, tokens, usage);
+- 16 concurrent streams, each identical to its solo run;
+- 64 requests of random lengths, all answered;
+- a client that disconnects mid-stream: its pages are freed and the server still serves;
+- bad input: 400 (prompt past the context window, unknown model, malformed JSON, wrong types,
+  max_tokens 0 or negative), 401 (wrong or missing API key), 429 with Retry-After (full queue);
+- seeds, n, stop strings, logit_bias, /metrics.
+"""
+
+import http.client
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import openai
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURE = os.path.join(HERE, "..", "fixtures", "mlc")
+MODEL = os.path.join(FIXTURE, "model")
+LIB = os.path.join(MODEL, "lib.so")
+KEY = "test-key"
+STOP_TOKEN = 2  # chatml's <|im_end|>
+CONTEXT = 512
+CHECKS = []
+
+
+def check(name):
+    def wrap(f):
+        CHECKS.append((name, f))
+        return f
+    return wrap
+
+
+class Server:
+    def __init__(self, binary, *extra):
+        self.proc = subprocess.Popen(
+            [binary, "serve", MODEL, "--model-lib", LIB, "--host", "127.0.0.1", "--port", "0",
+             *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        m = re.match(r"listening on http://([\d.]+):(\d+)", line)
+        if not m:
+            self.proc.kill()
+            raise SystemExit(f"the server did not start: {line!r} {self.proc.stderr.read()}")
+        self.host, self.port = m.group(1), int(m.group(2))
+        self.url = f"http://{self.host}:{self.port}"
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        assert self.proc.returncode == 0, f"the server exited with {self.proc.returncode}"
+
+    def request(self, method, path, body=None, key=KEY, raw=None, headers=None):
+        c = http.client.HTTPConnection(self.host, self.port, timeout=60)
+        h = {"Content-Type": "application/json", **(headers or {})}
+        if key is not None:
+            h["Authorization"] = f"Bearer {key}"
+        data = raw if raw is not None else (None if body is None else json.dumps(body))
+        c.request(method, path, body=data, headers=h)
+        r = c.getresponse()
+        text = r.read().decode()
+        c.close()
+        return r.status, dict(r.getheaders()), text
+
+
+def expected():
+    with open(os.path.join(FIXTURE, "expected.json"), encoding="utf-8") as f:
+        return json.load(f)["cases"]
+
+
+def cut(tokens, n):
+    out = []
+    for t in tokens[:n]:
+        if t == STOP_TOKEN:
+            break
+        out.append(t)
+    return out
+
+
+def ids_of(names):
+    return [int(n.split(":")[1]) for n in names]
+
+
+def completion_tokens(choice):
+    return ids_of(choice.logprobs.tokens)
+
+
+def chat_tokens(choice):
+    return ids_of([c.token for c in choice.logprobs.content])
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+@check("health, models, metrics")
+def _(s, client):
+    assert s.request("GET", "/health", key=None)[0] == 200
+    models = client.models.list()
+    assert [m.id for m in models.data] == ["model"], models
+    status, _, text = s.request("GET", "/metrics", key=None)
+    assert status == 200
+    for name in ["tvmrt_requests_total", "tvmrt_time_to_first_token_seconds_bucket",
+                 "tvmrt_time_per_output_token_seconds_count", "tvmrt_queue_time_seconds_sum",
+                 "tvmrt_running_sequences", "tvmrt_kv_pages_in_use", "tvmrt_prompt_tokens_total",
+                 "tvmrt_generation_tokens_total"]:
+        assert name in text, name
+
+
+@check("greedy completions equal TVM's tokens (text and token-id prompts)")
+def _(s, client):
+    for case in expected():
+        want = cut(case["greedy"], 20)
+        for prompt in [case["prompt"], case["prompt_ids"]] if case["kind"] == "completion" \
+                else [case["prompt_ids"]]:
+            r = client.completions.create(
+                model="model", prompt=prompt, max_tokens=20, temperature=0, logprobs=1,
+                extra_body={"return_tokens_as_token_ids": True})
+            c = r.choices[0]
+            assert completion_tokens(c) == want, (case["prompt"], completion_tokens(c), want)
+            assert c.finish_reason == ("stop" if len(want) < 20 else "length")
+            assert r.usage.prompt_tokens == len(case["prompt_ids"])
+            assert r.usage.completion_tokens == len(want) + (len(want) < 20)
+
+
+@check("greedy chats equal TVM's tokens through MLC's conversation template")
+def _(s, client):
+    for case in expected():
+        if case["kind"] != "chat":
+            continue
+        want = cut(case["greedy"], 20)
+        r = client.chat.completions.create(
+            model="model", messages=case["messages"], max_tokens=20, temperature=0,
+            logprobs=True, top_logprobs=2, extra_body={"return_tokens_as_token_ids": True})
+        c = r.choices[0]
+        assert chat_tokens(c) == want, (chat_tokens(c), want)
+        assert r.usage.prompt_tokens == len(case["prompt_ids"])
+        assert c.message.role == "assistant"
+        assert all(len(t.top_logprobs) == 2 for t in c.logprobs.content)
+
+
+def stream_completion(client, **kw):
+    text, tokens, finish, usage = "", [], None, None
+    for chunk in client.completions.create(stream=True, stream_options={"include_usage": True},
+                                           extra_body={"return_tokens_as_token_ids": True},
+                                           logprobs=0, **kw):
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for c in chunk.choices:
+            text += c.text
+            if c.logprobs is not None:
+                tokens += ids_of(c.logprobs.tokens)
+            finish = c.finish_reason or finish
+    return text, tokens, finish, usage
+
+
+@check("streamed answers equal non-streamed ones")
+def _(s, client):
+    for case in expected():
+        kw = dict(model="model", prompt=case["prompt_ids"], max_tokens=24, temperature=0)
+        r = client.completions.create(logprobs=0, extra_body={"return_tokens_as_token_ids": True},
+                                      **kw)
+        text, tokens, finish, usage = stream_completion(client, **kw)
+        assert text == r.choices[0].text
+        assert tokens == completion_tokens(r.choices[0])
+        assert finish == r.choices[0].finish_reason
+        assert usage is not None and usage.completion_tokens == r.usage.completion_tokens
+        assert usage.prompt_tokens == r.usage.prompt_tokens
+    msgs = expected()[-1]["messages"]
+    r = client.chat.completions.create(model="model", messages=msgs, max_tokens=24,
+                                       temperature=0)
+    text, usage = "", None
+    for chunk in client.chat.completions.create(model="model", messages=msgs, max_tokens=24,
+                                                temperature=0, stream=True,
+                                                stream_options={"include_usage": True}):
+        usage = chunk.usage or usage
+        for c in chunk.choices:
+            text += c.delta.content or ""
+    assert text == r.choices[0].message.content
+    assert usage.total_tokens == r.usage.total_tokens
+
+
+@check("16 concurrent streams, each identical to its solo run")
+def _(s, client):
+    rng = random.Random(16)
+    jobs = [dict(model="model", prompt=[rng.randrange(4, 320) for _ in range(rng.randrange(1, 60))],
+                 max_tokens=rng.randrange(8, 48), temperature=0) for _ in range(16)]
+    solo = [stream_completion(client, **j) for j in jobs]
+    with ThreadPoolExecutor(16) as pool:
+        together = list(pool.map(lambda j: stream_completion(client, **j), jobs))
+    for a, b in zip(solo, together):
+        assert a[:3] == b[:3], (a, b)
+
+
+@check("64 requests of random lengths, all answered")
+def _(s, client):
+    rng = random.Random(64)
+
+    def one(i):
+        prompt = [rng.randrange(4, 320) for _ in range(rng.randrange(1, 300))]
+        max_tokens = rng.randrange(1, 64)
+        kw = dict(model="model", prompt=prompt, max_tokens=max_tokens,
+                  temperature=rng.choice([0, 0.7, 1.0]), top_p=rng.choice([1.0, 0.9]), seed=i)
+        if i % 2:
+            text, tokens, finish, usage = stream_completion(client, **kw)
+            n = usage.completion_tokens
+        else:
+            r = client.completions.create(**kw)
+            n, finish = r.usage.completion_tokens, r.choices[0].finish_reason
+        assert 1 <= n <= max_tokens and finish in ("stop", "length"), (n, max_tokens, finish)
+        return n
+
+    with ThreadPoolExecutor(16) as pool:
+        counts = list(pool.map(one, range(64)))
+    assert len(counts) == 64
+
+
+def metric(s, name):
+    text = s.request("GET", "/metrics", key=None)[2]
+    m = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
+    return float(m.group(1))
+
+
+def wait_idle(s):
+    for _ in range(200):
+        if metric(s, "tvmrt_kv_pages_in_use") == 0 and metric(s, "tvmrt_running_sequences") == 0:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the server did not go idle")
+
+
+@check("a client disconnecting mid-stream cancels its sequence; the server still serves")
+def _(s, client):
+    wait_idle(s)
+    cancelled = metric(s, 'tvmrt_requests_total{status="cancelled"}')
+    c = http.client.HTTPConnection(s.host, s.port, timeout=30)
+    c.request("POST", "/v1/completions", body=json.dumps(
+        {"prompt": "hello world", "max_tokens": 400, "temperature": 0, "stream": True}),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"})
+    r = c.getresponse()
+    assert r.status == 200
+    got = b""
+    while got.count(b"data:") < 3:
+        got += r.read1(4096)
+    assert metric(s, "tvmrt_kv_pages_in_use") > 0
+    c.sock.close()
+    c.close()
+    for _ in range(200):
+        if metric(s, 'tvmrt_requests_total{status="cancelled"}') > cancelled:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the disconnected stream was not cancelled")
+    wait_idle(s)
+    want = cut(expected()[1]["greedy"], 8)
+    r = client.completions.create(model="model", prompt="hello world", max_tokens=8,
+                                  temperature=0, logprobs=0,
+                                  extra_body={"return_tokens_as_token_ids": True})
+    assert completion_tokens(r.choices[0]) == want
+
+
+@check("bad input: 400 with OpenAI's error object, 401 for a wrong key; others still served")
+def _(s, client):
+    ok = {"model": "model", "prompt": "hello", "max_tokens": 2}
+    cases = [
+        ({**ok, "prompt": list(range(4, 300)) * 2}, 400, "prompt"),
+        ({**ok, "model": "no-such-model"}, 400, "model"),
+        ({**ok, "max_tokens": 0}, 400, "max_tokens"),
+        ({**ok, "max_tokens": -5}, 400, "max_tokens"),
+        ({**ok, "max_tokens": "ten"}, 400, "max_tokens"),
+        ({**ok, "temperature": "warm"}, 400, "temperature"),
+        ({**ok, "temperature": 9}, 400, "temperature"),
+        ({**ok, "prompt": {"text": "x"}}, 400, "prompt"),
+        ({**ok, "prompt": [1, 999999]}, 400, "prompt"),
+        ({**ok, "prompt": ""}, 400, "prompt"),
+        ({**ok, "stream": "yes"}, 400, "stream"),
+        ({**ok, "stop": 5}, 400, "stop"),
+        ({**ok, "logit_bias": {"abc": 1}}, 400, "logit_bias"),
+        ({**ok, "logit_bias": {"99999": 1}}, 400, "logit_bias"),
+        ({**ok, "n": 0}, 400, "n"),
+    ]
+    for body, status, param in cases:
+        got, _, text = s.request("POST", "/v1/completions", body)
+        err = json.loads(text)["error"]
+        assert got == status and err["param"] == param and err["type"] == "invalid_request_error" \
+            and err["message"], (body, got, text)
+    for raw in ["{not json", "[1, 2]", ""]:
+        got, _, text = s.request("POST", "/v1/completions", raw=raw)
+        assert got == 400 and json.loads(text)["error"]["message"], (raw, got, text)
+    for msgs in [[], "hi", [{"role": "user"}], [{"role": "wizard", "content": "x"}],
+                 [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]]:
+        got, _, text = s.request("POST", "/v1/chat/completions", {"messages": msgs})
+        assert got == 400 and json.loads(text)["error"]["param"] == "messages", (msgs, text)
+    for key in ["wrong", None]:
+        got, _, text = s.request("POST", "/v1/completions", ok, key=key)
+        assert got == 401 and json.loads(text)["error"]["code"] == "invalid_api_key"
+        assert s.request("GET", "/v1/models", key=key)[0] == 401
+    try:
+        openai.OpenAI(base_url=s.url + "/v1", api_key="wrong").models.list()
+        raise AssertionError("a wrong key was accepted")
+    except openai.AuthenticationError:
+        pass
+    try:
+        client.completions.create(model="model", prompt="hi", max_tokens=0)
+        raise AssertionError("max_tokens 0 was accepted")
+    except openai.BadRequestError:
+        pass
+    got, _, text = s.request("POST", "/v1/completions", ok)
+    assert got == 200 and json.loads(text)["usage"]["completion_tokens"] == 2
+
+
+@check("seeds repeat, n choices, stop strings, logit_bias")
+def _(s, client):
+    kw = dict(model="model", prompt="Once upon a time", max_tokens=24, temperature=0.9,
+              top_p=0.95)
+    a = client.completions.create(seed=11, **kw).choices[0].text
+    b = client.completions.create(seed=11, **kw).choices[0].text
+    assert a == b
+    r = client.completions.create(n=3, seed=5, **kw)
+    assert sorted(c.index for c in r.choices) == [0, 1, 2]
+    assert r.usage.completion_tokens > 0
+    g = client.completions.create(n=2, model="model", prompt="hello world", max_tokens=12,
+                                  temperature=0)
+    assert g.choices[0].text == g.choices[1].text
+    full = client.completions.create(model="model", prompt="hello world", max_tokens=24,
+                                     temperature=0).choices[0].text
+    stop = full[len(full) // 2:len(full) // 2 + 2]
+    r = client.completions.create(model="model", prompt="hello world", max_tokens=24,
+                                  temperature=0, stop=[stop])
+    assert r.choices[0].finish_reason == "stop" and r.choices[0].text == full[:full.index(stop)]
+    first = expected()[1]["greedy"][0]
+    r = client.completions.create(model="model", prompt="hello world", max_tokens=1,
+                                  temperature=0, logit_bias={str(first): -100}, logprobs=0,
+                                  extra_body={"return_tokens_as_token_ids": True})
+    assert completion_tokens(r.choices[0]) != [first]
+
+
+def check_queue_full(binary):
+    s = Server(binary, "--max-num-sequence", "1", "--max-queue", "1")
+    try:
+        statuses = []
+
+        def one(_):
+            got, headers, _ = s.request("POST", "/v1/completions",
+                                        {"prompt": "hello", "max_tokens": 200, "temperature": 0},
+                                        key=None)
+            statuses.append(got)
+            if got == 429:
+                assert {k.lower(): v for k, v in headers.items()}.get("retry-after") == "1", headers
+            return got
+
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(one, range(8)))
+        assert 429 in statuses and 200 in statuses, statuses
+        assert set(statuses) <= {200, 429}, statuses
+        got, _, _ = s.request("POST", "/v1/completions", {"prompt": "hi", "max_tokens": 2})
+        assert got == 200
+    finally:
+        s.stop()
+    print("ok: a full queue answers 429 with Retry-After, then serves again")
+
+
+def check_bad_startup(binary):
+    for args, words in [
+        (["serve", "/nonexistent/model", "--model-lib", LIB], "mlc-chat-config.json"),
+        (["serve", MODEL, "--model-lib", "/nonexistent/lib.so"], "lib.so"),
+        (["serve", MODEL, "--model-lib", LIB, "--max-num-sequence", "0"], "max-num-sequence"),
+    ]:
+        r = subprocess.run([binary, *args, "--port", "0"], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 1 and words in r.stderr, (args, r.returncode, r.stderr)
+    print("ok: a server that cannot start says why and exits with 1")
+
+
+def main():
+    binary = sys.argv[1]
+    check_bad_startup(binary)
+    s = Server(binary, "--api-key", KEY, "--max-num-sequence", "16")
+    client = openai.OpenAI(base_url=s.url + "/v1", api_key=KEY, max_retries=0, timeout=60)
+    try:
+        for name, f in CHECKS:
+            t = time.time()
+            f(s, client)
+            print(f"ok: {name} ({time.time() - t:.1f} s)")
+    finally:
+        s.stop()
+    check_queue_full(binary)
+    print(f"all {len(CHECKS) + 2} checks passed")
+
+
+if __name__ == "__main__":
+    main()
