@@ -3,8 +3,8 @@
 
 use dlpark::ffi::{DLDataType, DLDataTypeCode, DLDeviceType, DLTensor};
 
-use super::super::graph::{Subgraph, MAX_RANK};
 use super::kernels::Element;
+use crate::contrib::examplejson::graph::{Subgraph, MAX_RANK};
 use crate::error::{Error, Result};
 use crate::tensor::layout;
 

@@ -3,7 +3,7 @@
 
 use dlpark::ffi::DLDataTypeCode;
 
-use super::super::graph::{Op, MAX_RANK};
+use crate::contrib::examplejson::graph::{Op, MAX_RANK};
 
 /// An element type the kernels support: `f32`, `f64`, `i32`, `i64` (sealed).
 pub trait Element:

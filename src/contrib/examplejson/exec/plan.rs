@@ -5,8 +5,8 @@
 use std::any::Any;
 use std::sync::Mutex;
 
-use super::super::graph::{dim_aligned, Node, NodeKind, Op, MAX_ELEMENTS};
 use super::TILE;
+use crate::contrib::examplejson::graph::{dim_aligned, Node, NodeKind, Op, MAX_ELEMENTS};
 use crate::error::{Error, Result};
 
 /// A tensor available in full before a stage runs.

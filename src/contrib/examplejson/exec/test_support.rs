@@ -2,12 +2,12 @@
 //! evaluator, exact float comparison and a seeded random generator.
 
 // What every test module of the executor uses, in one import.
-pub(super) use super::super::graph::{broadcast_shapes, Graph, GUIDE_SEED as SEED};
+pub(super) use crate::contrib::examplejson::graph::{broadcast_shapes, Graph, GUIDE_SEED as SEED};
 pub(super) use dlpark::ffi::{DLDataType, DLDevice, DLDeviceType, DLTensor};
 pub(super) use std::ptr::null_mut;
 
-use super::super::graph::{NodeKind, Op, Subgraph};
 use super::Element;
+use crate::contrib::examplejson::graph::{NodeKind, Op, Subgraph};
 use crate::error::Result;
 
 pub(crate) fn dl<T: Element>(data: &mut [T], shape: &mut [i64]) -> DLTensor {
