@@ -201,9 +201,9 @@ pub unsafe fn parallel_launch(f: ParallelLambda, cdata: *mut c_void, num_task: i
 
 #[cfg(test)]
 mod tests {
-    use super::super::{parallel_barrier, ParallelGroupEnv};
     use super::*;
     use crate::backend::thread_pool::test_support::*;
+    use crate::backend::thread_pool::{parallel_barrier, ParallelGroupEnv};
     use std::sync::atomic::AtomicI64;
     use std::thread;
 

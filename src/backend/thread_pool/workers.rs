@@ -316,9 +316,11 @@ pub extern "C" fn fork_child_handler() {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{set_num_threads, ParallelGroupEnv, MAX_THREADS, SPIN_BEFORE_PARK};
     use super::*;
     use crate::backend::thread_pool::test_support::*;
+    use crate::backend::thread_pool::{
+        set_num_threads, ParallelGroupEnv, MAX_THREADS, SPIN_BEFORE_PARK,
+    };
     use std::cell::Cell;
     use std::ffi::c_void;
 
