@@ -69,6 +69,10 @@ layers_one_way() {
   [ -z "$up" ] || { echo "core modules refer up to src/capi/:"; echo "$up"; return 1; }
 }
 run "layers point one way" layers_one_way
+# The registry names no subsystem (src/globals.rs hands their globals in from above); also
+# prints the size of the largest import circle (docs/registry.md). Under a second.
+run "the registry names no subsystem" \
+  python3 .ci/import_graph.py --only function::registry=function,value,error
 run "cargo fmt --check" cargo fmt --all -- --check
 run "cargo clippy --all-targets -D warnings" cargo clippy --all-targets -- -D warnings
 # NVRTC, CUDA's headers and nvfatbin from PyPI (.ci/requirements/cuda.txt, ~95 MB download

@@ -9,7 +9,6 @@
 
 pub mod abi;
 pub mod backend;
-pub mod builtins;
 #[macro_use]
 pub mod capi;
 pub mod contrib;
@@ -20,6 +19,7 @@ pub mod cxx;
 pub mod dtype;
 pub mod error;
 pub mod function;
+mod globals;
 pub mod graph;
 pub mod introspect;
 pub mod llm;

@@ -33,7 +33,7 @@ use crate::object::containers::array::new_array;
 use crate::object::type_registry;
 use crate::value::{Any, AnyView};
 
-/// The global functions of this module, by name (installed by [`crate::builtins`]).
+/// The global functions of this module, by name (installed by the library's top, `src/globals.rs`).
 ///
 /// Also registers the library's reflected types ([`library_types`]) the first time: the global
 /// table is built when a client first looks a function up, before it reads those types.
