@@ -23,25 +23,40 @@ fn all() -> Globals {
     v.extend(crate::module::builtins());
     v.extend(crate::module::pinned::builtins());
     v.extend(crate::module::cxx::builtins());
+    #[cfg(feature = "contrib")]
     v.extend(crate::contrib::examplejson::module::builtins());
+    #[cfg(feature = "contrib")]
     v.extend(crate::contrib::sort::builtins());
+    #[cfg(feature = "contrib")]
     v.extend(crate::contrib::random::builtins());
+    #[cfg(feature = "contrib")]
     v.extend(crate::contrib::set_ops::builtins());
+    #[cfg(feature = "contrib")]
     v.extend(crate::contrib::shape_ops::builtins());
     v.extend(crate::tensor::builtins::builtins());
     v.extend(crate::device::builtins());
     v.extend(crate::module::system_lib::builtins());
+    #[cfg(feature = "vm")]
     v.extend(crate::vm::builtins());
+    #[cfg(feature = "graph")]
     v.extend(crate::graph::builtins());
+    #[cfg(feature = "llm")]
     v.extend(crate::llm::builtins());
     v.extend(crate::backend::builtins());
     v.extend(crate::profiling::builtins());
+    #[cfg(feature = "reflection")]
     v.extend(crate::reflection::builtins());
+    #[cfg(feature = "reflection")]
     v.extend(crate::reflection::recursive::builtins());
+    #[cfg(feature = "reflection")]
     v.extend(crate::reflection::structural::builtins());
+    #[cfg(feature = "reflection")]
     v.extend(crate::reflection::visit_error::builtins());
+    #[cfg(feature = "reflection")]
     v.extend(crate::reflection::deep_copy::builtins());
+    #[cfg(feature = "reflection")]
     v.extend(crate::reflection::repr::builtins());
+    #[cfg(feature = "reflection")]
     v.extend(crate::reflection::json_graph::builtins());
     v.extend(crate::object::containers::globals::builtins());
     v
