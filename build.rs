@@ -79,6 +79,10 @@ fn export_ffi_version(root: &Path) {
 /// (C and Rust users only).
 fn build_cxx_part() {
     println!("cargo:rustc-check-cfg=cfg(tvmrt_cxx)");
+    // The `cxx` feature (default): without it, C and Rust users only, and no libstdc++.
+    if env::var_os("CARGO_FEATURE_CXX").is_none() {
+        return;
+    }
     let os = env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
     let known = matches!(

@@ -69,8 +69,17 @@ layers_one_way() {
   [ -z "$up" ] || { echo "core modules refer up to src/capi/:"; echo "$up"; return 1; }
 }
 run "layers point one way" layers_one_way
+# The registry names no subsystem (src/globals.rs hands their globals in from above); also
+# prints the size of the largest import circle (docs/registry.md). Under a second.
+run "the registry names no subsystem" \
+  python3 .ci/import_graph.py --only function::registry=function,value,error
 run "cargo fmt --check" cargo fmt --all -- --check
 run "cargo clippy --all-targets -D warnings" cargo clippy --all-targets -- -D warnings
+# The minimal deployment build (CPU, Relax VM; no LLM state, graph executor, contrib or device
+# back ends: BENCHMARKS.md sizes it) still compiles, warning-free: about 1 min (only the library
+# itself is checked again; its dependencies are the ones the step above checked).
+run "minimal features: clippy --no-default-features --features vm" \
+  cargo clippy --lib --no-default-features --features vm -- -D warnings
 # NVRTC, CUDA's headers and nvfatbin from PyPI (.ci/requirements/cuda.txt, ~95 MB download
 # once): the CUDA tests compile TVM's CUDA source with it. No GPU or NVIDIA driver is needed:
 # those tests open a test double of the driver (tests/cuda_double/fake_cuda.c).

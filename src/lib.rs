@@ -9,9 +9,9 @@
 
 pub mod abi;
 pub mod backend;
-pub mod builtins;
 #[macro_use]
 pub mod capi;
+#[cfg(feature = "contrib")]
 pub mod contrib;
 pub mod device;
 // Not scanned for tvmrt.h: tvm-ffi's C++ ABI declares C++ functions and exports no C ones.
@@ -20,8 +20,11 @@ pub mod cxx;
 pub mod dtype;
 pub mod error;
 pub mod function;
+mod globals;
+#[cfg(feature = "graph")]
 pub mod graph;
 pub mod introspect;
+#[cfg(feature = "llm")]
 pub mod llm;
 pub mod logging;
 pub mod mapped;
@@ -34,6 +37,7 @@ pub mod reflection;
 pub mod tensor;
 pub mod unwind_guard;
 pub mod value;
+#[cfg(feature = "vm")]
 pub mod vm;
 
 pub use error::{Error, Result};

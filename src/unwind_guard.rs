@@ -19,20 +19,36 @@ fn panic_message(p: Box<dyn PanicPayload + Send>) -> String {
     }
 }
 
+/// Raises the error a caught panic in the C function `name` becomes. Out of line and not
+/// generic: every export instantiates `run`/`guard`/`run_or` with its own body, and this part
+/// would otherwise be copied into each (about 30 KB of the library).
+#[cold]
+#[inline(never)]
+fn raise_panic(name: &'static str, p: Box<dyn PanicPayload + Send>) {
+    crate::raised::set_raised(Error::runtime(format!(
+        "internal error in {name}: {}",
+        panic_message(p)
+    )));
+}
+
+/// Raises `e` on this thread (out of line, for the same reason as [`raise_panic`]).
+#[cold]
+#[inline(never)]
+fn raise(e: Error) {
+    crate::raised::set_raised(e);
+}
+
 /// Runs `body` for the C function `name`: 0 on success; -1 with the error raised on this thread
 /// on failure or panic.
 pub fn run(name: &'static str, body: impl FnOnce() -> Result<()>) -> c_int {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => 0,
         Ok(Err(e)) => {
-            crate::raised::set_raised(e);
+            raise(e);
             -1
         }
         Err(p) => {
-            crate::raised::set_raised(Error::runtime(format!(
-                "internal error in {name}: {}",
-                panic_message(p)
-            )));
+            raise_panic(name, p);
             -1
         }
     }
@@ -46,10 +62,7 @@ pub fn guard(name: &'static str, body: impl FnOnce() -> c_int) -> c_int {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(status) => status,
         Err(p) => {
-            crate::raised::set_raised(Error::runtime(format!(
-                "internal error in {name}: {}",
-                panic_message(p)
-            )));
+            raise_panic(name, p);
             -1
         }
     }
@@ -61,14 +74,11 @@ pub fn run_or<T>(name: &'static str, fallback: T, body: impl FnOnce() -> Result<
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => {
-            crate::raised::set_raised(e);
+            raise(e);
             fallback
         }
         Err(p) => {
-            crate::raised::set_raised(Error::runtime(format!(
-                "internal error in {name}: {}",
-                panic_message(p)
-            )));
+            raise_panic(name, p);
             fallback
         }
     }

@@ -266,9 +266,25 @@ impl Function {
     }
 }
 
-/// Built-in functions of this module (none beyond the registry's own yet).
+/// The registry's own global functions (`ffi.FunctionRemoveGlobal`,
+/// `ffi.FunctionListGlobalNames`).
 pub(crate) fn builtins() -> Vec<(&'static str, Function)> {
-    Vec::new()
+    vec![
+        (
+            "ffi.FunctionRemoveGlobal",
+            Function::from_fn(|args| {
+                let name = args
+                    .first()
+                    .ok_or_else(|| Error::value("expected 1 argument (name)"))?
+                    .expect_str("name")?;
+                Ok(Any::from(registry::remove(name)))
+            }),
+        ),
+        (
+            "ffi.FunctionListGlobalNames",
+            Function::from_fn(|_| Ok(Any::from(registry::list_names().join("\n")))),
+        ),
+    ]
 }
 
 #[cfg(test)]

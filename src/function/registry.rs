@@ -2,8 +2,11 @@
 //!
 //! A read-write lock guards the map, and it is never held while a function runs: lookups clone
 //! the function reference out first. A function may therefore look up, register or call others
-//! from inside a call, from any thread. Built-in functions (loaders, module helpers) are
-//! installed the first time the table is touched (see [`crate::builtins`]).
+//! from inside a call, from any thread.
+//!
+//! The registry knows no subsystem. The first time the table is touched it is filled with the
+//! built-in functions (loaders, module helpers, VM builtins, ...) that the library's top
+//! (`src/globals.rs`) collects from every subsystem and hands in through one link-time symbol.
 
 use std::collections::HashMap;
 
@@ -13,9 +16,34 @@ use parking_lot::RwLock;
 use super::Function;
 use crate::error::{Error, Result};
 
+/// The built-in functions, by name, as the library's top hands them in.
+pub type Globals = Vec<(&'static str, Function)>;
+
+/// The symbol by which the registry asks the library's top for [`Globals`] (versioned: a
+/// change of its type is a new name).
+macro_rules! globals_symbol {
+    () => {
+        "__tvmrt_builtin_globals_v1"
+    };
+}
+pub(crate) use globals_symbol;
+
+extern "Rust" {
+    // Defined by `src/globals.rs` with `#[export_name = globals_symbol!()]` and this exact
+    // signature. The linker must resolve it, so every link of the library (cdylib, a C program
+    // linking libtvmrt.a, a Rust crate using the rlib) keeps the code that defines it and every
+    // subsystem that code names.
+    #[link_name = globals_symbol!()]
+    fn builtin_globals() -> Globals;
+}
+
 static TABLE: Lazy<RwLock<HashMap<String, Function>>> = Lazy::new(|| {
-    let mut map = HashMap::new();
-    for (name, f) in crate::builtins::all() {
+    // SAFETY: the symbol is defined once, in this crate (src/globals.rs), as a safe Rust
+    // function of the signature declared above (both sides spell its type as `Globals`); it
+    // takes no arguments and touches no registry state.
+    let globals = unsafe { builtin_globals() };
+    let mut map = HashMap::with_capacity(globals.len() + 64);
+    for (name, f) in globals {
         map.insert(name.to_string(), f);
     }
     RwLock::new(map)

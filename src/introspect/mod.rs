@@ -368,6 +368,7 @@ pub struct ModuleNode {
     /// For a Relax executable: its VM functions (empty for other kinds).
     pub vm_functions: Vec<VmFunctionNode>,
     /// For a Relax executable: its weights (the constant pool's tensors).
+    #[cfg(feature = "vm")]
     pub constants: Option<crate::vm::exec::ConstantTotals>,
     /// For a graph executor factory (TVM <= 0.19 model): its graph.
     pub graph: Option<GraphSummary>,
@@ -400,7 +401,15 @@ pub struct GraphTensor {
     pub param: bool,
 }
 
-/// The graph of a graph executor factory module.
+/// The graph of a graph executor factory module (`None` for others, and in builds without
+/// the `graph` feature).
+#[cfg(not(feature = "graph"))]
+pub fn graph_summary(_m: &Module) -> Option<GraphSummary> {
+    None
+}
+
+/// The graph of a graph executor factory module (`None` for others).
+#[cfg(feature = "graph")]
 pub fn graph_summary(m: &Module) -> Option<GraphSummary> {
     use crate::graph::json::NodeOp;
     let f = m.downcast::<crate::graph::GraphExecutorFactory>()?;
@@ -461,7 +470,14 @@ pub struct VmFunctionNode {
     pub planned_storage: (u64, usize),
 }
 
+/// The VM functions of a Relax executable module (none in builds without the `vm` feature).
+#[cfg(not(feature = "vm"))]
+pub fn vm_functions(_m: &Module) -> Vec<VmFunctionNode> {
+    Vec::new()
+}
+
 /// The VM functions of a Relax executable module, with what each calls.
+#[cfg(feature = "vm")]
 pub fn vm_functions(m: &Module) -> Vec<VmFunctionNode> {
     use crate::vm::exec::{ExecutableModule, FuncKind, Instr};
     let Some(em) = m.downcast::<ExecutableModule>() else {
@@ -590,6 +606,7 @@ pub fn module_tree(root: &Module, lib: Option<&LibraryInfo>) -> ModuleNode {
             functions_complete,
             imports,
             vm_functions: vm_functions(m),
+            #[cfg(feature = "vm")]
             constants: m
                 .downcast::<crate::vm::exec::ExecutableModule>()
                 .map(|em| em.executable().constant_totals()),

@@ -16,6 +16,7 @@ use crate::abi::TVMFFIAny;
 use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::object::containers::array::new_array;
+#[cfg(tvmrt_cxx)]
 use crate::object::ObjectRef;
 use crate::unwind_guard::{run, run_or};
 use crate::value::{Any, AnyView};
@@ -56,6 +57,7 @@ extern "C" {
     fn tvmrt_cxx_foreign_clear_imports(module: *mut c_void) -> c_int;
 }
 
+#[cfg(tvmrt_cxx)]
 /// The error a failed call into a C++ module raised.
 fn raised(what: &str) -> Error {
     crate::raised::take_raised().unwrap_or_else(|| {
@@ -65,6 +67,7 @@ fn raised(what: &str) -> Error {
     })
 }
 
+#[cfg(tvmrt_cxx)]
 /// Runs one call into a C++ module (status 0 or -1, see `shim.cc`).
 fn status(what: &str, status: c_int) -> Result<()> {
     if status == 0 {
@@ -280,6 +283,7 @@ mod absent {
 #[cfg(not(tvmrt_cxx))]
 pub(super) use absent::*;
 
+#[cfg(tvmrt_cxx)]
 /// A string or None (`Optional<String>`).
 fn optional_string(v: Any, what: &str) -> Result<Option<String>> {
     let view = v.view();

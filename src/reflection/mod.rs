@@ -11,29 +11,51 @@
 //! - [`visit_error`]: access paths from a visit error's breadcrumbs.
 //!
 //! The containers these work on are in [`crate::object::containers`].
+//!
+//! All but [`sentinels`] (which the containers hand out) are the `reflection` feature (on by
+//! default; a C deployment running models needs none of it).
 
+#[cfg(feature = "reflection")]
 pub mod access_path;
+#[cfg(feature = "reflection")]
 pub mod convert;
+#[cfg(feature = "reflection")]
 pub mod deep_copy;
+#[cfg(feature = "reflection")]
 pub mod fields;
+#[cfg(feature = "reflection")]
 pub mod init;
+#[cfg(feature = "reflection")]
 pub mod json;
+#[cfg(feature = "reflection")]
 pub mod json_graph;
+#[cfg(feature = "reflection")]
 pub mod library_types;
+#[cfg(feature = "reflection")]
 pub mod py_class;
+#[cfg(feature = "reflection")]
 pub mod recursive;
+#[cfg(feature = "reflection")]
 pub mod repr;
 pub mod sentinels;
+#[cfg(feature = "reflection")]
 pub mod structural;
+#[cfg(feature = "reflection")]
 pub mod visit_error;
 
+#[cfg(feature = "reflection")]
 use crate::error::{Error, Result};
+#[cfg(feature = "reflection")]
 use crate::function::{registry, Function};
+#[cfg(feature = "reflection")]
 use crate::object::containers::array::new_array;
+#[cfg(feature = "reflection")]
 use crate::object::type_registry;
+#[cfg(feature = "reflection")]
 use crate::value::{Any, AnyView};
 
-/// The global functions of this module, by name (installed by [`crate::builtins`]).
+#[cfg(feature = "reflection")]
+/// The global functions of this module, by name (installed by the library's top, `src/globals.rs`).
 ///
 /// Also registers the library's reflected types ([`library_types`]) the first time: the global
 /// table is built when a client first looks a function up, before it reads those types.
@@ -155,6 +177,7 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
     ]
 }
 
+#[cfg(feature = "reflection")]
 /// `ffi.MakeObjectFromPackedArgs(type, name0, value0, ...)`: a new object of the type (an index
 /// or a key) with the named fields set, the others at their defaults; a missing required field
 /// or an unknown name is a `TypeError`.
@@ -208,11 +231,13 @@ fn make_object(args: &[AnyView<'_>]) -> Result<crate::object::ObjectRef> {
     Ok(obj)
 }
 
+#[cfg(feature = "reflection")]
 /// A type index argument, checked to fit `i32`.
 fn type_index_arg(t: i64) -> Result<i32> {
     i32::try_from(t).map_err(|_| Error::value(format!("type index {t} out of range")))
 }
 
+#[cfg(feature = "reflection")]
 /// tvm-ffi's `ffi.FunctionListGlobalNamesFunctor` result: a function of `i` that returns the
 /// number of names for `i < 0` and name `i` otherwise (a snapshot taken now).
 fn list_names_functor() -> Function {
@@ -235,6 +260,7 @@ fn list_names_functor() -> Function {
     })
 }
 
+#[cfg(feature = "reflection")]
 /// Argument `i` of a call that expects `n`, or a `TypeError` saying how many it takes.
 pub(crate) fn arg<'a>(
     args: &'a [AnyView<'a>],
