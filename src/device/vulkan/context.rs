@@ -141,6 +141,11 @@ pub fn validation_errors() -> (usize, Vec<String>) {
 }
 
 impl Context {
+    /// Whether the validation layer is on and reporting to tvmrt.
+    pub fn validating(&self) -> bool {
+        self.debug.is_some()
+    }
+
     /// Device `id`, or an error naming how many there are.
     pub fn device(&self, id: i32) -> Result<&Device> {
         usize::try_from(id)
