@@ -19,7 +19,10 @@ use vulkan_support::*;
 fn sync() {
     tvmrt::device::api_of(vulkan(0))
         .unwrap()
-        .stream_sync(vulkan(0), std::ptr::null_mut::<std::ffi::c_void>() as StreamHandle)
+        .stream_sync(
+            vulkan(0),
+            std::ptr::null_mut::<std::ffi::c_void>() as StreamHandle,
+        )
         .unwrap();
 }
 
@@ -182,7 +185,11 @@ fn int32_uint32_int64_and_float64() {
         .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
         .collect();
     for i in 0..n {
-        assert_eq!(got_i[i], ai[i] * k as i32 + off as i32 + u as i32, "int {i}");
+        assert_eq!(
+            got_i[i],
+            ai[i] * k as i32 + off as i32 + u as i32,
+            "int {i}"
+        );
         // float64 end to end: the device's double multiply-add equals the host's.
         let want = d[i] * s + off as f64;
         assert!(
@@ -232,7 +239,11 @@ pub fn many_scalars_back_to_back(rounds: usize) {
     sync();
     for (j, out) in outs.iter().enumerate() {
         let last = (0..rounds).filter(|r| r % outs.len() == j).max().unwrap();
-        assert_eq!(read_f32(out), many_expected(&scalars(last), n), "output {j}");
+        assert_eq!(
+            read_f32(out),
+            many_expected(&scalars(last), n),
+            "output {j}"
+        );
     }
 }
 
@@ -297,7 +308,11 @@ fn concurrent_launches_from_many_threads() {
                 for round in 0..15usize {
                     let n = 100 + k * 7 + round;
                     let a = dev_f32(&(0..n).map(|i| i as f32).collect::<Vec<_>>());
-                    let b = dev_f32(&(0..n).map(|i| (k * 1000) as f32 - i as f32).collect::<Vec<_>>());
+                    let b = dev_f32(
+                        &(0..n)
+                            .map(|i| (k * 1000) as f32 - i as f32)
+                            .collect::<Vec<_>>(),
+                    );
                     let c = Tensor::empty(&[n as i64], dtypes::FLOAT32, vulkan(0)).unwrap();
                     call(
                         &f,

@@ -84,8 +84,7 @@ pub fn module_loaders(
             current,
             Function::from_fn(move |args| {
                 let bytes = bytes_arg(args, current)?;
-                let (m, n) =
-                    read(bytes, InfoFormat::WithExtraTags).map_err(|e| e.context(what))?;
+                let (m, n) = read(bytes, InfoFormat::WithExtraTags).map_err(|e| e.context(what))?;
                 if n != bytes.len() {
                     crate::bail_value!(
                         "{what}: {} trailing bytes after the module",

@@ -198,7 +198,11 @@ unsafe extern "system" fn on_message(
     let text = unsafe { data.as_ref() }
         .filter(|d| !d.p_message.is_null())
         // SAFETY: as above.
-        .map(|d| unsafe { CStr::from_ptr(d.p_message) }.to_string_lossy().into_owned())
+        .map(|d| {
+            unsafe { CStr::from_ptr(d.p_message) }
+                .to_string_lossy()
+                .into_owned()
+        })
         .unwrap_or_default();
     if severity.contains(vk::DebugUtilsMessageSeverityFlagsEXT::ERROR) {
         VALIDATION_ERRORS.fetch_add(1, Ordering::AcqRel);
@@ -276,8 +280,13 @@ fn create() -> Result<Context> {
         .enabled_layer_names(&layers)
         .enabled_extension_names(&extensions);
     // SAFETY: the create info and what it points to live across the call.
-    let instance = unsafe { entry.create_instance(&info, None) }
-        .map_err(|r| vk_error(r, "vkCreateInstance"))?;
+    let instance = unsafe { entry.create_instance(&info, None) }.map_err(|r| {
+        if r == vk::Result::ERROR_INCOMPATIBLE_DRIVER {
+            no_device("the loader found no Vulkan driver")
+        } else {
+            vk_error(r, "vkCreateInstance")
+        }
+    })?;
     let debug = if validate {
         let du = ash::ext::debug_utils::Instance::new(&entry, &instance);
         let info = vk::DebugUtilsMessengerCreateInfoEXT::default()
@@ -337,17 +346,23 @@ fn create() -> Result<Context> {
         }
     }
     if ctx.devices.is_empty() {
-        let drivers = ["VK_DRIVER_FILES", "VK_ICD_FILENAMES"]
-            .iter()
-            .filter_map(|v| std::env::var(v).ok().map(|x| format!("; {v} is `{x}`")))
-            .collect::<String>();
-        return Err(Error::runtime(format!(
-            "no Vulkan device found: the loader found no driver with a Vulkan 1.1 device that \
-             has a compute queue{drivers} (install a driver: mesa-vulkan-drivers runs Vulkan on \
-             the CPU)"
-        )));
+        return Err(no_device(
+            "the loader found no Vulkan 1.1 device with a compute queue",
+        ));
     }
     Ok(ctx)
+}
+
+/// The error for a machine whose loader found no usable driver or device.
+fn no_device(why: &str) -> Error {
+    let drivers = ["VK_DRIVER_FILES", "VK_ICD_FILENAMES"]
+        .iter()
+        .filter_map(|v| std::env::var(v).ok().map(|x| format!("; {v} is `{x}`")))
+        .collect::<String>();
+    Error::runtime(format!(
+        "no Vulkan device found: {why}{drivers} (install a driver: mesa-vulkan-drivers runs \
+         Vulkan on the CPU)"
+    ))
 }
 
 /// A logical device on `pd` with one compute queue, or `None` when it has no compute queue.

@@ -249,18 +249,39 @@ impl DeviceApi for VulkanDeviceApi {
                 size: nbytes as u64,
             }];
             // SAFETY: both buffers live, the regions inside them (checked).
-            unsafe { d.device.cmd_copy_buffer(cmd, src.buffer, dst.buffer, &region) };
+            unsafe {
+                d.device
+                    .cmd_copy_buffer(cmd, src.buffer, dst.buffer, &region)
+            };
             s.barrier(d)
         } else if from_vk && is_host_accessible(to.device) {
             let src = buffer_of(&from, nbytes, "copy source")?;
             let host = to.data.cast::<u8>().wrapping_add(to.offset);
             // SAFETY: the range was checked; `host` holds `nbytes` writable bytes (contract).
-            unsafe { copy_host(ctx.device(src.device_id)?, &src, from.offset, host, nbytes, true) }
+            unsafe {
+                copy_host(
+                    ctx.device(src.device_id)?,
+                    &src,
+                    from.offset,
+                    host,
+                    nbytes,
+                    true,
+                )
+            }
         } else if to_vk && is_host_accessible(from.device) {
             let dst = buffer_of(&to, nbytes, "copy destination")?;
             let host = from.data.cast::<u8>().wrapping_add(from.offset);
             // SAFETY: the range was checked; `host` holds `nbytes` readable bytes (contract).
-            unsafe { copy_host(ctx.device(dst.device_id)?, &dst, to.offset, host, nbytes, false) }
+            unsafe {
+                copy_host(
+                    ctx.device(dst.device_id)?,
+                    &dst,
+                    to.offset,
+                    host,
+                    nbytes,
+                    false,
+                )
+            }
         } else {
             Err(Error::value(format!(
                 "Vulkan copies go between Vulkan and the CPU: cannot copy from {} to {}",

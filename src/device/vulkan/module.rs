@@ -95,6 +95,8 @@ struct Kernel {
     shader: Shader,
     args: Vec<ArgKind>,
     num_buffers: usize,
+    /// The workgroup size the shader declares, when literal.
+    local_size: Option<[u32; 3]>,
     launch: LaunchConfig,
     /// One slot per Vulkan device, filled at the first launch there.
     pipelines: Mutex<Vec<Option<Arc<Pipeline>>>>,
@@ -147,9 +149,7 @@ fn read_shaders(r: &mut Reader<'_>) -> Result<Vec<(String, Shader)>> {
         let flag = r.read_u32()?;
         let nwords = r.read_u64()?;
         if nwords > (r.remaining() / 4) as u64 {
-            crate::bail_value!(
-                "shader `{name}`: {nwords} SPIR-V words but the payload ends first"
-            );
+            crate::bail_value!("shader `{name}`: {nwords} SPIR-V words but the payload ends first");
         }
         let words = r
             .read_raw(nwords as usize * 4)?
@@ -183,8 +183,8 @@ pub fn write_payload(fmt: &str, table: &[FunctionInfo], shaders: &[(String, Shad
 
 /// Checks a shader's structure: the SPIR-V header, every instruction's length, and a
 /// `GLCompute` entry point named `name` (so a broken module is an error here rather than a
-/// driver's crash).
-fn check_spirv(name: &str, words: &[u32]) -> Result<()> {
+/// driver's crash). Returns the entry point's workgroup size (`LocalSize`), when literal.
+fn check_spirv(name: &str, words: &[u32]) -> Result<Option<[u32; 3]>> {
     let bad = |why: &str| Error::value(format!("kernel `{name}`: invalid SPIR-V ({why})"));
     if words.len() < 5 {
         return Err(bad(&format!(
@@ -199,7 +199,8 @@ fn check_spirv(name: &str, words: &[u32]) -> Result<()> {
         )));
     }
     let mut at = 5;
-    let mut found = false;
+    let mut entry = None;
+    let mut sizes: Vec<(u32, [u32; 3])> = Vec::new();
     while at < words.len() {
         let count = (words[at] >> 16) as usize;
         let opcode = words[at] & 0xffff;
@@ -213,14 +214,20 @@ fn check_spirv(name: &str, words: &[u32]) -> Result<()> {
                 .flat_map(|w| w.to_le_bytes())
                 .collect();
             let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-            found |= &bytes[..end] == name.as_bytes();
+            if &bytes[..end] == name.as_bytes() {
+                entry = Some(words[at + 2]);
+            }
+        }
+        // OpExecutionMode %entry LocalSize x y z.
+        if opcode == 16 && count == 6 && words[at + 2] == 17 {
+            sizes.push((words[at + 1], [words[at + 3], words[at + 4], words[at + 5]]));
         }
         at += count;
     }
-    if !found {
+    let Some(entry) = entry else {
         return Err(bad(&format!("no GLCompute entry point named `{name}`")));
-    }
-    Ok(())
+    };
+    Ok(sizes.iter().find(|(id, _)| *id == entry).map(|(_, s)| *s))
 }
 
 impl VulkanModule {
@@ -254,7 +261,7 @@ impl VulkanModule {
                 .ok_or_else(|| {
                     Error::value(format!("the Vulkan module has no shader for `{}`", f.name))
                 })?;
-            check_spirv(&f.name, &shader.words)?;
+            let local_size = check_spirv(&f.name, &shader.words)?;
             let args = f
                 .arg_types
                 .iter()
@@ -291,6 +298,7 @@ impl VulkanModule {
                     shader,
                     args,
                     num_buffers,
+                    local_size,
                     launch,
                     pipelines: Mutex::new(Vec::new()),
                 }),
@@ -368,11 +376,24 @@ impl Kernel {
                 d.name
             );
         }
+        if let Some(size) = self.local_size {
+            // Past these limits a driver's behaviour is undefined (often a crash): refuse.
+            let max = d.props.limits.max_compute_work_group_size;
+            let total = size.iter().map(|&x| x as u64).product::<u64>();
+            let max_total = d.props.limits.max_compute_work_group_invocations as u64;
+            if size.iter().zip(max).any(|(&s, m)| s > m) || total > max_total {
+                crate::bail_value!(
+                    "Vulkan kernel `{}` does not run on vulkan:{id} ({}): its workgroup of \
+                     {size:?} threads exceeds the device's limits ({max:?}, {max_total} in all)",
+                    self.name,
+                    d.name
+                );
+            }
+        }
         let info = vk::ShaderModuleCreateInfo::default().code(&self.shader.words);
         // SAFETY: well-formed SPIR-V words (checked at load); the info lives across the call.
-        p.shader = unsafe { dd.create_shader_module(&info, None) }.map_err(|r| {
-            vk_error(r, &format!("vkCreateShaderModule (kernel `{}`)", self.name))
-        })?;
+        p.shader = unsafe { dd.create_shader_module(&info, None) }
+            .map_err(|r| vk_error(r, &format!("vkCreateShaderModule (kernel `{}`)", self.name)))?;
         let mut bindings: Vec<vk::DescriptorSetLayoutBinding> = (0..self.num_buffers)
             .map(|i| {
                 vk::DescriptorSetLayoutBinding::default()
@@ -576,13 +597,7 @@ impl Kernel {
                 (None, None) => unreachable!("a set is allocated without push descriptors"),
             }
             if !self.use_ubo() && !scalars.is_empty() {
-                dd.cmd_push_constants(
-                    cmd,
-                    pipe.layout,
-                    vk::ShaderStageFlags::COMPUTE,
-                    0,
-                    &scalars,
-                );
+                dd.cmd_push_constants(cmd, pipe.layout, vk::ShaderStageFlags::COMPUTE, 0, &scalars);
             }
             dd.cmd_dispatch(cmd, grid[0], grid[1], grid[2]);
         }
@@ -713,15 +728,21 @@ mod tests {
             },
         )];
         let e = VulkanModule::new("vulkan".into(), table(), other).unwrap_err();
-        assert!(e.message.contains("no GLCompute entry point named `k`"), "{e}");
+        assert!(
+            e.message.contains("no GLCompute entry point named `k`"),
+            "{e}"
+        );
         let mut garbled = spirv("k");
         garbled[5] = 0xffff_0000 | 15;
         let e = check_spirv("k", &garbled).unwrap_err();
         assert!(e.message.contains("runs past the end"), "{e}");
         assert!(check_spirv("k", &[1, 2, 3, 4, 5]).is_err());
+        let mut sized = spirv("k");
+        sized.extend([(6 << 16) | 16, 1, 17, 64, 2, 1]);
+        assert_eq!(check_spirv("k", &sized).unwrap(), Some([64, 2, 1]));
         let mut bad = table();
         bad[0].arg_types = vec![dtypes::INT32, dtype(3, 64, 1)];
         let e = VulkanModule::new("vulkan".into(), bad, shaders).unwrap_err();
-        assert!(e.message.contains("takes their buffers first") || e.message.contains("buffers first"), "{e}");
+        assert!(e.message.contains("take their buffers first"), "{e}");
     }
 }

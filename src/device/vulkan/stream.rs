@@ -206,7 +206,10 @@ impl Stream {
                     // The pool is full of sets of recorded launches: run them, reuse it.
                     self.sync(dev)?;
                     self.try_descriptor_set(dev, l)?.ok_or_else(|| {
-                        vk_error(vk::Result::ERROR_OUT_OF_POOL_MEMORY, "vkAllocateDescriptorSets")
+                        vk_error(
+                            vk::Result::ERROR_OUT_OF_POOL_MEMORY,
+                            "vkAllocateDescriptorSets",
+                        )
                     })?
                 }
             }),
