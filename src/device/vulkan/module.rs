@@ -673,7 +673,7 @@ mod tests {
         let mut words = vec![SPIRV_MAGIC, 0x0001_0000, 0, 10, 0];
         let mut bytes = name.as_bytes().to_vec();
         bytes.push(0);
-        while bytes.len() % 4 != 0 {
+        while !bytes.len().is_multiple_of(4) {
             bytes.push(0);
         }
         let name_words: Vec<u32> = bytes

@@ -21,6 +21,10 @@ const UBO_ARENA: usize = 64 * 1024;
 /// The largest staging buffer kept between copies; larger copies go in pieces.
 pub const STAGING_CHUNK: usize = 16 << 20;
 
+/// What [`Stream::prepare`] gives a launch: its descriptor set (the descriptor-set path) and
+/// its uniform slot (buffer, offset).
+pub type Prepared = (Option<vk::DescriptorSet>, Option<(vk::Buffer, u64)>);
+
 /// The recording state of one device.
 pub struct Stream {
     pool: vk::CommandPool,
@@ -194,7 +198,7 @@ impl Stream {
         dev: &Device,
         layout: Option<vk::DescriptorSetLayout>,
         ubo: Option<&[u8]>,
-    ) -> Result<(Option<vk::DescriptorSet>, Option<(vk::Buffer, u64)>)> {
+    ) -> Result<Prepared> {
         if let Some(bytes) = ubo {
             self.reserve_uniform(dev, bytes.len())?;
         }
