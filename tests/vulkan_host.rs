@@ -1,0 +1,103 @@
+//! A library whose host code apache-tvm 0.27 compiled for target vulkan
+//! (tests/fixtures/vulkan/add_scale.so, made by its generate.py), run on the Vulkan back end:
+//! TVM's generated launcher checks the tensors against device type 7, calls
+//! `__tvm_set_device`, looks the kernel up through the imports and launches it with its
+//! scalars and extents; results against numpy's, recorded with the fixture.
+
+#![cfg(feature = "vulkan")]
+
+mod vulkan_support;
+
+use serde_json::Value;
+use tvmrt::dtype::dtypes;
+use tvmrt::module::load_from_file;
+use tvmrt::tensor::Tensor;
+use tvmrt::value::Any;
+use vulkan_support::*;
+
+fn npy(rel: &str) -> Vec<f32> {
+    let n = read_npy(&dir().join(rel));
+    to_f32s(&n.data)
+}
+
+#[test]
+fn tvm_host_code_launches_vulkan_kernels() {
+    let _s = serial();
+    let before = live_buffers();
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir().join("manifest.json")).unwrap())
+            .unwrap();
+    let lib = load_from_file(dir().join("add_scale.so").to_str().unwrap(), "").unwrap();
+    let dm = lib
+        .imports()
+        .into_iter()
+        .find(|m| m.kind() == "vulkan")
+        .expect("a vulkan import");
+    let info = tvmrt::device::describe_module(&dm).unwrap();
+    assert_eq!(info.format, "vulkan");
+    assert_eq!(info.kernels[0].name, "add_scale_kernel");
+    let f = func(&lib, "add_scale");
+    for case in manifest["cases"].as_array().unwrap() {
+        let ins: Vec<Tensor> = case["inputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let v = npy(p.as_str().unwrap());
+                let t = Tensor::empty(&[v.len() as i64], dtypes::FLOAT32, vulkan(0)).unwrap();
+                t.copy_from_bytes(&f32s(&v)).unwrap();
+                t
+            })
+            .collect();
+        let want = npy(case["outputs"][0].as_str().unwrap());
+        let out = Tensor::empty(&[want.len() as i64], dtypes::FLOAT32, vulkan(0)).unwrap();
+        let alpha = case["scalars"][0].as_f64().unwrap();
+        call(
+            &f,
+            &[
+                Any::from(ins[0].clone()),
+                Any::from(ins[1].clone()),
+                Any::from(out.clone()),
+                Any::from(alpha),
+            ],
+        )
+        .unwrap();
+        assert_eq!(to_f32s(&out.to_vec().unwrap()), want, "{}", case["name"]);
+    }
+    // The launcher's own checks: a CPU tensor, a wrong shape.
+    let dev = |n: i64| Tensor::empty(&[n], dtypes::FLOAT32, vulkan(0)).unwrap();
+    let host = Tensor::empty(&[4], dtypes::FLOAT32, cpu()).unwrap();
+    let e = call(
+        &f,
+        &[
+            Any::from(host),
+            Any::from(dev(4)),
+            Any::from(dev(4)),
+            Any::from(1.0),
+        ],
+    )
+    .unwrap_err();
+    assert!(
+        e.message
+            .contains("Mismatched A.device_type on argument #0")
+            && e.message.contains("vulkan"),
+        "{e:?}"
+    );
+    let e = call(
+        &f,
+        &[
+            Any::from(dev(4)),
+            Any::from(dev(5)),
+            Any::from(dev(4)),
+            Any::from(1.0),
+        ],
+    )
+    .unwrap_err();
+    assert!(
+        e.message.contains("Mismatched B.shape[0] on argument #1"),
+        "{e:?}"
+    );
+    drop((f, lib, dm));
+    assert_eq!(live_buffers(), before);
+    assert_no_validation_errors();
+}
