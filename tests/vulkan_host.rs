@@ -57,8 +57,8 @@ fn tvm_host_code_launches_vulkan_kernels() {
             &[
                 Any::from(ins[0].clone()),
                 Any::from(ins[1].clone()),
-                Any::from(out.clone()),
                 Any::from(alpha),
+                Any::from(out.clone()),
             ],
         )
         .unwrap();
@@ -72,8 +72,8 @@ fn tvm_host_code_launches_vulkan_kernels() {
         &[
             Any::from(host),
             Any::from(dev(4)),
-            Any::from(dev(4)),
             Any::from(1.0),
+            Any::from(dev(4)),
         ],
     )
     .unwrap_err();
@@ -88,8 +88,8 @@ fn tvm_host_code_launches_vulkan_kernels() {
         &[
             Any::from(dev(4)),
             Any::from(dev(5)),
-            Any::from(dev(4)),
             Any::from(1.0),
+            Any::from(dev(4)),
         ],
     )
     .unwrap_err();

@@ -31,10 +31,10 @@ fn run_a_kernel_on_vulkan() {
         &f("data/add_scale.n100.in0.npy"),
         "-i",
         &f("data/add_scale.n100.in1.npy"),
-        "-o",
-        "float32:100",
         "-i",
         "float:0.75",
+        "-o",
+        "float32:100",
         "--device",
         "vulkan:0",
         "--save",
@@ -53,10 +53,10 @@ fn run_a_kernel_on_vulkan() {
         &f("data/add_scale.n100.in0.npy"),
         "-i",
         &f("data/add_scale.n100.in1.npy"),
-        "-o",
-        "float32:100",
         "-i",
         "float:0.75",
+        "-o",
+        "float32:100",
     ]);
     assert!(e.contains("--device vulkan"), "{e}");
     let e = fails(&[
