@@ -47,6 +47,17 @@ class VulkanTests(unittest.TestCase):
             lib["add_scale"](a, b, 0.75, np.empty_like(a))
         self.assertIn("device_type", str(cm.exception))
 
+    def test_relax_vm_on_vulkan(self):
+        dev = tvmrt.vulkan()
+        vm = tvmrt.VirtualMachine(tvmrt.load_module(VK / "mlp.so"), dev)
+        x, want = npy("mlp.main.in0.npy"), npy("mlp.main.out0.npy")
+        y = vm["main"](tvmrt.tensor(x, dev))
+        self.assertEqual(y.device, dev)
+        np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5)
+        vm.set_input("main", x)  # a host array, uploaded
+        vm.invoke_stateful("main")
+        np.testing.assert_allclose(vm.get_outputs("main").numpy(), want, rtol=1e-5, atol=1e-5)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,7 +1,7 @@
 //! The `tvmrt` tool on the Vulkan fixture (tests/fixtures/vulkan/add_scale.so: host code TVM
 //! 0.27 compiled for target vulkan, importing a `vulkan` module of SPIR-V shaders):
-//! `run` with `--device vulkan[:N]`, `inspect` listing the Vulkan kernels, and one-line errors
-//! for a wrong device.
+//! `run` with `--device vulkan[:N]` (a kernel, and the Relax MLP of mlp.so), `inspect` listing
+//! the Vulkan kernels, and one-line errors for a wrong device.
 
 #![cfg(feature = "vulkan")]
 
@@ -44,6 +44,23 @@ fn run_a_kernel_on_vulkan() {
     let got = npy_f32(&dir.join("output0.npy"));
     let want = npy_f32(Path::new(&f("data/add_scale.n100.out0.npy")));
     assert_eq!(got, want);
+    let text = ok(&[
+        "run",
+        &f("mlp.so"),
+        "main",
+        "-i",
+        &f("data/mlp.main.in0.npy"),
+        "--device",
+        "vulkan",
+        "--save",
+        d,
+    ]);
+    assert!(text.contains("output0.npy (float32[1, 8])"), "{text}");
+    let got = npy_f32(&dir.join("output0.npy"));
+    let want = npy_f32(Path::new(&f("data/mlp.main.out0.npy")));
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "{g} vs {w}");
+    }
     // On the CPU, TVM's host code refuses the tensors and the tool says which device to use.
     let e = fails(&[
         "run",
