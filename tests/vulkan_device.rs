@@ -591,7 +591,7 @@ fn kernels_refuse_host_tensors_wrong_counts_and_bad_launches() {
     )
     .unwrap_err();
     assert!(e.message.contains("argument 0"), "{e:?}");
-    // A buffer of another device id is refused before anything is recorded.
+    // The current device is per thread; vulkan:0 stays usable after the refusals.
     set_device(0);
     drop((t, host));
     assert_eq!(live_buffers(), before);
