@@ -24,6 +24,7 @@ use tvmrt::value::{Any, AnyView};
 #[path = "../reliability_support/mod.rs"]
 mod reliability_support;
 pub use reliability_support::fixtures;
+#[allow(unused_imports)] // used by some of the binaries that include this module
 pub use reliability_support::module_support::{new_vm, read_npy};
 #[allow(unused_imports)]
 pub use reliability_support::{in_child, spawn_test, ChildOutcome};
