@@ -24,6 +24,7 @@
 //! Shared by the GPU back ends: [`launch`] (function tables, launch extents, argument kinds),
 //! [`payload`] (the `[fmt][table][code]` payload and its two loaders), [`pool`] (workspaces).
 
+pub mod address;
 pub mod api;
 pub mod cpu;
 #[cfg(feature = "cuda")]

@@ -134,7 +134,7 @@ pub struct Buffer {
     pub nbytes: usize,
 }
 
-type Registry = HashMap<usize, Buffer>;
+type Registry = HashMap<usize, Buffer, crate::device::address::BuildAddressHasher>;
 
 /// Live descriptors by address.
 static LIVE: Lazy<RwLock<Registry>> = Lazy::new(|| RwLock::new(Registry::default()));
