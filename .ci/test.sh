@@ -39,6 +39,17 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libOpenCL\.so\.1' ||
   step "installing OpenCL (ocl-icd-libopencl1, pocl-opencl-icd)"
   apt_install ocl-icd-libopencl1 pocl-opencl-icd || failed+=("install OpenCL (POCL)")
 fi
+# Vulkan for the device tests (issue 34): the loader, Mesa's lavapipe (Vulkan on the CPU), the
+# Khronos validation layer (the tests run with it on and require zero errors) and glslang, which
+# compiles the test shaders. tvmrt links none of them: it opens libvulkan.so.1 at run time.
+if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1' ||
+  ! ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1 ||
+  ! ls /usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json >/dev/null 2>&1 ||
+  ! command -v glslangValidator >/dev/null; then
+  step "installing Vulkan (libvulkan1, mesa-vulkan-drivers, vulkan-validationlayers, glslang-tools)"
+  apt_install libvulkan1 mesa-vulkan-drivers vulkan-validationlayers glslang-tools ||
+    failed+=("install Vulkan (lavapipe)")
+fi
 # POCL caches the kernels it compiles; keep them in target/ (hermetic, reused across steps).
 export POCL_CACHE_DIR="${POCL_CACHE_DIR:-$PWD/target/pocl-cache}"
 if [ ! -f /usr/include/gtest/gtest.h ]; then

@@ -52,6 +52,7 @@ __all__ = [
     "device",
     "empty",
     "opencl",
+    "vulkan",
     "tensor",
     "from_dlpack",
     "get_global_func",
@@ -245,6 +246,11 @@ def cuda(dev_id: int = 0) -> Device:
 def opencl(dev_id: int = 0) -> Device:
     """OpenCL device ``dev_id`` ``(kDLOpenCL, dev_id)``, as ``tvm.opencl()`` names it."""
     return Device(_ffi.DEVICE_TYPES["opencl"], dev_id)
+
+
+def vulkan(dev_id: int = 0) -> Device:
+    """Vulkan device ``dev_id`` ``(kDLVulkan, dev_id)``, as ``tvm.vulkan()`` names it."""
+    return Device(_ffi.DEVICE_TYPES["vulkan"], dev_id)
 
 
 def empty(shape, dtype="float32", device=None) -> Tensor:

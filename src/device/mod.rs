@@ -18,10 +18,13 @@
 //!   on by default).
 //! - `cuda`: `kDLCUDA` and `kDLCUDAHost` on NVIDIA's driver, opened at run time, with NVRTC for
 //!   source modules (feature `cuda`, on by default).
+//! - `vulkan`: `kDLVulkan` on any Vulkan 1.1+ driver (TVM's SPIR-V modules), opened at run
+//!   time (feature `vulkan`, on by default).
 //!
 //! Shared by the GPU back ends: [`launch`] (function tables, launch extents, argument kinds),
 //! [`payload`] (the `[fmt][table][code]` payload and its two loaders), [`pool`] (workspaces).
 
+pub mod address;
 pub mod api;
 pub mod cpu;
 #[cfg(feature = "cuda")]
@@ -34,6 +37,8 @@ pub mod opencl;
 pub mod payload;
 pub mod pool;
 pub mod stream;
+#[cfg(feature = "vulkan")]
+pub mod vulkan;
 
 use once_cell::sync::Lazy;
 
@@ -76,6 +81,8 @@ pub static BACK_ENDS: &[&BackEnd] = &[
     &opencl::BACK_END,
     #[cfg(feature = "cuda")]
     &cuda::BACK_END,
+    #[cfg(feature = "vulkan")]
+    &vulkan::BACK_END,
 ];
 
 /// A device module (kernels compiled for a device, imported by a host module), as `tvmrt

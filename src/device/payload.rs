@@ -56,6 +56,21 @@ pub fn payload_loaders(
     what: &'static str,
     build: fn(DevicePayload) -> Result<Module>,
 ) -> Vec<(&'static str, Function)> {
+    module_loaders(names, what, move |bytes, format| {
+        let (p, n) = DevicePayload::read(bytes, format)?;
+        Ok((build(p)?, n))
+    })
+}
+
+/// The two loaders of a module kind whose payload `read` parses (from the front of the bytes,
+/// with the function table in `format`; it returns the module and the bytes it took), with
+/// TVM's names as [`payload_loaders`] gives them. For kinds whose payload is not
+/// `[fmt][table][code]` (Vulkan's shader map).
+pub fn module_loaders(
+    names: [&'static str; 2],
+    what: &'static str,
+    read: impl Fn(&[u8], InfoFormat) -> Result<(Module, usize)> + Copy + Send + Sync + 'static,
+) -> Vec<(&'static str, Function)> {
     fn bytes_arg<'a>(args: &'a [AnyView<'_>], name: &str) -> Result<&'a [u8]> {
         let v = args
             .first()
@@ -69,24 +84,22 @@ pub fn payload_loaders(
             current,
             Function::from_fn(move |args| {
                 let bytes = bytes_arg(args, current)?;
-                let (p, n) = DevicePayload::read(bytes, InfoFormat::WithExtraTags)
-                    .map_err(|e| e.context(what))?;
+                let (m, n) = read(bytes, InfoFormat::WithExtraTags).map_err(|e| e.context(what))?;
                 if n != bytes.len() {
                     crate::bail_value!(
                         "{what}: {} trailing bytes after the module",
                         bytes.len() - n
                     );
                 }
-                Ok(build(p).map_err(|e| e.context(what))?.into())
+                Ok(m.into())
             }),
         ),
         (
             classic,
             Function::from_fn(move |args| {
                 let bytes = bytes_arg(args, classic)?;
-                let (p, n) = DevicePayload::read(bytes, InfoFormat::Classic)
+                let (m, n) = read(bytes, InfoFormat::Classic)
                     .map_err(|e| e.context(format!("{what} (TVM <= 0.20)")))?;
-                let m = build(p).map_err(|e| e.context(format!("{what} (TVM <= 0.20)")))?;
                 if let Some(p) = args.get(1).and_then(|v| v.as_opaque_ptr()) {
                     if !p.is_null() {
                         // SAFETY: the loader protocol's second argument is an `int64_t*` the

@@ -45,30 +45,7 @@ unsafe impl Send for Buffer {}
 // SAFETY: as above.
 unsafe impl Sync for Buffer {}
 
-/// Hashes a descriptor address (already unique and 64-byte aligned) with one multiply: the
-/// registry is looked up for every buffer of every launch, where SipHash cost more than the
-/// rest of tvmrt's launch path.
-#[derive(Default)]
-struct AddressHasher(u64);
-
-impl std::hash::Hasher for AddressHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_usize(&mut self, v: usize) {
-        // Drop the alignment bits, spread the rest over the high bits hashbrown uses.
-        self.0 = ((v as u64) >> 6).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-type Registry = HashMap<usize, Buffer, std::hash::BuildHasherDefault<AddressHasher>>;
+type Registry = HashMap<usize, Buffer, crate::device::address::BuildAddressHasher>;
 
 /// Live descriptors by address.
 static LIVE: Lazy<RwLock<Registry>> = Lazy::new(|| RwLock::new(Registry::default()));

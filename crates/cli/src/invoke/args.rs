@@ -33,8 +33,9 @@ pub struct CallArgs {
     #[arg(long, value_name = "FMT")]
     pub format: Option<String>,
 
-    /// The device to run on: `cpu` (the default), or `opencl[:N]` / `cuda[:N]` for a library
-    /// built for OpenCL / CUDA. Inputs are uploaded to it, outputs copied back.
+    /// The device to run on: `cpu` (the default), or `opencl[:N]` / `cuda[:N]` / `vulkan[:N]`
+    /// for a library built for OpenCL / CUDA / Vulkan. Inputs are uploaded to it, outputs
+    /// copied back.
     #[arg(long, value_name = "DEVICE", default_value = "cpu", value_parser = parse_device)]
     pub device: DLDevice,
 }

@@ -1,0 +1,96 @@
+//! The `tvmrt` tool on the Vulkan fixture (tests/fixtures/vulkan/add_scale.so: host code TVM
+//! 0.27 compiled for target vulkan, importing a `vulkan` module of SPIR-V shaders):
+//! `run` with `--device vulkan[:N]` (a kernel, and the Relax MLP of mlp.so), `inspect` listing
+//! the Vulkan kernels, and one-line errors for a wrong device.
+
+#![cfg(feature = "vulkan")]
+
+mod cli_support;
+
+use std::path::Path;
+
+use cli_support::{fails, fixtures, npy_f32, ok, out_dir};
+
+fn f(rel: &str) -> String {
+    fixtures()
+        .join("vulkan")
+        .join(rel)
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn run_a_kernel_on_vulkan() {
+    let dir = out_dir("cli_vulkan", "run");
+    let d = dir.to_str().unwrap();
+    let text = ok(&[
+        "run",
+        &f("add_scale.so"),
+        "add_scale",
+        "-i",
+        &f("data/add_scale.n100.in0.npy"),
+        "-i",
+        &f("data/add_scale.n100.in1.npy"),
+        "-i",
+        "float:0.75",
+        "-o",
+        "float32:100",
+        "--device",
+        "vulkan:0",
+        "--save",
+        d,
+    ]);
+    assert!(text.contains("output0.npy (float32[100])"), "{text}");
+    let got = npy_f32(&dir.join("output0.npy"));
+    let want = npy_f32(Path::new(&f("data/add_scale.n100.out0.npy")));
+    assert_eq!(got, want);
+    let text = ok(&[
+        "run",
+        &f("mlp.so"),
+        "main",
+        "-i",
+        &f("data/mlp.main.in0.npy"),
+        "--device",
+        "vulkan",
+        "--save",
+        d,
+    ]);
+    assert!(text.contains("output0.npy (float32[1, 8])"), "{text}");
+    let got = npy_f32(&dir.join("output0.npy"));
+    let want = npy_f32(Path::new(&f("data/mlp.main.out0.npy")));
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "{g} vs {w}");
+    }
+    // On the CPU, TVM's host code refuses the tensors and the tool says which device to use.
+    let e = fails(&[
+        "run",
+        &f("add_scale.so"),
+        "add_scale",
+        "-i",
+        &f("data/add_scale.n100.in0.npy"),
+        "-i",
+        &f("data/add_scale.n100.in1.npy"),
+        "-i",
+        "float:0.75",
+        "-o",
+        "float32:100",
+    ]);
+    assert!(e.contains("--device vulkan"), "{e}");
+    let e = fails(&[
+        "run",
+        &f("add_scale.so"),
+        "add_scale",
+        "-i",
+        &f("data/add_scale.n100.in0.npy"),
+        "--device",
+        "vulkan:5",
+    ]);
+    assert!(e.contains("Vulkan device 5 does not exist"), "{e}");
+}
+
+#[test]
+fn inspect_lists_vulkan_kernels() {
+    let text = ok(&["inspect", &f("add_scale.so")]);
+    assert!(text.contains("vulkan"), "{text}");
+    assert!(text.contains("add_scale_kernel"), "{text}");
+}
