@@ -25,7 +25,9 @@
 //! LOCAL so the kernels of two libraries never interpose on each other. Kernels import a few
 //! plain runtime symbols (TVM 0.27: `TVMFFIErrorSetRaisedFromCStrParts`), which must be visible
 //! globally: they are when the program links `libtvmrt.so`, or links tvmrt statically and exports
-//! its symbols (`-rdynamic`).
+//! its symbols (`-rdynamic`); when tvmrt was itself loaded with `RTLD_LOCAL` (or lives inside a
+//! plugin), the first library that misses them makes tvmrt's object global
+//! ([`super::runtime_scope`]) and is opened again.
 //!
 //! # Context pointers and sharing
 //!
@@ -764,7 +766,7 @@ impl Dso {
             Some(reason) => format!("{e}: {reason}"),
             None => e.to_string(),
         };
-        let lib = match open() {
+        let mut lib = match open() {
             // A library built against tvm-ffi: tvmrt's alias gives it the name it needs.
             Err(e) if super::tvm_ffi_alias::is_missing_alias(&text_of(&e)) => {
                 if super::tvm_ffi_alias::ensure_loaded() {
@@ -775,16 +777,37 @@ impl Dso {
             }
             r => r,
         };
+        // tvmrt was loaded in a local scope (or sits inside a plugin): make its symbols global
+        // and try once more (see `runtime_scope`).
+        let mut promotion_failed = None;
+        if let Err(e) = &lib {
+            if super::runtime_scope::is_missing_runtime_symbol(&text_of(e)) {
+                match super::runtime_scope::ensure_global() {
+                    Ok(true) => lib = open(),
+                    Ok(false) => {}
+                    Err(why) => promotion_failed = Some(why),
+                }
+            }
+        }
         let lib = lib.map_err(|e| {
             let text = text_of(&e);
-            let hint = if text.contains("undefined symbol: TVM") {
-                " (the library needs the TVM runtime's C symbols: link the program against \
-                 libtvmrt.so, or export tvmrt's symbols from the executable with -rdynamic)"
+            let hint = if super::runtime_scope::is_missing_runtime_symbol(&text) {
+                match &promotion_failed {
+                    Some(why) => format!(
+                        " (the library needs the TVM runtime's C symbols, and tvmrt could not \
+                         make its own global: {why})"
+                    ),
+                    None => " (the library needs the TVM runtime's C symbols: tvmrt's object \
+                             does not export them; link the program against libtvmrt.so, or \
+                             export tvmrt's symbols from the executable with -rdynamic)"
+                        .to_string(),
+                }
             } else if super::tvm_ffi_alias::is_missing_alias(&text) {
                 " (the library was built against tvm-ffi: install tvmrt's libtvm_ffi.so alias \
                  beside libtvmrt.so, see cmake/tvm_ffi_alias.sh)"
+                    .to_string()
             } else {
-                ""
+                String::new()
             };
             Error::value(format!("cannot load library `{path}`: {text}{hint}"))
         })?;

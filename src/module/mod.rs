@@ -54,6 +54,7 @@ pub mod library;
 pub mod loader;
 pub mod pinned;
 pub mod reflect;
+pub mod runtime_scope;
 pub mod system_lib;
 pub mod tvm_ffi_alias;
 

@@ -10,7 +10,6 @@
 //! and tries once more. Once the alias is loaded, every later library that needs
 //! `libtvm_ffi.so` binds to this tvmrt.
 
-use std::ffi::{c_void, CStr};
 use std::path::{Path, PathBuf};
 
 use libloading::os::unix::{Library, RTLD_LAZY, RTLD_LOCAL, RTLD_NOW};
@@ -43,20 +42,7 @@ fn alias_name_loaded() -> bool {
 /// The file tvmrt's own code was loaded from (the shared library, or the executable that links
 /// tvmrt statically), as the dynamic linker names it.
 fn own_file() -> Option<PathBuf> {
-    let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
-    let here = alias_name_loaded as fn() -> bool as *const c_void;
-    // SAFETY: `here` is an address inside tvmrt's code; `info` is writable.
-    if unsafe { libc::dladdr(here, info.as_mut_ptr()) } == 0 {
-        return None;
-    }
-    // SAFETY: dladdr succeeded and filled `info`.
-    let info = unsafe { info.assume_init() };
-    if info.dli_fname.is_null() {
-        return None;
-    }
-    // SAFETY: a NUL-terminated path owned by the dynamic linker.
-    let name = unsafe { CStr::from_ptr(info.dli_fname) };
-    Some(PathBuf::from(name.to_str().ok()?))
+    super::runtime_scope::own_object().map(|o| o.path)
 }
 
 /// Loads the alias beside tvmrt's file unless one is loaded already; whether an object named
