@@ -31,8 +31,9 @@ fn main() {
         println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libtvmrt.so");
         // TVM-compiled kernels import runtime functions (`TVMFFIErrorSetRaisedFromCStrParts`)
         // from the global symbol scope and declare no DT_NEEDED: Rust executables that embed
-        // tvmrt as an rlib (the `tvmrt` tool, tests, benches) must export them.
-        for kind in ["bins", "tests", "benches"] {
+        // tvmrt as an rlib (tests, benches; the `tvmrt` tool in crates/cli says so itself)
+        // must export them.
+        for kind in ["tests", "benches"] {
             println!("cargo:rustc-link-arg-{kind}=-rdynamic");
         }
     }

@@ -20,7 +20,7 @@ if ! command -v cc >/dev/null || ! command -v c++ >/dev/null; then
   $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq gcc g++
 fi
 
-cargo build --release --bin tvmrt --lib
+cargo build --release -p tvmrt --lib -p tvmrt-cli --bin tvmrt
 TVMRT=$TARGET_DIR/release/tvmrt
 
 echo "== tvmrt inspect tests/fixtures/mlp.so"

@@ -70,7 +70,6 @@ done
 # qemu-user without binfmt_misc, which containers lack).
 CROSS_TESTS=(module_classic module_capi module_ffi_abi ffi_types ffi_runtime_content
   examplejson_module tensor_capi tensor_dlpack pack_library reliability_regressions)
-CROSS_SKIP=(command_line_pack)
 
 # --- toolchains -------------------------------------------------------------------------
 
@@ -229,7 +228,7 @@ EOF
 }
 
 cargo_build() {
-  nice cargo build --quiet --target "$1" "${CARGO_EXTRA[@]}" --lib --bin tvmrt
+  nice cargo build --quiet --target "$1" "${CARGO_EXTRA[@]}" -p tvmrt --lib -p tvmrt-cli --bin tvmrt
 }
 
 # The thread pool's tests run on their own, one at a time: `idle_workers_sleep` measures the
@@ -242,12 +241,11 @@ FORK_TEST=backend::thread_pool::tests::forked_child_gets_fresh_workers
 cargo_tests() {
   local tests=() t ok=0
   for t in "${CROSS_TESTS[@]}"; do tests+=(--test "$t"); done
-  nice cargo test --quiet --target "$1" "${CARGO_EXTRA[@]}" --lib "${tests[@]}" \
-    --no-fail-fast -- --test-threads "$JOBS" --skip "$POOL_TESTS" \
-    "${CROSS_SKIP[@]/#/--skip=}" || ok=1
-  nice cargo test --quiet --target "$1" "${CARGO_EXTRA[@]}" --lib -- --test-threads 1 \
+  nice cargo test --quiet --target "$1" "${CARGO_EXTRA[@]}" -p tvmrt --lib "${tests[@]}" \
+    --no-fail-fast -- --test-threads "$JOBS" --skip "$POOL_TESTS" || ok=1
+  nice cargo test --quiet --target "$1" "${CARGO_EXTRA[@]}" -p tvmrt --lib -- --test-threads 1 \
     "$POOL_TESTS" --skip "$FORK_TEST" || ok=1
-  nice cargo test --quiet --target "$1" "${CARGO_EXTRA[@]}" --lib -- --exact "$FORK_TEST" ||
+  nice cargo test --quiet --target "$1" "${CARGO_EXTRA[@]}" -p tvmrt --lib -- --exact "$FORK_TEST" ||
     ok=1
   return $ok
 }
@@ -328,7 +326,7 @@ done
 # The x86-64 reference runs: the host's own tool (as cargo test builds it).
 host_runs() (
   unset RUSTC RUSTC_BOOTSTRAP CARGO_PROFILE_DEV_DEBUG
-  CARGO_TARGET_DIR="$ROOT/target" cargo build --quiet --bin tvmrt || exit 1
+  CARGO_TARGET_DIR="$ROOT/target" cargo build --quiet -p tvmrt-cli --bin tvmrt || exit 1
   classic=$OUT/x86_64-classic_kernels.so
   cc -shared -fPIC -O1 -o "$classic" tests/classic_libs/classic_kernels.c || exit 1
   TVM_NUM_THREADS=4 tool_runs host x86_64 "$ROOT/target/debug/tvmrt" "$classic"

@@ -62,7 +62,7 @@ if [ -f "$HEADER" ]; then
   had_header=1
 fi
 
-# Layers point one way: only src/capi/ (and the tool in src/bin/) may name the C doors.
+# Layers point one way: only src/capi/ may name the C doors (the crates in crates/ see only the public API).
 layers_one_way() {
   local up
   up=$(grep -rn 'crate::capi' src --include=*.rs | grep -v '^src/capi/')
@@ -81,7 +81,7 @@ run "unit tests under valgrind" .ci/valgrind_unit.sh
 # `cargo test` builds the library as an rlib only: the Python package needs libtvmrt.so.
 # In the pinned venv (numpy), every test must run: a skip fails the step. The suite runs twice,
 # through the C extension (built first) and through ctypes.
-python_tests() { cargo build --lib --quiet && python/run_tests.sh --no-skips; }
+python_tests() { cargo build -p tvmrt --lib --quiet && python/run_tests.sh --no-skips; }
 run "python package tests" python_tests
 # The wheel, installed in a fresh venv (pinned numpy) and tested from a temporary directory
 # with --installed --no-skips, with its C extension and without it (the package must be the
@@ -125,7 +125,7 @@ run "onnx conformance subset" conformance/onnx/run.sh --subset 150
 header_drift() {
   # Regenerate (strictly: a source cbindgen cannot parse fails here), then compare with what
   # the tree had before any build, and, when the file is tracked, with what git has.
-  if ! cargo build --lib --quiet; then
+  if ! cargo build -p tvmrt --lib --quiet; then
     echo "could not regenerate $HEADER (see the errors above)"
     return 1
   fi

@@ -19,8 +19,8 @@ OUT=$TARGET_DIR/bench
 mkdir -p "$OUT"
 CFLAGS=(-std=c11 -O2 -Wall -Wextra)
 
-echo "building tvmrt (cargo build --release --lib)" >&2
-cargo build --release --lib --quiet
+echo "building tvmrt (cargo build --release -p tvmrt --lib)" >&2
+cargo build --release -p tvmrt --lib --quiet
 "$CC" "${CFLAGS[@]}" -Iinclude benches/call_overhead.c -o "$OUT/call_overhead_tvmrt" \
   -L"$TARGET_DIR/release" -ltvmrt -Wl,-rpath,"$TARGET_DIR/release"
 

@@ -13,7 +13,7 @@ TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 OUT=$TARGET_DIR/bench
 mkdir -p "$OUT"
 
-cargo build --release --lib --quiet
+cargo build --release -p tvmrt --lib --quiet
 "$CC" -O2 -shared -fPIC tests/classic_libs/classic_kernels.c -o "$OUT/classic_kernels.so"
 "$CC" -std=c11 -O2 -Wall -Wextra -Iinclude benches/classic_kernel_call.c \
   -o "$OUT/classic_kernel_call" -L"$TARGET_DIR/release" -ltvmrt \

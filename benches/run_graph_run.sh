@@ -17,7 +17,7 @@ CC=${CC:-cc}
 TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 OUT=$TARGET_DIR/bench
 mkdir -p "$OUT"
-cargo build --release --lib --quiet
+cargo build --release -p tvmrt --lib --quiet
 "$CC" -std=c11 -O2 -Wall -Wextra benches/graph_run.c -o "$OUT/graph_run" -ldl
 MODEL=tests/fixtures/graph/shared_storage.so
 PIN=()

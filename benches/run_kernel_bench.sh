@@ -44,7 +44,7 @@ mkdir -p "$OUT"
 # shellcheck source=benches/ab_rounds.sh
 source "$ROOT/benches/ab_rounds.sh"
 if [[ $BUILD == 1 ]]; then
-  (cd "$ROOT" && cargo build --release)
+  (cd "$ROOT" && cargo build --release -p tvmrt --lib)
   ab_build "$SRC" KB_RUNTIME "$OUT/kernel_bench_tvmrt" "$OUT/kernel_bench_tvm" \
     "$ROOT/target/release" "$PYTHON"
 fi

@@ -34,7 +34,7 @@ export POCL_CACHE_DIR="${POCL_CACHE_DIR:-$ROOT/target/pocl-cache}"
 mkdir -p "$OUT"
 
 if [[ $BUILD == 1 ]]; then
-  (cd "$ROOT" && cargo build --release --lib --bin tvmrt --quiet)
+  (cd "$ROOT" && cargo build --release -p tvmrt --lib -p tvmrt-cli --bin tvmrt --quiet)
 fi
 LIB="$ROOT/target/release"
 "$CC" -O2 -I "$ROOT/include" -I "$ROOT/benches" "$ROOT/benches/opencl_launch.c" \

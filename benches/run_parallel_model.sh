@@ -22,7 +22,7 @@ CC=${CC:-cc}
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 OUT=$TARGET_DIR/bench
 mkdir -p "$OUT"
-(cd "$ROOT" && cargo build --release --lib --quiet)
+(cd "$ROOT" && cargo build --release -p tvmrt --lib --quiet)
 "$CC" -std=c11 -O2 -Wall -Wextra "$ROOT/benches/parallel_model.c" -o "$OUT/parallel_model" -ldl
 MODEL=$ROOT/tests/fixtures/graph/parallel_conv.so
 RT=$TARGET_DIR/release/libtvmrt.so

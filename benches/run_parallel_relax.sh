@@ -20,7 +20,7 @@ mkdir -p "$OUT"
 # shellcheck source=benches/ab_rounds.sh
 source "$ROOT/benches/ab_rounds.sh"
 if [[ $BUILD == 1 ]]; then
-  (cd "$ROOT" && cargo build --release --lib --quiet)
+  (cd "$ROOT" && cargo build --release -p tvmrt --lib --quiet)
   "$PYTHON" "$ROOT/benches/parallel_relax.py" "$OUT/model" >/dev/null
   ab_build "$ROOT/benches/vm_bench.c" VB_RUNTIME "$OUT/vm_bench_tvmrt" "$OUT/vm_bench_tvm" \
     "$ROOT/target/release" "$PYTHON"

@@ -30,7 +30,7 @@ mkdir -p "$OUT"
 # shellcheck source=benches/ab_rounds.sh
 source "$ROOT/benches/ab_rounds.sh"
 if [[ $BUILD == 1 ]]; then
-  if [[ -z "${TVMRT_LIB_DIR:-}" ]]; then (cd "$ROOT" && cargo build --release --lib); fi
+  if [[ -z "${TVMRT_LIB_DIR:-}" ]]; then (cd "$ROOT" && cargo build --release -p tvmrt --lib); fi
   ab_build "$SRC" VB_RUNTIME "$OUT/vm_bench_tvmrt" "$OUT/vm_bench_tvm" "$LIBDIR" "$PYTHON"
 fi
 

@@ -6,12 +6,12 @@
 set(TVMRT_CLI "${TVMRT_LIB_DIR}/tvmrt${CMAKE_EXECUTABLE_SUFFIX}")
 add_custom_target(tvmrt_cli ALL
   COMMAND "${CMAKE_COMMAND}" -E env ${TVMRT_CARGO_ENV}
-          "${CARGO_EXECUTABLE}" build --bin tvmrt --profile "${TVMRT_CARGO_PROFILE}"
+          "${CARGO_EXECUTABLE}" build -p tvmrt-cli --bin tvmrt --profile "${TVMRT_CARGO_PROFILE}"
           ${TVMRT_CARGO_TARGET_ARGS} --manifest-path "${CMAKE_CURRENT_SOURCE_DIR}/Cargo.toml"
   BYPRODUCTS "${TVMRT_CLI}"
   WORKING_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}"
   USES_TERMINAL
-  COMMENT "cargo build --bin tvmrt --profile ${TVMRT_CARGO_PROFILE}")
+  COMMENT "cargo build -p tvmrt-cli --bin tvmrt --profile ${TVMRT_CARGO_PROFILE}")
 add_dependencies(tvmrt_cli tvmrt_cargo)
 
 set(TVMRT_BYOC_DIR "${CMAKE_CURRENT_SOURCE_DIR}/examples/byoc")

@@ -20,7 +20,7 @@ while [ $# -gt 0 ]; do
 done
 case $profile in release) dir=release ;; dev) dir=debug ;; *) echo "profile: release or dev" >&2; exit 2 ;; esac
 target=${CARGO_TARGET_DIR:-$PWD/target}
-cargo build --profile "$profile" --lib --bin tvmrt --quiet
+cargo build --profile "$profile" -p tvmrt --lib -p tvmrt-cli --bin tvmrt --quiet
 python=$(.ci/venv.sh wheel)
 
 stage=$(mktemp -d)

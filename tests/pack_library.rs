@@ -7,7 +7,7 @@ mod examplejson_common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use examplejson_common::{examples, guide_case, run_guide, Host, GUIDE_TEXT};
+use examplejson_common::{check_guide_library, examples, guide_case, run_guide, Host, GUIDE_TEXT};
 use tvmrt::contrib::examplejson::ExampleJsonModule;
 use tvmrt::module::blob::BlobLayout;
 use tvmrt::module::{load_from_file, Module};
@@ -38,21 +38,6 @@ fn load(path: &Path) -> Module {
     load_from_file(path.to_str().unwrap(), "").unwrap()
 }
 
-fn check_all_three(root: &Module) {
-    assert_eq!(root.kind(), "library");
-    for (name, own) in [("gcc_0", true), ("gcc_1", true), ("subgraph_0", false)] {
-        // The library's own functions are found without the imports; subgraphs through them.
-        assert_eq!(
-            root.get_function(name, false).unwrap().is_some(),
-            own,
-            "{name} in the library itself"
-        );
-        let f = root.get_function(name, true).unwrap().unwrap();
-        let (got, want) = run_guide(&f, 7);
-        assert_eq!(got, want, "{name}");
-    }
-}
-
 #[test]
 fn guide_code_plain_c_and_examplejson_in_one_library_both_layouts() {
     for (layout, tag) in [
@@ -79,7 +64,7 @@ fn guide_code_plain_c_and_examplejson_in_one_library_both_layouts() {
             sub.downcast::<ExampleJsonModule>().unwrap().text(),
             GUIDE_TEXT
         );
-        check_all_three(&root);
+        check_guide_library(&root);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
@@ -280,62 +265,6 @@ fn objects_and_a_kind_registered_at_run_time() {
     assert_eq!(got, want);
     let (got, want) = run_guide(&root.get_function("subgraph_0", true).unwrap().unwrap(), 6);
     assert_eq!(got, want);
-    std::fs::remove_dir_all(&dir).unwrap();
-}
-
-fn tvmrt_cli() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tvmrt"))
-}
-
-#[test]
-fn command_line_pack() {
-    let dir = scratch("cli");
-    let out = dir.join("cli.so");
-    let e = examples();
-    let status = tvmrt_cli()
-        .arg("pack")
-        .arg("--output")
-        .arg(&out)
-        .arg("--c-source")
-        .arg(e.join("gcc_0_guide.cc"))
-        .arg("--c-source")
-        .arg(e.join("gcc_1_plain.c"))
-        .arg("--module")
-        .arg(format!(
-            "examplejson={}",
-            e.join("subgraph_0.examplejson").display()
-        ))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&status.stdout);
-    assert!(
-        status.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&status.stderr)
-    );
-    assert!(stdout.contains("modules: _lib, examplejson"), "{stdout}");
-    assert!(stdout.contains("verified: loads with tvmrt"), "{stdout}");
-    check_all_three(&load(&out));
-
-    for (args, want) in [
-        (vec!["--module", "examplejson"], "expected KIND=FILE"),
-        (vec!["--blob-format", "v2"], "unknown --blob-format `v2`"),
-        (
-            vec!["--module", "examplejson=/nonexistent.examplejson"],
-            "cannot read ExampleJSON file",
-        ),
-    ] {
-        let o = tvmrt_cli()
-            .arg("pack")
-            .arg("-o")
-            .arg(dir.join("y.so"))
-            .args(&args)
-            .output()
-            .unwrap();
-        assert!(!o.status.success());
-        let stderr = String::from_utf8_lossy(&o.stderr);
-        assert!(stderr.contains(want), "{args:?}: {stderr}");
-    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -42,9 +42,9 @@ LIB="$ROOT/target/$PROFILE"
 mkdir -p "$OUT"
 
 if [[ $PROFILE == release ]]; then
-  (cd "$ROOT" && cargo build --release --lib --bin tvmrt --quiet)
+  (cd "$ROOT" && cargo build --release -p tvmrt --lib -p tvmrt-cli --bin tvmrt --quiet)
 else
-  (cd "$ROOT" && cargo build --lib --bin tvmrt --quiet)
+  (cd "$ROOT" && cargo build -p tvmrt --lib -p tvmrt-cli --bin tvmrt --quiet)
 fi
 PY="$("$ROOT/.ci/venv.sh" python)"
 CUDA_PY="$("$ROOT/.ci/venv.sh" cuda)"

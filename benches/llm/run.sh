@@ -35,7 +35,7 @@ fi
 # shellcheck source=benches/ab_rounds.sh
 source "$ROOT/benches/ab_rounds.sh"
 if [[ $BUILD == 1 ]]; then
-  (cd "$ROOT" && cargo build --release --lib)
+  (cd "$ROOT" && cargo build --release -p tvmrt --lib)
   ab_build "$ROOT/benches/llm/llm_bench.c" LB_RUNTIME "$OUT/llm_tvmrt" "$OUT/llm_tvm" \
     "$ROOT/target/release" "$PYTHON"
 fi

@@ -38,7 +38,7 @@ if [[ ! -f "$OUT/resnet50.so" ]]; then
   "$PYTHON" "$ROOT/benches/model_memory/gen_resnet50.py" "$OUT"
 fi
 if [[ $BUILD == 1 ]]; then
-  (cd "$ROOT" && cargo build --release --lib --bin tvmrt)
+  (cd "$ROOT" && cargo build --release -p tvmrt --lib -p tvmrt-cli --bin tvmrt)
   # shellcheck source=benches/ab_rounds.sh
   source "$ROOT/benches/ab_rounds.sh"
   ab_build "$SRC" MM_RUNTIME "$OUT/mm_tvmrt" "$OUT/mm_tvm" "$ROOT/target/release" "$PYTHON"

@@ -47,7 +47,7 @@ py=$(venv_python tvm_ffi)
 ref_lib=$("$py" -c 'import os, tvm_ffi; print(os.path.dirname(tvm_ffi.__file__))')/lib
 lib=${TVMRT_LIBRARY:-}
 if [ -z "$lib" ]; then
-  cargo build --lib --quiet
+  cargo build -p tvmrt --lib --quiet
   lib="$root/target/debug/libtvmrt.so"
 fi
 

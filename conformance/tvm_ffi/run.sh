@@ -65,7 +65,7 @@ run_suite() {
 swap_in_tvmrt() {
   local lib=${TVMRT_LIBRARY:-}
   if [ -z "$lib" ]; then
-    cargo build --lib --quiet
+    cargo build -p tvmrt --lib --quiet
     lib="$root/target/debug/libtvmrt.so"
   fi
   lib=$(realpath "$lib")

@@ -1,4 +1,4 @@
-//! Fuzz target: the `.npy` reader of the `tvmrt` tool (`src/bin/tvmrt/npyio.rs`, compiled in
+//! Fuzz target: the `.npy` reader of the `tvmrt` tool (`crates/cli/src/npyio.rs`, compiled in
 //! here since it belongs to the binary, not the library).
 //!
 //! The reader takes a path, so each input is written to a file in a per-process directory
@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 
 #[allow(dead_code)]
-#[path = "../../src/bin/tvmrt/npyio.rs"]
+#[path = "../../crates/cli/src/npyio.rs"]
 mod npyio;
 
 fn dir() -> &'static PathBuf {

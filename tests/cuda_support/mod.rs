@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use std::ffi::{c_char, c_int, c_void, CStr};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use serde_json::Value;
@@ -86,7 +86,7 @@ pub fn use_venv_nvrtc() -> PathBuf {
             if let Ok(p) = std::env::var("TVMRT_NVRTC_LIBRARY") {
                 return PathBuf::from(p);
             }
-            let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/cuda/lib");
+            let venv = module_support::repo_root().join(".venv/cuda/lib");
             let lib = std::fs::read_dir(&venv)
                 .ok()
                 .into_iter()
@@ -159,7 +159,7 @@ pub fn build_fake_driver() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
         .get_or_init(|| {
-            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cuda_double/fake_cuda.c");
+            let src = module_support::repo_root().join("tests/cuda_double/fake_cuda.c");
             let out = scratch_in("cuda_tests", "driver").join("libfake_cuda.so");
             compile_shared(&out, &[src], &[]);
             out

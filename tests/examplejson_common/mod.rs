@@ -10,9 +10,15 @@ use tvmrt::value::Any;
 /// The subgraph of TVM's BYOC guide, as in `examples/byoc/subgraph_0.examplejson`.
 pub const GUIDE_TEXT: &str = include_str!("../../examples/byoc/subgraph_0.examplejson");
 
-/// `examples/byoc`.
+/// `examples/byoc` (these helpers are also compiled into the tool's tests, in crates/cli).
 pub fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/byoc")
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = if here.join("examples").is_dir() {
+        here.to_path_buf()
+    } else {
+        here.join("../..")
+    };
+    root.join("examples/byoc")
 }
 
 /// An element type with its DLPack dtype.
@@ -126,4 +132,22 @@ pub fn run_guide(f: &tvmrt::Function, seed: u64) -> (Vec<f32>, Vec<f32>) {
     args.push(out.arg());
     f.call_values(&args).unwrap();
     (out.values().to_vec(), expected)
+}
+
+/// Checks a library packed from the guide's C sources and its ExampleJSON subgraph: `gcc_0`
+/// and `gcc_1` are the library's own, `subgraph_0` is found through its imports, and all three
+/// compute the guide's values.
+pub fn check_guide_library(root: &tvmrt::module::Module) {
+    assert_eq!(root.kind(), "library");
+    for (name, own) in [("gcc_0", true), ("gcc_1", true), ("subgraph_0", false)] {
+        // The library's own functions are found without the imports; subgraphs through them.
+        assert_eq!(
+            root.get_function(name, false).unwrap().is_some(),
+            own,
+            "{name} in the library itself"
+        );
+        let f = root.get_function(name, true).unwrap().unwrap();
+        let (got, want) = run_guide(&f, 7);
+        assert_eq!(got, want, "{name}");
+    }
 }

@@ -12,14 +12,25 @@ use tvmrt::module::{load_from_file, Module, ModuleKind};
 use tvmrt::object::{new_object, ObjectPayload, ObjectRef};
 use tvmrt::value::{Any, AnyView};
 
+/// The repository's root: this crate's folder, or two levels up when these helpers are
+/// compiled into the tests of a crate in `crates/` (the tool's).
+pub fn repo_root() -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if here.join("tests/fixtures").is_dir() {
+        here.to_path_buf()
+    } else {
+        here.join("../..")
+    }
+}
+
 /// `tests/fixtures`.
 pub fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+    repo_root().join("tests/fixtures")
 }
 
 /// `tests/classic_libs`.
 pub fn classic_libs() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/classic_libs")
+    repo_root().join("tests/classic_libs")
 }
 
 /// A scratch directory for this test process (named with its pid, so concurrent runs never

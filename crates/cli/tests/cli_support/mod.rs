@@ -4,9 +4,14 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// The repository's root (this crate is `crates/cli`).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
 /// `tests/fixtures`.
 pub fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+    repo_root().join("tests/fixtures")
 }
 
 /// Runs the built `tvmrt` binary with `args` (and no `TVMRT_LOG` from the environment).

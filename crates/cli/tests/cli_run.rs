@@ -570,8 +570,7 @@ fn scalar_inputs_and_results() {
     // A classic-ABI library (TVM <= 0.20 layout) whose functions take and return scalars.
     let dir = scratch("classic");
     let so = dir.join("classic.so");
-    let src =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/classic_libs/classic_kernels.c");
+    let src = cli_support::repo_root().join("tests/classic_libs/classic_kernels.c");
     let status = Command::new("cc")
         .args(["-shared", "-fPIC", "-O1", "-o"])
         .arg(&so)
@@ -626,7 +625,7 @@ fn byoc_library_packed_by_tvmrt() {
     // The BYOC example: an ExampleJSON subgraph in the blob plus the same subgraph as C
     // (`gcc_1`), both computing (a + b - c) * d on 10x10 float32.
     let dir = scratch("byoc");
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/byoc");
+    let root = cli_support::repo_root().join("examples/byoc");
     let so = dir.join("byoc.so").to_string_lossy().into_owned();
     let c_source = root.join("gcc_1_plain.c").to_string_lossy().into_owned();
     let module = format!(

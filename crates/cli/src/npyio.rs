@@ -429,4 +429,50 @@ mod tests {
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    /// The repository's root (this crate is `crates/cli`).
+    fn repo_root() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    }
+
+    /// npy_read, timeout-4b7ad3e602755f62a181291a088e4dd24d3d8022: a `.npy` header whose dict
+    /// holds about 80 unclosed `[` made npyz's header parser (a backtracking grammar) run for
+    /// minutes, so `tvmrt run` hung on a 342-byte file. Headers with more than a few brackets are
+    /// now refused before npyz sees them.
+    #[test]
+    fn npy_header_with_nested_brackets_is_refused_quickly() {
+        let path = repo_root().join("tests/reliability_support/npy_nested_brackets.npy");
+        let t0 = std::time::Instant::now();
+        let e = read_npy(path.to_str().unwrap()).unwrap_err();
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(2),
+            "took {:?}",
+            t0.elapsed()
+        );
+        assert!(e.message.contains("is not a usable .npy file"), "{e}");
+        assert!(e.message.contains("opening brackets"), "{e}");
+    }
+
+    /// A normal file of the fixtures still reads (the bracket limit leaves real headers alone).
+    #[test]
+    fn npy_fixture_still_reads() {
+        let path = repo_root().join("tests/fixtures/data/add_dyn.add.n33.dltensor_ptr.in0.npy");
+        let a = read_npy(path.to_str().unwrap()).unwrap();
+        assert_eq!(a.shape, vec![33]);
+        assert_eq!(a.data.len(), 33 * 4);
+    }
+
+    /// npy_read, oom-cd6bc1c9976fe85931f3009f58797d706b1ad718: a 39-byte version 3 `.npy` file
+    /// whose header length field says 0x937b0076 bytes made npyz allocate 2.4 GB for the header
+    /// before reading it. The declared length is now checked against the file first.
+    #[test]
+    fn npy_header_longer_than_the_file_is_refused() {
+        let path = repo_root().join("tests/reliability_support/npy_huge_header_len.npy");
+        let e = read_npy(path.to_str().unwrap()).unwrap_err();
+        assert!(
+            e.message
+                .contains("its header claims 2474311798 bytes but only 27 follow"),
+            "{e}"
+        );
+    }
 }

@@ -7,6 +7,7 @@
 #![cfg(feature = "cuda")]
 
 mod cli_support;
+#[path = "../../../tests/cuda_support/mod.rs"]
 mod cuda_support;
 
 use std::path::Path;
