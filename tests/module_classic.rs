@@ -596,8 +596,10 @@ fn classic_calls_reach_classic_kernels_with_their_arrays() {
     assert_eq!(unsafe { v.v_int64 }, 0);
 }
 
-/// Set in the child process of `a_bare_file_name_is_found_on_the_library_path`.
+/// Set in the child processes of `a_bare_file_name_is_found_on_the_library_path`: loading from
+/// the library path, and from the current directory.
 const SEARCH_CHILD_ENV: &str = "TVMRT_TEST_BARE_NAME_LIBRARY";
+const CWD_CHILD_ENV: &str = "TVMRT_TEST_BARE_NAME_IN_CWD";
 
 #[test]
 fn a_bare_file_name_is_found_on_the_library_path() {
@@ -623,26 +625,39 @@ fn a_bare_file_name_is_found_on_the_library_path() {
         );
         return;
     }
+    if let Ok(name) = std::env::var(CWD_CHILD_ENV) {
+        // Not on the search path, but in the current directory: loaded from there.
+        register_loaders();
+        let m = load_from_file(&name, "").unwrap();
+        assert_eq!(call_i64(&m, "add_one", &[Any::from(5i64)]).unwrap(), 6);
+        return;
+    }
     let so = build("searched_by_name", None);
     let dir = so.parent().unwrap();
     let name = so.file_name().unwrap().to_str().unwrap();
     // Not on the search path here: not found, although the file exists.
     let e = load_from_file(name, "").unwrap_err();
     assert!(e.message.contains("cannot open shared object file"), "{e}");
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
+    let child = |var: &str, library_path: Option<&std::path::Path>| {
+        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+        cmd.args([
             "--exact",
             "a_bare_file_name_is_found_on_the_library_path",
             "--test-threads=1",
         ])
-        .env(SEARCH_CHILD_ENV, name)
-        .env("LD_LIBRARY_PATH", dir)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "child: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .env(var, name);
+        match library_path {
+            Some(p) => cmd.env("LD_LIBRARY_PATH", p),
+            None => cmd.current_dir(dir),
+        };
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "child ({var}): {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    child(SEARCH_CHILD_ENV, Some(dir));
+    child(CWD_CHILD_ENV, None);
 }

@@ -967,11 +967,20 @@ fn describe_symbol(_link_map: usize, addr: NonNull<c_void>) -> Option<SymbolInfo
 /// The state of the shared library at `path`, shared with other live loads of the same file.
 ///
 /// A bare file name (no `/`) is found as `dlopen` finds it, which is what TVM does with any
-/// path (`LD_LIBRARY_PATH`, the runpath, the linker cache, the system directories; not the
-/// current directory); a path is checked ([`super::elf_check`]) before it is mapped.
+/// path (`LD_LIBRARY_PATH`, the runpath, the linker cache, the system directories); where that
+/// finds nothing, a file of that name in the current directory is loaded, as tvmrt always did
+/// (TVM would refuse it). A path is checked ([`super::elf_check`]) before it is mapped.
 pub(crate) fn open_dso(path: &str) -> Result<Arc<LibraryState>> {
     if !path.is_empty() && !path.contains('/') {
-        return open_dso_searched(path);
+        return match open_dso_searched(path) {
+            Err(e)
+                if e.message.contains("cannot open shared object file")
+                    && std::path::Path::new(path).is_file() =>
+            {
+                open_dso(&format!("./{path}"))
+            }
+            r => r,
+        };
     }
     let key = file_key(path)?;
     let mut table = DSOS.lock();
