@@ -109,8 +109,9 @@ run "tvm-ffi suite on tvmrt" conformance/tvm_ffi/run.sh --ci
 run "tvm-ffi C++ suite and examples on tvmrt" conformance/tvm_ffi/cpp.sh -j "$JOBS"
 # The language bindings TVM shipped, each running its own suite on tvmrt and compared test by
 # test with TVM's runtime (issue 33). tvm-ffi's Rust crates 0.1.15 from crates.io on
-# libtvm_ffi.so (PyPI) and on tvmrt: two builds of the crate's tests, about 2.5 min of CPU
-# (4.5 min wall measured on the shared 2-core VM from a clean target/tvm_ffi_rust).
+# libtvm_ffi.so (PyPI) and on tvmrt: two builds of the crate's tests, about 2.7 min of CPU
+# from a clean target/tvm_ffi_rust (8 min wall measured on the shared VM at load 12; 1 min
+# when already built).
 run "tvm-ffi Rust crates' suite on tvmrt" conformance/tvm_ffi_rust/run.sh
 # gotvm (TVM v0.20.0, Go 1.19 from Debian) and tvm4j (TVM v0.20.0, JDK + JUnit 4 from Debian),
 # against the results TVM v0.20.0's runtime gave (expected_v0.20.txt): about 20 s each, plus the
