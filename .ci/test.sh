@@ -127,6 +127,17 @@ run "tvm-ffi suite on tvmrt" conformance/tvm_ffi/run.sh --ci
 # prebuilt extensions; fails if anything passing on libtvm_ffi.so fails on tvmrt. About 200 s of
 # CPU (150 s of it compiling the suite, in parallel), so about 2.5 min on 2 cores.
 run "tvm-ffi C++ suite and examples on tvmrt" conformance/tvm_ffi/cpp.sh -j "$JOBS"
+# The language bindings TVM shipped, each running its own suite on tvmrt and compared test by
+# test with TVM's runtime (issue 33). tvm-ffi's Rust crates 0.1.15 from crates.io on
+# libtvm_ffi.so (PyPI) and on tvmrt: two builds of the crate's tests, about 2.7 min of CPU
+# from a clean target/tvm_ffi_rust (8 min wall measured on the shared VM at load 12; 1 min
+# when already built).
+run "tvm-ffi Rust crates' suite on tvmrt" conformance/tvm_ffi_rust/run.sh
+# gotvm (TVM v0.20.0, Go 1.19 from Debian) and tvm4j (TVM v0.20.0, JDK + JUnit 4 from Debian),
+# against the results TVM v0.20.0's runtime gave (expected_v0.20.txt): about 20 s each, plus the
+# Debian packages the first time.
+run "gotvm suite on tvmrt" conformance/gotvm/run.sh
+run "tvm4j suite on tvmrt" conformance/tvm4j/run.sh
 # ONNX backend cases compiled by TVM 0.27 and run on TVM's and tvmrt's runtimes: a
 # deterministic subset of 160 cases (101 s measured on 2 cores, plus 30 s the first time to build
 # the venv); fails if a case that passes on TVM fails, crashes or hangs on tvmrt.

@@ -421,6 +421,23 @@ fn file_errors() {
             .contains("cannot load library `/nonexistent/x.so`"),
         "{e}"
     );
+    // In dlopen's own words, as TVM reports it (gotvm's TestErrorTest looks for them).
+    assert!(
+        e.message.contains(
+            "/nonexistent/x.so: cannot open shared object file: No such file or directory"
+        ),
+        "{e}"
+    );
+    assert!(!e.message.contains("os error"), "{e}");
+    // A bare name is searched as dlopen searches (not in the current directory), and a miss
+    // says so in the same words.
+    let e = load_from_file("tvmrt_no_such_library.so", "").unwrap_err();
+    assert!(
+        e.message.contains(
+            "tvmrt_no_such_library.so: cannot open shared object file: No such file or directory"
+        ),
+        "{e}"
+    );
     // Not a shared library at all.
     let dir = scratch("file_errors");
     let junk = dir.join("junk.so");
@@ -577,4 +594,70 @@ fn classic_calls_reach_classic_kernels_with_their_arrays() {
     let (v, _) = classic_call(&add_one, &mut [TVMValue { v_int64: -1 }], &mut [tc::INT]).unwrap();
     // SAFETY: an int result.
     assert_eq!(unsafe { v.v_int64 }, 0);
+}
+
+/// Set in the child processes of `a_bare_file_name_is_found_on_the_library_path`: loading from
+/// the library path, and from the current directory.
+const SEARCH_CHILD_ENV: &str = "TVMRT_TEST_BARE_NAME_LIBRARY";
+const CWD_CHILD_ENV: &str = "TVMRT_TEST_BARE_NAME_IN_CWD";
+
+#[test]
+fn a_bare_file_name_is_found_on_the_library_path() {
+    // The dynamic linker reads LD_LIBRARY_PATH at process start: the loading half runs in a
+    // child process (this test binary again, this test only) started with it.
+    if let Ok(name) = std::env::var(SEARCH_CHILD_ENV) {
+        register_loaders();
+        // tvm-ffi's `Module::load_from_file("libtvm_ffi_testing.so")` hands the name to dlopen.
+        let m = load_from_file(&name, "").unwrap();
+        assert_eq!(call_i64(&m, "add_one", &[Any::from(1i64)]).unwrap(), 2);
+        // The same file by its path: the one mapping, shared.
+        let dir = std::env::var("LD_LIBRARY_PATH").unwrap();
+        let dir = dir.split(':').next().unwrap();
+        let by_path = load_from_file(&format!("{dir}/{name}"), "").unwrap();
+        assert_eq!(
+            call_i64(&by_path, "add_one", &[Any::from(2i64)]).unwrap(),
+            3
+        );
+        drop(m);
+        assert_eq!(
+            call_i64(&by_path, "add_one", &[Any::from(3i64)]).unwrap(),
+            4
+        );
+        return;
+    }
+    if let Ok(name) = std::env::var(CWD_CHILD_ENV) {
+        // Not on the search path, but in the current directory: loaded from there.
+        register_loaders();
+        let m = load_from_file(&name, "").unwrap();
+        assert_eq!(call_i64(&m, "add_one", &[Any::from(5i64)]).unwrap(), 6);
+        return;
+    }
+    let so = build("searched_by_name", None);
+    let dir = so.parent().unwrap();
+    let name = so.file_name().unwrap().to_str().unwrap();
+    // Not on the search path here: not found, although the file exists.
+    let e = load_from_file(name, "").unwrap_err();
+    assert!(e.message.contains("cannot open shared object file"), "{e}");
+    let child = |var: &str, library_path: Option<&std::path::Path>| {
+        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+        cmd.args([
+            "--exact",
+            "a_bare_file_name_is_found_on_the_library_path",
+            "--test-threads=1",
+        ])
+        .env(var, name);
+        match library_path {
+            Some(p) => cmd.env("LD_LIBRARY_PATH", p),
+            None => cmd.current_dir(dir),
+        };
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "child ({var}): {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    child(SEARCH_CHILD_ENV, Some(dir));
+    child(CWD_CHILD_ENV, None);
 }

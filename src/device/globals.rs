@@ -69,6 +69,34 @@ fn get_device_attr(args: &[AnyView<'_>]) -> Result<Any> {
     }
 }
 
+/// `runtime.RuntimeEnabled(target)`: whether this runtime serves `target`, by TVM's mapping from
+/// target names to the global that shows it (TVM `src/runtime/module.cc`, the same in v0.20 and
+/// 0.27; tvm4j's and TVM's Python `enabled()` ask it). `llvm*` asks for a code generator, which
+/// a runtime never has.
+fn runtime_enabled(args: &[AnyView<'_>]) -> Result<Any> {
+    let target = arg(args, 0, "target")?.expect_str("target")?;
+    let global = match target {
+        "cpu" => return Ok(Any::from(true)),
+        "cuda" | "gpu" => "device_api.cuda",
+        "cl" | "opencl" => "device_api.opencl",
+        "mtl" | "metal" => "device_api.metal",
+        "tflite" => "target.runtime.tflite",
+        "vulkan" => "device_api.vulkan",
+        "rpc" => "device_api.rpc",
+        "hexagon" => "device_api.hexagon",
+        t if t.starts_with("nvptx") => "device_api.cuda",
+        t if t.starts_with("rocm") => "device_api.rocm",
+        t if t.starts_with("llvm") => "codegen.llvm_target_enabled",
+        other => {
+            return Err(Error::new(
+                "InternalError",
+                format!("Unknown optional runtime {other}"),
+            ))
+        }
+    };
+    Ok(Any::from(crate::function::registry::get(global).is_some()))
+}
+
 /// The address handed out as `device_api.<name>`'s result: the back end's entry in its static
 /// list. It is an opaque token saying the device type is served (tvmrt's API is Rust, not TVM's
 /// C++ `DeviceAPI` class, so the pointer cannot be called through).
@@ -152,6 +180,7 @@ pub(super) fn builtins() -> Vec<(&'static str, Function)> {
             Function::from_extern_c(std::ptr::null_mut(), set_device_safe_call, None),
         ),
         ("runtime.GetDeviceAttr", Function::from_fn(get_device_attr)),
+        ("runtime.RuntimeEnabled", Function::from_fn(runtime_enabled)),
         (
             "runtime.Device_StreamCreate",
             with_device(|api, dev, _| Ok(Any::from(api.create_stream(dev)? as usize as i64))),
@@ -223,6 +252,24 @@ pub(super) fn builtins() -> Vec<(&'static str, Function)> {
 mod tests {
     use crate::function::registry;
     use crate::value::Any;
+
+    #[test]
+    fn runtime_enabled_maps_targets_as_tvm_does() {
+        let enabled = registry::get_required("runtime.RuntimeEnabled").unwrap();
+        let ask = |t: &str| enabled.call_values(&[Any::from(t)]);
+        let yes = |t: &str| ask(t).unwrap().view().as_bool().unwrap();
+        assert!(yes("cpu"));
+        // The OpenCL and CUDA back ends, when built in (they open their drivers when used).
+        assert_eq!(yes("opencl"), cfg!(feature = "opencl"));
+        assert_eq!(yes("cl"), cfg!(feature = "opencl"));
+        assert_eq!(yes("cuda"), cfg!(feature = "cuda"));
+        assert_eq!(yes("nvptx64"), cfg!(feature = "cuda"));
+        // No RPC, Metal or code generator: tvm4j's RPC tests skip themselves on this answer.
+        assert!(!yes("rpc") && !yes("metal") && !yes("llvm -mcpu=x"));
+        let e = ask("abacus").unwrap_err();
+        assert_eq!(e.kind, "InternalError");
+        assert_eq!(e.message, "Unknown optional runtime abacus");
+    }
 
     #[test]
     fn attributes_and_set_device() {

@@ -7,9 +7,9 @@
 //! without their own allocator use; the "original" allocator reported by a set is the thread's
 //! own (null when it had none).
 //!
-//! One deliberate difference: with no allocator installed, tvm-ffi's `TVMFFIEnvTensorAlloc`
-//! fails, whereas tvmrt, a deployment runtime with no host framework to ask, allocates the
-//! tensor itself, on the prototype's device through its back end.
+//! With no allocator installed, `TVMFFIEnvTensorAlloc` fails with tvm-ffi's `RuntimeError` and
+//! message (tvm-ffi's Rust crate tests exactly that): the environment allocator is the host
+//! framework's; tvmrt's own allocation is [`Tensor::empty`] (`TVMArrayAlloc` from C).
 
 use std::cell::RefCell;
 use std::ffi::c_void;
@@ -48,17 +48,22 @@ pub fn allocator() -> DLPackManagedTensorAllocator {
         .or_else(|| *GLOBAL_ALLOCATOR.lock())
 }
 
+/// tvm-ffi's message when no allocator is installed (`src/ffi/extra/env_context.cc`).
+pub const NO_ALLOCATOR: &str = "TVMFFIEnvTensorAlloc: allocator is nullptr, likely because \
+                                TVMFFIEnvSetDLPackManagedTensorAllocator has not been called.";
+
 /// Allocates a compact tensor of the prototype's shape, dtype and device
-/// (`TVMFFIEnvTensorAlloc`): through the installed DLPack allocator, or tvmrt's own.
+/// (`TVMFFIEnvTensorAlloc`) through the installed DLPack allocator; an error when none is.
 ///
 /// # Safety
 /// `prototype.shape` is null or readable for `ndim` entries.
 pub unsafe fn env_tensor_alloc(prototype: &DLTensor) -> Result<Tensor> {
-    // SAFETY: per the contract.
-    let shape = unsafe { layout::dl_shape(prototype, "TVMFFIEnvTensorAlloc prototype")? };
+    // The allocator first, as tvm-ffi checks it.
     let Some(alloc) = allocator() else {
-        return Tensor::empty(shape, prototype.dtype, prototype.device);
+        return Err(Error::runtime(NO_ALLOCATOR));
     };
+    // SAFETY: per the contract.
+    unsafe { layout::dl_shape(prototype, "TVMFFIEnvTensorAlloc prototype")? };
     let mut out: *mut DLManagedTensorVersioned = std::ptr::null_mut();
     let mut error: Option<Error> = None;
     let mut proto = *prototype;

@@ -1,11 +1,14 @@
 //! Opening a shared library with `dlopen` and reading its symbols (and, on glibc, describing
 //! them from the ELF link map).
 
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::{Arc, Weak};
 
-use super::state::{DSOS, DSO_CLOSED};
+use std::collections::HashMap;
+
+use super::state::{FileKey, DSOS, DSO_CLOSED};
 use super::{LibraryState, SymbolInfo, SymbolSource};
 use crate::error::{Error, Result};
 
@@ -203,23 +206,27 @@ fn describe_symbol(_link_map: usize, addr: NonNull<c_void>) -> Option<SymbolInfo
 }
 
 /// The state of the shared library at `path`, shared with other live loads of the same file.
+///
+/// A bare file name (no `/`) is found as `dlopen` finds it, which is what TVM does with any
+/// path (`LD_LIBRARY_PATH`, the runpath, the linker cache, the system directories); where that
+/// finds nothing, a file of that name in the current directory is loaded, as tvmrt always did
+/// (TVM would refuse it). A path is checked (`elf_check`) before it is mapped.
 pub(crate) fn open_dso(path: &str) -> Result<Arc<LibraryState>> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path)
-        .map_err(|e| Error::value(format!("cannot load library `{path}`: {e}")))?;
-    if !meta.is_file() {
-        crate::bail_value!("cannot load library `{path}`: not a regular file");
+    if !path.is_empty() && !path.contains('/') {
+        return match open_dso_searched(path) {
+            Err(e)
+                if e.message.contains("cannot open shared object file")
+                    && std::path::Path::new(path).is_file() =>
+            {
+                open_dso(&format!("./{path}"))
+            }
+            r => r,
+        };
     }
-    let key = (meta.dev(), meta.ino());
+    let key = file_key(path)?;
     let mut table = DSOS.lock();
-    loop {
-        match table.get(&key).map(Weak::upgrade) {
-            Some(Some(state)) => return Ok(state),
-            // Its last module is being freed: wait until the file is closed, so it is reopened
-            // fresh rather than shared with a dying state.
-            Some(None) => DSO_CLOSED.wait(&mut table),
-            None => break,
-        }
+    if let Some(state) = live_state(&mut table, key) {
+        return Ok(state);
     }
     crate::module::elf_check::check_elf_file(path)?;
     log::debug!("dlopen `{path}` (RTLD_NOW | RTLD_LOCAL)");
@@ -227,4 +234,88 @@ pub(crate) fn open_dso(path: &str) -> Result<Arc<LibraryState>> {
     let state = LibraryState::new(Box::new(dso), Some(key));
     table.insert(key, Arc::downgrade(&state));
     Ok(state)
+}
+
+/// A library named by a bare file name: `dlopen` searches for it, then the file it mapped is
+/// shared with other loads of that file as a path load is.
+fn open_dso_searched(name: &str) -> Result<Arc<LibraryState>> {
+    log::debug!("dlopen `{name}` (RTLD_NOW | RTLD_LOCAL; the dynamic linker's search path)");
+    let mut dso = Dso::open(name)?;
+    let Some(file) = loaded_file_name(dso.link_map) else {
+        crate::bail_value!("cannot load library `{name}`: the dynamic linker names no file for it");
+    };
+    let key = file_key(&file)?;
+    dso.path = file;
+    let mut table = DSOS.lock();
+    // Already loaded: our handle only counted a reference, dropped here.
+    if let Some(state) = live_state(&mut table, key) {
+        return Ok(state);
+    }
+    let state = LibraryState::new(Box::new(dso), Some(key));
+    table.insert(key, Arc::downgrade(&state));
+    Ok(state)
+}
+
+/// The identity of the file at `path` (device and inode, as the dynamic linker tells files
+/// apart); a missing file is reported in `dlopen`'s own words, as TVM reports it.
+fn file_key(path: &str) -> Result<FileKey> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).map_err(|e| {
+        // io::Error's text without its " (os error N)" tail: dlopen's strerror wording.
+        let text = e.to_string();
+        let reason = text.split(" (os error").next().unwrap_or(&text);
+        Error::value(format!(
+            "cannot load library `{path}`: {path}: cannot open shared object file: {reason}"
+        ))
+    })?;
+    if !meta.is_file() {
+        crate::bail_value!("cannot load library `{path}`: not a regular file");
+    }
+    Ok((meta.dev(), meta.ino()))
+}
+
+/// The live state of the file `key`, if any; waits while its last module is being freed, so
+/// the file is reopened fresh rather than shared with a dying state.
+fn live_state(
+    table: &mut parking_lot::MutexGuard<'_, HashMap<FileKey, Weak<LibraryState>>>,
+    key: FileKey,
+) -> Option<Arc<LibraryState>> {
+    loop {
+        match table.get(&key).map(Weak::upgrade) {
+            Some(Some(state)) => return Some(state),
+            Some(None) => DSO_CLOSED.wait(table),
+            None => return None,
+        }
+    }
+}
+
+/// The file name the dynamic linker recorded for the library whose `link_map` this is (the
+/// path it found a searched name at).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn loaded_file_name(link_map: usize) -> Option<String> {
+    /// The start of glibc's `struct link_map` (<link.h>): the public fields come first.
+    #[repr(C)]
+    struct LinkMapHead {
+        l_addr: usize,
+        l_name: *const std::ffi::c_char,
+    }
+    if link_map == 0 {
+        return None;
+    }
+    // SAFETY: `link_map` is the live link map dlinfo returned for a handle we hold; its public
+    // head is two words, `l_name` a NUL-terminated string owned by the dynamic linker.
+    let head = unsafe { &*(link_map as *const LinkMapHead) };
+    if head.l_name.is_null() {
+        return None;
+    }
+    // SAFETY: as above.
+    let name = unsafe { std::ffi::CStr::from_ptr(head.l_name) }
+        .to_str()
+        .ok()?;
+    (!name.is_empty()).then(|| name.to_string())
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn loaded_file_name(_link_map: usize) -> Option<String> {
+    None
 }

@@ -1,0 +1,1 @@
+//! Nothing: this package only names tvm-ffi's crates for `cargo fetch`.
