@@ -6,8 +6,6 @@ use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::{Arc, Weak};
 
-use std::collections::HashMap;
-
 use super::state::{FileKey, DSOS, DSO_CLOSED};
 use super::{LibraryState, SymbolInfo, SymbolSource};
 use crate::error::{Error, Result};
