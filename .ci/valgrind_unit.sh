@@ -13,7 +13,7 @@
 # payloads zeroed in full (value::tests::payloads). Fails on any memory error.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-bin=$(cargo test --lib --no-run --message-format=json 2>/dev/null |
+bin=$(cargo test -p tvmrt --lib --no-run --message-format=json 2>/dev/null |
   python3 -c 'import json, sys
 for line in sys.stdin:
     m = json.loads(line)

@@ -54,7 +54,7 @@ if [ -n "$record" ]; then
 else
   lib=${TVMRT_LIBRARY:-}
   if [ -z "$lib" ]; then
-    cargo build --lib --quiet
+    cargo build -p tvmrt --lib --quiet
     lib="$root/target/debug/libtvmrt.so"
   fi
   libdir=$(dirname "$(realpath "$lib")")

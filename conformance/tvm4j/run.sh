@@ -86,7 +86,7 @@ if [ -n "$record" ]; then
 else
   runtime=${TVMRT_LIBRARY:-}
   if [ -z "$runtime" ]; then
-    cargo build --lib --quiet
+    cargo build -p tvmrt --lib --quiet
     runtime="$root/target/debug/libtvmrt.so"
   fi
   runtime=$(realpath "$runtime")

@@ -45,7 +45,7 @@ ref_lib=$("$ref_bin/tvm-ffi-config" --libdir)
 # tvmrt's directory.
 lib=${TVMRT_LIBRARY:-}
 if [ -z "$lib" ]; then
-  cargo build --lib --quiet
+  cargo build -p tvmrt --lib --quiet
   lib="$root/target/debug/libtvmrt.so"
 fi
 tvmrt_lib="$work/tvmrt_lib"
