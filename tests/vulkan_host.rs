@@ -149,3 +149,64 @@ fn a_relax_mlp_runs_on_vulkan() {
     assert_eq!(live_buffers(), before);
     assert_no_validation_errors();
 }
+
+#[test]
+fn a_relax_cnn_runs_on_vulkan() {
+    let _s = serial();
+    let before = live_buffers();
+    let exec = load_from_file(dir().join("cnn.so").to_str().unwrap(), "").unwrap();
+    fn vulkan_kernels(m: &tvmrt::module::Module, out: &mut Vec<String>) {
+        if m.kind() == "vulkan" {
+            let info = tvmrt::device::describe_module(m).unwrap();
+            out.extend(info.kernels.into_iter().map(|k| k.name));
+        }
+        for i in m.imports() {
+            vulkan_kernels(&i, out);
+        }
+    }
+    let mut kernels = Vec::new();
+    vulkan_kernels(&exec, &mut kernels);
+    for k in [
+        "fused_conv2d_add_relu_kernel",
+        "max_pool2d_kernel",
+        "fused_matmul_add1_kernel",
+    ] {
+        assert!(kernels.iter().any(|n| n == k), "{k} in {kernels:?}");
+    }
+    let vm = vulkan_vm(&exec, 0);
+    let x = npy("data/cnn.main.in0.npy");
+    // TVM's CPU runtime on the same IRModule built for llvm.
+    let want = npy("data/cnn.main.out0.npy");
+    let tx = Tensor::empty(&[1, 3, 8, 8], dtypes::FLOAT32, vulkan(0)).unwrap();
+    tx.copy_from_bytes(&f32s(&x)).unwrap();
+    for _ in 0..2 {
+        let y = func(&vm, "main")
+            .call_values(&[Any::from(tx.clone())])
+            .unwrap();
+        let y = Tensor::from_any_view(&y.view(), "output").unwrap();
+        assert_eq!(y.device(), vulkan(0));
+        assert_eq!(y.shape(), &[1, 10][..]);
+        let got = to_f32s(&y.to_vec().unwrap());
+        assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-5 + 1e-5 * w.abs(), "{g} vs TVM's {w}");
+        }
+    }
+    // Bad input: a host tensor, a wrong shape (TVM's own checks in the host code).
+    let host = Tensor::empty(&[1, 3, 8, 8], dtypes::FLOAT32, cpu()).unwrap();
+    let e = func(&vm, "main")
+        .call_values(&[Any::from(host)])
+        .unwrap_err();
+    assert!(
+        e.message.contains("Mismatched x.device_type") && e.message.contains("expected vulkan"),
+        "{e:?}"
+    );
+    let bad = Tensor::empty(&[1, 3, 8, 9], dtypes::FLOAT32, vulkan(0)).unwrap();
+    let e = func(&vm, "main")
+        .call_values(&[Any::from(bad)])
+        .unwrap_err();
+    assert!(e.message.contains("(9 vs. 8)"), "{e:?}");
+    drop((vm, exec, tx));
+    assert_eq!(live_buffers(), before);
+    assert_no_validation_errors();
+}

@@ -1,6 +1,7 @@
 """tvmrt on Vulkan from Python: devices, tensors to and from numpy, and the library whose host
 code apache-tvm 0.27 compiled for target vulkan (tests/fixtures/vulkan/add_scale.so, its SPIR-V
-from the fixture's GLSL); expected outputs from numpy, recorded with the fixture. Needs a Vulkan
+from the fixture's GLSL); the Relax MLP and CNN and a classic graph on Vulkan; expected outputs from numpy or TVM's CPU
+build, recorded with the fixtures. Needs a Vulkan
 driver (CI installs lavapipe)."""
 
 import unittest
@@ -57,6 +58,30 @@ class VulkanTests(unittest.TestCase):
         vm.set_input("main", x)  # a host array, uploaded
         vm.invoke_stateful("main")
         np.testing.assert_allclose(vm.get_outputs("main").numpy(), want, rtol=1e-5, atol=1e-5)
+
+    def test_relax_cnn_on_vulkan(self):
+        dev = tvmrt.vulkan()
+        vm = tvmrt.VirtualMachine(tvmrt.load_module(VK / "cnn.so"), dev)
+        x, want = npy("cnn.main.in0.npy"), npy("cnn.main.out0.npy")
+        y = vm["main"](tvmrt.tensor(x, dev))
+        self.assertEqual(y.shape, (1, 10))
+        np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5)
+
+    def test_graph_executor_on_vulkan(self):
+        from tvmrt import graph_executor
+
+        dev = tvmrt.vulkan()
+        graph = (VK / "graph.json").read_text()
+        gm = graph_executor.create(graph, tvmrt.load_module(VK / "graph_ops.so"), dev)
+        gm.set_input("x", npy("graph.x.npy"))
+        gm.set_input("w", npy("graph.w.npy"))
+        gm.run()
+        out = gm.get_output(0)
+        self.assertEqual(out.device, dev)
+        np.testing.assert_array_equal(out.numpy(), npy("graph.out0.npy"))
+        with self.assertRaises(ValueError) as cm:
+            gm.set_input("x", np.zeros(3, "float32"))
+        self.assertIn("holds 3", str(cm.exception))
 
 
 if __name__ == "__main__":

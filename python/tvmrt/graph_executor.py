@@ -21,8 +21,11 @@ from . import Module, get_global_func
 CPU = 1
 
 
-def create(graph_json_str: str, libmod: Module, device_type: int = CPU, device_id: int = 0):
-    """An executor for a graph and a kernel library, as ``graph_executor.create``."""
+def create(graph_json_str: str, libmod: Module, device_type=CPU, device_id: int = 0):
+    """An executor for a graph and a kernel library, as ``graph_executor.create``; the device
+    is a device (``tvmrt.vulkan(0)``, as TVM takes it) or a device type and id."""
+    if isinstance(device_type, tuple):
+        device_type, device_id = device_type
     return GraphModule(get_global_func("tvm.graph_executor.create")(
         graph_json_str, libmod, device_type, device_id))
 

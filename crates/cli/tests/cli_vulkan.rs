@@ -1,6 +1,6 @@
 //! The `tvmrt` tool on the Vulkan fixture (tests/fixtures/vulkan/add_scale.so: host code TVM
 //! 0.27 compiled for target vulkan, importing a `vulkan` module of SPIR-V shaders):
-//! `run` with `--device vulkan[:N]` (a kernel, and the Relax MLP of mlp.so), `inspect` listing
+//! `run` with `--device vulkan[:N]` (a kernel, and the Relax MLP and CNN of mlp.so and cnn.so), `inspect` listing
 //! the Vulkan kernels, and one-line errors for a wrong device.
 
 #![cfg(feature = "vulkan")]
@@ -58,6 +58,25 @@ fn run_a_kernel_on_vulkan() {
     assert!(text.contains("output0.npy (float32[1, 8])"), "{text}");
     let got = npy_f32(&dir.join("output0.npy"));
     let want = npy_f32(Path::new(&f("data/mlp.main.out0.npy")));
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "{g} vs {w}");
+    }
+    // The Relax CNN (conv2d, relu, max_pool2d, dense) against TVM's CPU build of the same IR.
+    let text = ok(&[
+        "run",
+        &f("cnn.so"),
+        "main",
+        "-i",
+        &f("data/cnn.main.in0.npy"),
+        "--device",
+        "vulkan:0",
+        "--save",
+        d,
+    ]);
+    assert!(text.contains("output0.npy (float32[1, 10])"), "{text}");
+    let got = npy_f32(&dir.join("output0.npy"));
+    let want = npy_f32(Path::new(&f("data/cnn.main.out0.npy")));
+    assert_eq!(got.len(), want.len());
     for (g, w) in got.iter().zip(&want) {
         assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "{g} vs {w}");
     }
