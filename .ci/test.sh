@@ -96,6 +96,21 @@ run "minimal features: clippy --no-default-features --features vm" \
 # those tests open a test double of the driver (tests/cuda_double/fake_cuda.c).
 run "cuda venv (NVRTC from PyPI)" .ci/venv.sh cuda
 run "cargo test" cargo test --no-fail-fast
+# The Vulkan suite (its `cargo test` run above was on lavapipe with push descriptors) twice
+# more, with the validation layer on and zero errors required: on lavapipe with push
+# descriptors off, and on a second driver, SwiftShader (no push descriptors, no float64/int64:
+# .ci/swiftshader.sh takes its library out of Debian's chromium-common). The binaries are built
+# by the step above; about 10 s each.
+VULKAN_TESTS=(--test vulkan_kernels --test vulkan_device --test vulkan_host --test vulkan_graph)
+run "Vulkan suite on lavapipe, descriptor sets" env TVM_VULKAN_DISABLE_PUSH_DESCRIPTOR=1 \
+  TVMRT_TEST_VULKAN_DEVICE=llvmpipe,sets cargo test --no-fail-fast "${VULKAN_TESTS[@]}"
+vulkan_swiftshader() {
+  local icd
+  icd=$(.ci/swiftshader.sh) &&
+    VK_ICD_FILENAMES="$icd" TVMRT_TEST_VULKAN_DEVICE=SwiftShader,sets \
+      cargo test --no-fail-fast "${VULKAN_TESTS[@]}"
+}
+run "Vulkan suite on SwiftShader (second driver)" vulkan_swiftshader
 # The unit tests of the raw-memory code once more, under valgrind memcheck (about 10 s).
 run "unit tests under valgrind" .ci/valgrind_unit.sh
 # `cargo test` builds the library as an rlib only: the Python package needs libtvmrt.so.

@@ -155,7 +155,7 @@ fn int32_uint32_int64_and_float64() {
         .unwrap();
     let tdo = Tensor::empty(&[n as i64], dtypes::FLOAT64, vulkan(0)).unwrap();
     let (k, s, off, u) = (-7i64, 1.0 / 7.0, 1_000_000i64, 42i64);
-    call(
+    let launched = call(
         &func(&m, "int_f64_kernel"),
         &[
             ptr(&tai),
@@ -170,8 +170,22 @@ fn int32_uint32_int64_and_float64() {
             Any::from(n.div_ceil(32) as i64),
             Any::from(32i64),
         ],
-    )
-    .unwrap();
+    );
+    let ctx = tvmrt::device::vulkan::context::context().unwrap();
+    let features = &ctx.devices[0].features;
+    if features.shader_float64 == 0 || features.shader_int64 == 0 {
+        // A driver without them (SwiftShader): refused by name before the driver sees it.
+        let e = launched.unwrap_err();
+        assert!(
+            e.message
+                .contains("`int_f64_kernel` does not run on vulkan:0")
+                && e.message.contains("which the device does not support"),
+            "{e:?}"
+        );
+        assert_no_validation_errors();
+        return;
+    }
+    launched.unwrap();
     let got_i: Vec<i32> = tao
         .to_vec()
         .unwrap()
@@ -333,6 +347,31 @@ fn concurrent_launches_from_many_threads() {
         }
     });
     assert_no_validation_errors();
+}
+
+/// Under `TVMRT_TEST_VULKAN_DEVICE=<name part>[,sets]` (CI's runs of this suite on a second
+/// driver, or with push descriptors off), vulkan:0 is that driver and, with `,sets`, kernels
+/// bind descriptor sets: the run exercises what it says it does.
+#[test]
+fn the_driver_is_the_one_the_run_asks_for() {
+    let Ok(want) = std::env::var("TVMRT_TEST_VULKAN_DEVICE") else {
+        return;
+    };
+    let _s = serial();
+    let (name, sets) = match want.split_once(',') {
+        Some((n, flag)) => (n.to_string(), flag == "sets"),
+        None => (want.clone(), false),
+    };
+    let ctx = tvmrt::device::vulkan::context::context().unwrap();
+    let d = &ctx.devices[0];
+    assert!(
+        d.name.contains(&name),
+        "vulkan:0 is `{}`, not {name}",
+        d.name
+    );
+    if sets {
+        assert!(!d.use_push_descriptors(), "`{}` pushes descriptors", d.name);
+    }
 }
 
 #[test]

@@ -39,6 +39,8 @@ pub struct Device {
     pub props: vk::PhysicalDeviceProperties,
     /// Its memory types and heaps.
     pub memory: vk::PhysicalDeviceMemoryProperties,
+    /// The shader features enabled on it (float64, int64, int16 where the device has them).
+    pub features: vk::PhysicalDeviceFeatures,
     /// The name, as a string.
     pub name: String,
     /// The device's one stream (command recording and submission).
@@ -438,6 +440,7 @@ fn open_device(
         push,
         props,
         memory,
+        features,
         name,
         stream: Mutex::new(stream),
     }))

@@ -97,6 +97,8 @@ struct Kernel {
     num_buffers: usize,
     /// The workgroup size the shader declares, when literal.
     local_size: Option<[u32; 3]>,
+    /// The SPIR-V capabilities the shader declares (`OpCapability`).
+    capabilities: Vec<u32>,
     launch: LaunchConfig,
     /// One slot per Vulkan device, filled at the first launch there.
     pipelines: Mutex<Vec<Option<Arc<Pipeline>>>>,
@@ -183,8 +185,9 @@ pub fn write_payload(fmt: &str, table: &[FunctionInfo], shaders: &[(String, Shad
 
 /// Checks a shader's structure: the SPIR-V header, every instruction's length, and a
 /// `GLCompute` entry point named `name` (so a broken module is an error here rather than a
-/// driver's crash). Returns the entry point's workgroup size (`LocalSize`), when literal.
-fn check_spirv(name: &str, words: &[u32]) -> Result<Option<[u32; 3]>> {
+/// driver's crash). Returns the entry point's workgroup size (`LocalSize`), when literal, and
+/// the capabilities the module declares.
+fn check_spirv(name: &str, words: &[u32]) -> Result<(Option<[u32; 3]>, Vec<u32>)> {
     let bad = |why: &str| Error::value(format!("kernel `{name}`: invalid SPIR-V ({why})"));
     if words.len() < 5 {
         return Err(bad(&format!(
@@ -201,6 +204,7 @@ fn check_spirv(name: &str, words: &[u32]) -> Result<Option<[u32; 3]>> {
     let mut at = 5;
     let mut entry = None;
     let mut sizes: Vec<(u32, [u32; 3])> = Vec::new();
+    let mut capabilities = Vec::new();
     while at < words.len() {
         let count = (words[at] >> 16) as usize;
         let opcode = words[at] & 0xffff;
@@ -218,6 +222,10 @@ fn check_spirv(name: &str, words: &[u32]) -> Result<Option<[u32; 3]>> {
                 entry = Some(words[at + 2]);
             }
         }
+        // OpCapability.
+        if opcode == 17 && count == 2 {
+            capabilities.push(words[at + 1]);
+        }
         // OpExecutionMode %entry LocalSize x y z.
         if opcode == 16 && count == 6 && words[at + 2] == 17 {
             sizes.push((words[at + 1], [words[at + 3], words[at + 4], words[at + 5]]));
@@ -227,7 +235,21 @@ fn check_spirv(name: &str, words: &[u32]) -> Result<Option<[u32; 3]>> {
     let Some(entry) = entry else {
         return Err(bad(&format!("no GLCompute entry point named `{name}`")));
     };
-    Ok(sizes.iter().find(|(id, _)| *id == entry).map(|(_, s)| *s))
+    let size = sizes.iter().find(|(id, _)| *id == entry).map(|(_, s)| *s);
+    Ok((size, capabilities))
+}
+
+/// The SPIR-V capabilities that need a device feature (the SPIR-V spec's capability numbers,
+/// the features TVM's codegen asks for): a driver given a shader it has no feature for may
+/// crash (SwiftShader stops on float64 with an illegal instruction), so such kernels are
+/// refused by name instead.
+fn missing_feature(capabilities: &[u32], f: &vk::PhysicalDeviceFeatures) -> Option<&'static str> {
+    capabilities.iter().find_map(|&c| match c {
+        10 if f.shader_float64 != vk::TRUE => Some("Float64 (shaderFloat64)"),
+        11 if f.shader_int64 != vk::TRUE => Some("Int64 (shaderInt64)"),
+        22 if f.shader_int16 != vk::TRUE => Some("Int16 (shaderInt16)"),
+        _ => None,
+    })
 }
 
 impl VulkanModule {
@@ -261,7 +283,7 @@ impl VulkanModule {
                 .ok_or_else(|| {
                     Error::value(format!("the Vulkan module has no shader for `{}`", f.name))
                 })?;
-            let local_size = check_spirv(&f.name, &shader.words)?;
+            let (local_size, capabilities) = check_spirv(&f.name, &shader.words)?;
             let args = f
                 .arg_types
                 .iter()
@@ -299,6 +321,7 @@ impl VulkanModule {
                     args,
                     num_buffers,
                     local_size,
+                    capabilities,
                     launch,
                     pipelines: Mutex::new(Vec::new()),
                 }),
@@ -372,6 +395,14 @@ impl Kernel {
                 "Vulkan kernel `{}` takes {scalar_bytes} bytes of push constants, but \
                  vulkan:{id} ({}) allows {max_push}: rebuild it with a smaller \
                  max_push_constants_size in the target",
+                self.name,
+                d.name
+            );
+        }
+        if let Some(what) = missing_feature(&self.capabilities, &d.features) {
+            crate::bail_value!(
+                "Vulkan kernel `{}` does not run on vulkan:{id} ({}): its SPIR-V uses {what}, \
+                 which the device does not support",
                 self.name,
                 d.name
             );
@@ -739,7 +770,7 @@ mod tests {
         assert!(check_spirv("k", &[1, 2, 3, 4, 5]).is_err());
         let mut sized = spirv("k");
         sized.extend([(6 << 16) | 16, 1, 17, 64, 2, 1]);
-        assert_eq!(check_spirv("k", &sized).unwrap(), Some([64, 2, 1]));
+        assert_eq!(check_spirv("k", &sized).unwrap().0, Some([64, 2, 1]));
         let mut bad = table();
         bad[0].arg_types = vec![dtypes::INT32, dtype(3, 64, 1)];
         let e = VulkanModule::new("vulkan".into(), bad, shaders).unwrap_err();
