@@ -16,7 +16,8 @@
 //! barrier after each dispatch makes its writes visible to the next dispatch or copy.
 //!
 //! Each kernel's pipeline is built the first time it runs on a device and kept for that
-//! device. Two launch paths, as in TVM: push descriptors (`VK_KHR_push_descriptor`) where the
+//! device. Two launch paths, as in TVM: push descriptors (`VK_KHR_push_descriptor`, through a
+//! descriptor update template made with the pipeline) where the
 //! device has them, else one descriptor set per launch from the stream's pool (TVM's deferred
 //! path; `TVM_VULKAN_DISABLE_PUSH_DESCRIPTOR=1` forces it).
 
@@ -70,6 +71,10 @@ struct Pipeline {
     set_layout: vk::DescriptorSetLayout,
     layout: vk::PipelineLayout,
     pipeline: vk::Pipeline,
+    /// With push descriptors: the template that pushes a launch's `DescriptorBufferInfo`s,
+    /// one per binding in binding order (TVM's immediate path), so a launch builds no
+    /// `WriteDescriptorSet`s.
+    template: vk::DescriptorUpdateTemplate,
 }
 
 impl Pipeline {
@@ -81,6 +86,7 @@ impl Pipeline {
         // SAFETY: per the contract.
         unsafe {
             d.destroy_pipeline(self.pipeline, None);
+            d.destroy_descriptor_update_template(self.template, None);
             d.destroy_pipeline_layout(self.layout, None);
             d.destroy_descriptor_set_layout(self.set_layout, None);
             d.destroy_shader_module(self.shader, None);
@@ -371,6 +377,7 @@ impl Kernel {
             set_layout: vk::DescriptorSetLayout::null(),
             layout: vk::PipelineLayout::null(),
             pipeline: vk::Pipeline::null(),
+            template: vk::DescriptorUpdateTemplate::null(),
         };
         match self.build(d, id, &mut p) {
             Ok(()) => {
@@ -467,6 +474,31 @@ impl Kernel {
         // SAFETY: as above.
         p.layout = unsafe { dd.create_pipeline_layout(&info, None) }
             .map_err(|r| vk_error(r, "vkCreatePipelineLayout"))?;
+        if d.use_push_descriptors() && !bindings.is_empty() {
+            let stride = std::mem::size_of::<vk::DescriptorBufferInfo>();
+            let entries: Vec<vk::DescriptorUpdateTemplateEntry> = bindings
+                .iter()
+                .enumerate()
+                .map(|(i, b)| vk::DescriptorUpdateTemplateEntry {
+                    dst_binding: b.binding,
+                    dst_array_element: 0,
+                    descriptor_count: 1,
+                    descriptor_type: b.descriptor_type,
+                    offset: i * stride,
+                    stride,
+                })
+                .collect();
+            let info = vk::DescriptorUpdateTemplateCreateInfo::default()
+                .descriptor_update_entries(&entries)
+                .template_type(vk::DescriptorUpdateTemplateType::PUSH_DESCRIPTORS_KHR)
+                .descriptor_set_layout(p.set_layout)
+                .pipeline_bind_point(vk::PipelineBindPoint::COMPUTE)
+                .pipeline_layout(p.layout)
+                .set(0);
+            // SAFETY: as above; the entries live across the call.
+            p.template = unsafe { dd.create_descriptor_update_template(&info, None) }
+                .map_err(|r| vk_error(r, "vkCreateDescriptorUpdateTemplate"))?;
+        }
         let stage = vk::PipelineShaderStageCreateInfo::default()
             .stage(vk::ShaderStageFlags::COMPUTE)
             .module(p.shader)
@@ -577,31 +609,32 @@ impl Kernel {
                 range: scalars.len().max(1) as u64,
             });
         }
-        let writes: Vec<vk::WriteDescriptorSet<'_>> = infos
-            .iter()
-            .enumerate()
-            .map(|(i, info)| {
-                let ty = if i == self.num_buffers {
-                    vk::DescriptorType::UNIFORM_BUFFER
-                } else {
-                    vk::DescriptorType::STORAGE_BUFFER
-                };
-                vk::WriteDescriptorSet::default()
-                    .dst_set(set.unwrap_or_default())
-                    .dst_binding(i as u32)
-                    .descriptor_type(ty)
-                    .buffer_info(std::slice::from_ref(info))
-            })
-            .collect();
         let cmd = s.cmd(d)?;
         let dd = &d.device;
         // SAFETY: a recording command buffer of the device's stream (its lock held), the
         // pipeline and layout of this device, descriptors of live buffers of this device (the
-        // registry's lock held), push constants of the layout's declared size.
+        // registry's lock held), push constants of the layout's declared size; the push
+        // template reads `infos`, one entry per binding, alive across the call.
         unsafe {
             dd.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipe.pipeline);
             match (&d.push, set) {
                 (_, Some(set)) => {
+                    let writes: Vec<vk::WriteDescriptorSet<'_>> = infos
+                        .iter()
+                        .enumerate()
+                        .map(|(i, info)| {
+                            let ty = if i == self.num_buffers {
+                                vk::DescriptorType::UNIFORM_BUFFER
+                            } else {
+                                vk::DescriptorType::STORAGE_BUFFER
+                            };
+                            vk::WriteDescriptorSet::default()
+                                .dst_set(set)
+                                .dst_binding(i as u32)
+                                .descriptor_type(ty)
+                                .buffer_info(std::slice::from_ref(info))
+                        })
+                        .collect();
                     if !writes.is_empty() {
                         dd.update_descriptor_sets(&writes, &[]);
                     }
@@ -615,13 +648,15 @@ impl Kernel {
                     );
                 }
                 (Some(push), None) => {
-                    if !writes.is_empty() {
-                        push.cmd_push_descriptor_set(
+                    if !infos.is_empty() {
+                        // The template reads one `DescriptorBufferInfo` per binding, in order:
+                        // `infos` holds exactly the pipeline's bindings.
+                        push.cmd_push_descriptor_set_with_template(
                             cmd,
-                            vk::PipelineBindPoint::COMPUTE,
+                            pipe.template,
                             pipe.layout,
                             0,
-                            &writes,
+                            infos.as_ptr().cast(),
                         );
                     }
                 }
