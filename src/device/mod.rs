@@ -21,7 +21,8 @@
 //! - `vulkan`: `kDLVulkan` on any Vulkan 1.1+ driver (TVM's SPIR-V modules), opened at run
 //!   time (feature `vulkan`, on by default).
 //!
-//! Shared by the GPU back ends: [`launch`] (function tables, launch extents, argument kinds),
+//! Shared by the GPU back ends: [`descriptor`] (buffer descriptors and their registry, for
+//! OpenCL and Vulkan), [`launch`] (function tables, launch extents, argument kinds),
 //! [`payload`] (the `[fmt][table][code]` payload and its two loaders), [`pool`] (workspaces).
 
 pub mod address;
@@ -29,6 +30,7 @@ pub mod api;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod descriptor;
 mod globals;
 pub mod launch;
 pub mod memory;

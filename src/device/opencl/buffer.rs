@@ -4,18 +4,13 @@
 //! that pointer). So a tensor tvmrt allocates on OpenCL can be handed to code built against TVM's
 //! headers and back.
 //!
-//! Every descriptor tvmrt hands out is recorded while it lives, so a pointer that is not one
-//! (a CPU tensor's data given to an OpenCL kernel, a descriptor already freed, another runtime's
-//! pointer) is refused with a message instead of being read as a descriptor.
-
-use std::collections::HashMap;
-
-use once_cell::sync::Lazy;
-use parking_lot::{RwLock, RwLockReadGuard};
+//! Every descriptor tvmrt hands out is recorded while it lives ([`crate::device::descriptor`]),
+//! so a pointer that is not one is refused with a message instead of being read.
 
 use super::error::{cl_error, ClInt, CL_SUCCESS};
 use super::loader::Handle;
 use super::platform::platform;
+use crate::device::descriptor::{Live, Registry};
 use crate::error::{Error, Result};
 
 /// `CL_MEM_READ_WRITE`.
@@ -45,10 +40,8 @@ unsafe impl Send for Buffer {}
 // SAFETY: as above.
 unsafe impl Sync for Buffer {}
 
-type Registry = HashMap<usize, Buffer, crate::device::address::BuildAddressHasher>;
-
-/// Live descriptors by address.
-static LIVE: Lazy<RwLock<Registry>> = Lazy::new(|| RwLock::new(Registry::default()));
+/// Live descriptors.
+static LIVE: Registry<BufferDescriptor, Buffer> = Registry::new("OpenCL");
 
 /// Allocates a buffer of `nbytes` (at least 1 byte, OpenCL refuses empty buffers) on device
 /// `device_id`; returns its descriptor.
@@ -76,16 +69,14 @@ pub fn alloc(device_id: i32, nbytes: usize) -> Result<*mut BufferDescriptor> {
     if rc != CL_SUCCESS || mem.is_null() {
         return Err(cl_error(rc, &format!("clCreateBuffer ({nbytes} bytes)")));
     }
-    let desc = Box::into_raw(Box::new(BufferDescriptor { buffer: mem }));
-    LIVE.write().insert(
-        desc as usize,
+    Ok(LIVE.register(
+        BufferDescriptor { buffer: mem },
         Buffer {
             mem,
             device_id,
             nbytes,
         },
-    );
-    Ok(desc)
+    ))
 }
 
 /// Releases a descriptor from [`alloc`] and its buffer. A pointer that is not a live descriptor
@@ -95,12 +86,8 @@ pub fn alloc(device_id: i32, nbytes: usize) -> Result<*mut BufferDescriptor> {
 /// Nothing uses the buffer afterwards (kernels queued on it still run: OpenCL keeps a released
 /// buffer until they finish).
 pub unsafe fn free(desc: *mut BufferDescriptor) -> Result<()> {
-    let Some(b) = LIVE.write().remove(&(desc as usize)) else {
-        return Err(not_a_buffer(desc.cast(), "free"));
-    };
-    // SAFETY: live descriptors come from `Box::into_raw` in `alloc`, and this removal from the
-    // registry gives this call the only right to release it.
-    drop(unsafe { Box::from_raw(desc) });
+    // SAFETY: per the contract.
+    let b = unsafe { LIVE.unregister(desc)? };
     let cl = platform()?.cl;
     // SAFETY: the buffer was created by `alloc` and released once, here.
     let rc = unsafe { (cl.release_mem_object)(b.mem) };
@@ -112,36 +99,21 @@ pub unsafe fn free(desc: *mut BufferDescriptor) -> Result<()> {
 
 /// The error for a pointer that is not a live descriptor.
 pub fn not_a_buffer(p: *const std::ffi::c_void, what: &str) -> Error {
-    Error::value(format!(
-        "{what}: {p:p} is not an OpenCL buffer tvmrt allocated (a tensor on another device, or \
-         one already freed)"
-    ))
+    LIVE.not_a_buffer(p, what)
 }
 
 /// The live descriptors, read-locked: look several up under one lock.
-pub struct LiveBuffers(RwLockReadGuard<'static, Registry>);
-
-impl LiveBuffers {
-    /// Locks the registry for reading.
-    pub fn lock() -> LiveBuffers {
-        LiveBuffers(LIVE.read())
-    }
-
-    /// What `desc` is, if it is a live descriptor.
-    pub fn get(&self, desc: *const std::ffi::c_void) -> Option<Buffer> {
-        self.0.get(&(desc as usize)).copied()
-    }
+pub fn live() -> Live<'static, Buffer> {
+    LIVE.lock()
 }
 
 /// What `desc` is, or an error saying it is not a live descriptor.
 pub fn lookup(desc: *const std::ffi::c_void, what: &str) -> Result<Buffer> {
-    LiveBuffers::lock()
-        .get(desc)
-        .ok_or_else(|| not_a_buffer(desc, what))
+    LIVE.lookup(desc, what)
 }
 
 /// How many OpenCL buffers tvmrt holds now (tensors, storage, workspaces): what a leak check
 /// compares before and after.
 pub fn live_count() -> usize {
-    LIVE.read().len()
+    LIVE.len()
 }

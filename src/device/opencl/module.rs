@@ -24,7 +24,7 @@ use std::sync::Arc;
 use once_cell::sync::OnceCell;
 use parking_lot::Mutex;
 
-use super::buffer::{not_a_buffer, LiveBuffers};
+use super::buffer::{live, not_a_buffer};
 use super::device_api::current_device;
 use super::error::{cl_error, code_name, ClInt, CL_BUILD_PROGRAM_FAILURE, CL_SUCCESS};
 use super::loader::Handle;
@@ -282,7 +282,7 @@ impl Kernel {
         let kernel = slot.as_ref().map_or(std::ptr::null_mut(), |b| b.kernel);
         let cl = p.cl;
         // Held until the launch is queued: no buffer argument can be freed in between.
-        let live = LiveBuffers::lock();
+        let live = live();
         for (i, (kind, v)) in self.args.iter().zip(args).enumerate() {
             let what = || format!("OpenCL kernel `{}` argument {i}", self.name);
             // The argument's bytes as the kernel takes them (32-bit scalars narrowed as TVM's

@@ -3,18 +3,15 @@
 //! `vulkan_buffer.h`, `VulkanBuffer`), so a tensor tvmrt allocates on Vulkan can be handed to
 //! code built against TVM's headers and back.
 //!
-//! Every descriptor tvmrt hands out is recorded while it lives, so a pointer that is not one (a
-//! CPU tensor's data given to a Vulkan kernel, a descriptor already freed) is refused with a
-//! message instead of being read as a descriptor.
+//! Every descriptor tvmrt hands out is recorded while it lives ([`crate::device::descriptor`]),
+//! so a pointer that is not one is refused with a message instead of being read.
 
-use std::collections::HashMap;
 use std::ffi::c_void;
 
 use ash::vk;
-use once_cell::sync::Lazy;
-use parking_lot::{RwLock, RwLockReadGuard};
 
 use super::context::{context, vk_error, Device};
+use crate::device::descriptor::{Live, Registry};
 use crate::error::{Error, Result};
 
 /// TVM's `VulkanBuffer`, as far as anyone outside the runtime reads it. 64-byte aligned, as
@@ -134,10 +131,8 @@ pub struct Buffer {
     pub nbytes: usize,
 }
 
-type Registry = HashMap<usize, Buffer, crate::device::address::BuildAddressHasher>;
-
-/// Live descriptors by address.
-static LIVE: Lazy<RwLock<Registry>> = Lazy::new(|| RwLock::new(Registry::default()));
+/// Live descriptors.
+static LIVE: Registry<BufferDescriptor, Buffer> = Registry::new("Vulkan");
 
 /// The usages of a tensor's buffer: kernels read and write it, copies go both ways.
 const TENSOR_USAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::from_raw(
@@ -167,20 +162,18 @@ pub fn alloc(device_id: i32, nbytes: usize) -> Result<*mut BufferDescriptor> {
         vk::MemoryPropertyFlags::DEVICE_LOCAL,
         false,
     )?;
-    let desc = Box::into_raw(Box::new(BufferDescriptor {
-        buffer: raw.buffer,
-        memory: raw.memory,
-    }));
-    LIVE.write().insert(
-        desc as usize,
+    Ok(LIVE.register(
+        BufferDescriptor {
+            buffer: raw.buffer,
+            memory: raw.memory,
+        },
         Buffer {
             buffer: raw.buffer,
             memory: raw.memory,
             device_id,
             nbytes,
         },
-    );
-    Ok(desc)
+    ))
 }
 
 /// Releases a descriptor from [`alloc`] and its buffer, after the work queued on its device
@@ -190,12 +183,8 @@ pub fn alloc(device_id: i32, nbytes: usize) -> Result<*mut BufferDescriptor> {
 /// # Safety
 /// Nothing uses the buffer afterwards.
 pub unsafe fn free(desc: *mut BufferDescriptor) -> Result<()> {
-    let Some(b) = LIVE.write().remove(&(desc as usize)) else {
-        return Err(not_a_buffer(desc.cast(), "free"));
-    };
-    // SAFETY: live descriptors come from `Box::into_raw` in `alloc`, and this removal from the
-    // registry gives this call the only right to release it.
-    drop(unsafe { Box::from_raw(desc) });
+    // SAFETY: per the contract.
+    let b = unsafe { LIVE.unregister(desc)? };
     let ctx = context()?;
     let dev = ctx.device(b.device_id)?;
     // Commands recorded so far may use the buffer: run them first.
@@ -213,35 +202,21 @@ pub unsafe fn free(desc: *mut BufferDescriptor) -> Result<()> {
 
 /// The error for a pointer that is not a live descriptor.
 pub fn not_a_buffer(p: *const c_void, what: &str) -> Error {
-    Error::value(format!(
-        "{what}: {p:p} is not a Vulkan buffer tvmrt allocated (a tensor on another device, or \
-         one already freed)"
-    ))
+    LIVE.not_a_buffer(p, what)
 }
 
 /// The live descriptors, read-locked: look several up under one lock.
-pub struct LiveBuffers(RwLockReadGuard<'static, Registry>);
-
-impl LiveBuffers {
-    /// Locks the registry for reading.
-    pub fn lock() -> LiveBuffers {
-        LiveBuffers(LIVE.read())
-    }
-
-    /// What `desc` is, if it is a live descriptor.
-    pub fn get(&self, desc: *const c_void) -> Option<Buffer> {
-        self.0.get(&(desc as usize)).copied()
-    }
+pub fn live() -> Live<'static, Buffer> {
+    LIVE.lock()
 }
 
 /// What `desc` is, or an error saying it is not a live descriptor.
 pub fn lookup(desc: *const c_void, what: &str) -> Result<Buffer> {
-    LiveBuffers::lock()
-        .get(desc)
-        .ok_or_else(|| not_a_buffer(desc, what))
+    LIVE.lookup(desc, what)
 }
 
-/// How many Vulkan buffers tvmrt holds now for tensors, storage and workspaces.
+/// How many Vulkan buffers tvmrt holds now (tensors, storage, workspaces): what a leak check
+/// compares before and after.
 pub fn live_count() -> usize {
-    LIVE.read().len()
+    LIVE.len()
 }

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use ash::vk;
 use parking_lot::Mutex;
 
-use super::buffer::{not_a_buffer, LiveBuffers};
+use super::buffer::{live, not_a_buffer};
 use super::context::{context, existing, vk_error, Context, Device};
 use super::device_api::current_device;
 use crate::device::launch::{read_function_table, write_function_table, ArgKind, FunctionInfo};
@@ -577,7 +577,7 @@ impl Kernel {
         let pipe = self.pipeline(ctx, device_id)?;
         // Held until the dispatch is recorded: no buffer argument can be freed in between
         // (a free waits for this lock, then syncs the stream before destroying the buffer).
-        let live = LiveBuffers::lock();
+        let live = live();
         let mut infos = Vec::with_capacity(self.num_buffers + 1);
         for (i, v) in args[..self.num_buffers].iter().enumerate() {
             let what = || format!("Vulkan kernel `{}` argument {i}", self.name);

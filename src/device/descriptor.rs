@@ -1,0 +1,105 @@
+//! Buffer descriptors and their registry, for back ends whose tensor `data` is a pointer to a
+//! descriptor holding the driver's buffer handle rather than a device address (TVM's OpenCL
+//! `cl::BufferDescriptor`, its Vulkan buffer): tvmrt hands out boxed descriptors and records
+//! each one while it lives, so a pointer that is not one (a CPU tensor's data given to a
+//! kernel, a descriptor already freed, another runtime's pointer) is refused with a message
+//! instead of being read as a descriptor.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::marker::PhantomData;
+
+use once_cell::sync::Lazy;
+use parking_lot::{RwLock, RwLockReadGuard};
+
+use super::address::BuildAddressHasher;
+use crate::error::{Error, Result};
+
+type Map<B> = HashMap<usize, B, BuildAddressHasher>;
+
+/// The live descriptors `D` of one back end, each with what the back end knows of it (`B`).
+pub struct Registry<D, B: Copy> {
+    live: Lazy<RwLock<Map<B>>>,
+    /// The back end's name in messages ("OpenCL", "Vulkan").
+    kind: &'static str,
+    _descriptor: PhantomData<fn() -> D>,
+}
+
+impl<D, B: Copy> Registry<D, B> {
+    /// An empty registry for the back end named `kind` in messages.
+    pub const fn new(kind: &'static str) -> Self {
+        Registry {
+            live: Lazy::new(|| RwLock::new(Map::default())),
+            kind,
+            _descriptor: PhantomData,
+        }
+    }
+
+    /// Boxes `desc` and records it with `info`; returns the pointer tensors hold.
+    pub fn register(&self, desc: D, info: B) -> *mut D {
+        let p = Box::into_raw(Box::new(desc));
+        self.live.write().insert(p as usize, info);
+        p
+    }
+
+    /// Forgets the descriptor `p` and frees it; returns what was recorded of it, for the back
+    /// end to release its buffer. A pointer that is not a live descriptor is refused and left
+    /// alone.
+    ///
+    /// # Safety
+    /// Nothing reads `p` afterwards.
+    pub unsafe fn unregister(&self, p: *mut D) -> Result<B> {
+        let Some(info) = self.live.write().remove(&(p as usize)) else {
+            return Err(self.not_a_buffer(p.cast(), "free"));
+        };
+        // SAFETY: live descriptors come from `Box::into_raw` in `register`, and this removal
+        // gives this call the only right to free it.
+        drop(unsafe { Box::from_raw(p) });
+        Ok(info)
+    }
+
+    /// The error for a pointer that is not a live descriptor.
+    pub fn not_a_buffer(&self, p: *const c_void, what: &str) -> Error {
+        Error::value(format!(
+            "{what}: {p:p} is not a{} {} buffer tvmrt allocated (a tensor on another device, or \
+             one already freed)",
+            if self.kind.starts_with(['A', 'E', 'I', 'O', 'U']) {
+                "n"
+            } else {
+                ""
+            },
+            self.kind
+        ))
+    }
+
+    /// The registry, read-locked: look several descriptors up under one lock (a launch holds
+    /// it until its buffers are bound, so none can be freed in between).
+    pub fn lock(&self) -> Live<'_, B> {
+        Live(self.live.read())
+    }
+
+    /// What `p` is, or an error saying it is not a live descriptor.
+    pub fn lookup(&self, p: *const c_void, what: &str) -> Result<B> {
+        self.lock().get(p).ok_or_else(|| self.not_a_buffer(p, what))
+    }
+
+    /// How many descriptors are live: what a leak check compares before and after.
+    pub fn len(&self) -> usize {
+        self.live.read().len()
+    }
+
+    /// Whether no descriptor is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A read-locked [`Registry`].
+pub struct Live<'a, B>(RwLockReadGuard<'a, Map<B>>);
+
+impl<B: Copy> Live<'_, B> {
+    /// What `p` is, if it is a live descriptor.
+    pub fn get(&self, p: *const c_void) -> Option<B> {
+        self.0.get(&(p as usize)).copied()
+    }
+}
