@@ -531,3 +531,18 @@ mod tests {
             .contains("argument 2 has type int8"));
     }
 }
+
+/// The function a device module hands out for one kernel: `launch` with the call's arguments,
+/// returning nothing; it holds `module` so the kernel's code stays loaded while the function
+/// lives.
+pub fn kernel_function<F>(module: &crate::module::Module, launch: F) -> crate::function::Function
+where
+    F: Fn(&[AnyView<'_>]) -> Result<()> + Send + Sync + 'static,
+{
+    let keep = module.clone();
+    crate::function::Function::from_fn(move |args| {
+        let _ = &keep;
+        launch(args)?;
+        Ok(crate::value::Any::none())
+    })
+}

@@ -42,13 +42,13 @@ use super::driver::{
 use super::image::{source_kernels, Image, ImageKind};
 use super::memory::check_kernel_pointers;
 use super::nvrtc::nvrtc;
-use crate::device::launch::{ArgKind, FunctionInfo, LaunchConfig, WorkLoad};
+use crate::device::launch::{kernel_function, ArgKind, FunctionInfo, LaunchConfig, WorkLoad};
 use crate::device::payload::{payload_loaders, DevicePayload};
 use crate::device::{device_name, DeviceModuleInfo};
 use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::module::{Module, ModuleKind};
-use crate::value::{Any, AnyView};
+use crate::value::AnyView;
 
 /// The module kind (TVM's `CUDAModuleNode::kind`).
 pub const KIND: &str = "cuda";
@@ -658,15 +658,10 @@ impl ModuleKind for CudaModule {
     }
 
     fn get_function(&self, this: &Module, name: &str) -> Result<Option<Function>> {
-        let Some(k) = self.kernels.get(name) else {
-            return Ok(None);
-        };
-        let (k, inner, keep) = (k.clone(), self.inner.clone(), this.clone());
-        Ok(Some(Function::from_fn(move |args| {
-            let _ = &keep;
-            k.launch(&inner, args)?;
-            Ok(Any::none())
-        })))
+        Ok(self.kernels.get(name).map(|k| {
+            let (k, inner) = (k.clone(), self.inner.clone());
+            kernel_function(this, move |args| k.launch(&inner, args))
+        }))
     }
 
     fn implements_function(&self, _this: &Module, name: &str) -> bool {

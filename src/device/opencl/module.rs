@@ -29,13 +29,13 @@ use super::device_api::current_device;
 use super::error::{cl_error, code_name, ClInt, CL_BUILD_PROGRAM_FAILURE, CL_SUCCESS};
 use super::loader::Handle;
 use super::platform::{platform, Platform};
-use crate::device::launch::{ArgKind, FunctionInfo, InfoFormat, LaunchConfig};
+use crate::device::launch::{kernel_function, ArgKind, FunctionInfo, InfoFormat, LaunchConfig};
 use crate::device::payload::{payload_loaders, write_payload, DevicePayload};
 use crate::device::DeviceModuleInfo;
 use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::module::{Module, ModuleKind};
-use crate::value::{Any, AnyView};
+use crate::value::AnyView;
 
 /// The module kind (TVM's `OpenCLModuleNode::kind`).
 pub const KIND: &str = "opencl";
@@ -410,16 +410,10 @@ impl ModuleKind for OpenClModule {
     }
 
     fn get_function(&self, this: &Module, name: &str) -> Result<Option<Function>> {
-        let Some(k) = self.kernels.get(name) else {
-            return Ok(None);
-        };
-        let k = k.clone();
-        let keep = this.clone();
-        Ok(Some(Function::from_fn(move |args| {
-            let _ = &keep;
-            k.launch(args)?;
-            Ok(Any::none())
-        })))
+        Ok(self.kernels.get(name).map(|k| {
+            let k = k.clone();
+            kernel_function(this, move |args| k.launch(args))
+        }))
     }
 
     fn implements_function(&self, _this: &Module, name: &str) -> bool {

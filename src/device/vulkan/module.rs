@@ -31,15 +31,15 @@ use parking_lot::Mutex;
 use super::buffer::{live, not_a_buffer};
 use super::context::{context, existing, vk_error, Context, Device};
 use super::device_api::current_device;
+use crate::device::launch::{kernel_function, InfoFormat, LaunchConfig};
 use crate::device::launch::{read_function_table, write_function_table, ArgKind, FunctionInfo};
-use crate::device::launch::{InfoFormat, LaunchConfig};
 use crate::device::payload::module_loaders;
 use crate::device::DeviceModuleInfo;
 use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::module::blob::{Reader, Writer};
 use crate::module::{Module, ModuleKind};
-use crate::value::{Any, AnyView};
+use crate::value::AnyView;
 
 /// The module kind (TVM's `VulkanModuleNode::kind`).
 pub const KIND: &str = "vulkan";
@@ -681,16 +681,10 @@ impl ModuleKind for VulkanModule {
     }
 
     fn get_function(&self, this: &Module, name: &str) -> Result<Option<Function>> {
-        let Some(k) = self.kernels.get(name) else {
-            return Ok(None);
-        };
-        let k = k.clone();
-        let keep = this.clone();
-        Ok(Some(Function::from_fn(move |args| {
-            let _ = &keep;
-            k.launch(args)?;
-            Ok(Any::none())
-        })))
+        Ok(self.kernels.get(name).map(|k| {
+            let k = k.clone();
+            kernel_function(this, move |args| k.launch(args))
+        }))
     }
 
     fn implements_function(&self, _this: &Module, name: &str) -> bool {
