@@ -7,7 +7,8 @@
  *                          tvmrt's Vulkan launch), on device arrays from TVMArrayAlloc
  *   tvmrt, kernel directly TVMFFIFunctionCall of the `vulkan` module's `add_scale_kernel` with
  *                          the buffers, scalars and launch extents (tvmrt's launch path alone)
- *   floor                  vkCmdBindPipeline + vkCmdPushDescriptorSetKHR (3 buffers) +
+ *   floor                  vkCmdBindPipeline + vkCmdPushDescriptorSetWithTemplateKHR (3
+ *                          buffers, through a descriptor update template, as tvmrt pushes) +
  *                          vkCmdPushConstants + vkCmdDispatch + a barrier, recorded into one
  *                          command buffer, on a pipeline this program built from the same SPIR-V
  *
@@ -116,7 +117,8 @@ typedef struct {
   VkPipeline pipeline;
   VkPipelineLayout layout;
   VkDescriptorBufferInfo bufs[3];
-  PFN_vkCmdPushDescriptorSetKHR push;
+  PFN_vkCmdPushDescriptorSetWithTemplateKHR push;
+  VkDescriptorUpdateTemplate tmpl;
   struct {
     float alpha;
     int32_t pad0;
@@ -173,8 +175,8 @@ static void floor_init(Floor* f, const char* name, const uint32_t* code, size_t 
   dci.ppEnabledExtensionNames = &ext;
   CHECK_VK(vkCreateDevice(pd, &dci, NULL, &f->device));
   vkGetDeviceQueue(f->device, family, 0, &f->queue);
-  f->push = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(f->device,
-                                                               "vkCmdPushDescriptorSetKHR");
+  f->push = (PFN_vkCmdPushDescriptorSetWithTemplateKHR)vkGetDeviceProcAddr(
+      f->device, "vkCmdPushDescriptorSetWithTemplateKHR");
   for (int i = 0; i < 3; i++) {
     VkBufferCreateInfo bci = {VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
     bci.size = ELEMENTS * sizeof(float);
@@ -219,6 +221,25 @@ static void floor_init(Floor* f, const char* name, const uint32_t* code, size_t 
   plci.pushConstantRangeCount = 1;
   plci.pPushConstantRanges = &range;
   CHECK_VK(vkCreatePipelineLayout(f->device, &plci, NULL, &f->layout));
+  VkDescriptorUpdateTemplateEntry te[3];
+  for (int i = 0; i < 3; i++) {
+    te[i].dstBinding = i;
+    te[i].dstArrayElement = 0;
+    te[i].descriptorCount = 1;
+    te[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    te[i].offset = i * sizeof(VkDescriptorBufferInfo);
+    te[i].stride = sizeof(VkDescriptorBufferInfo);
+  }
+  VkDescriptorUpdateTemplateCreateInfo tci = {
+      VK_STRUCTURE_TYPE_DESCRIPTOR_UPDATE_TEMPLATE_CREATE_INFO};
+  tci.descriptorUpdateEntryCount = 3;
+  tci.pDescriptorUpdateEntries = te;
+  tci.templateType = VK_DESCRIPTOR_UPDATE_TEMPLATE_TYPE_PUSH_DESCRIPTORS_KHR;
+  tci.descriptorSetLayout = set_layout;
+  tci.pipelineBindPoint = VK_PIPELINE_BIND_POINT_COMPUTE;
+  tci.pipelineLayout = f->layout;
+  tci.set = 0;
+  CHECK_VK(vkCreateDescriptorUpdateTemplate(f->device, &tci, NULL, &f->tmpl));
   VkComputePipelineCreateInfo cpci = {VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
   cpci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
   cpci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
@@ -249,22 +270,13 @@ __attribute__((noinline)) static void loop_floor(Floor* f, int count) {
   VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   CHECK_VK(vkBeginCommandBuffer(f->cmd, &bi));
-  VkWriteDescriptorSet w[3];
-  for (int i = 0; i < 3; i++) {
-    memset(&w[i], 0, sizeof(w[i]));
-    w[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
-    w[i].dstBinding = i;
-    w[i].descriptorCount = 1;
-    w[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    w[i].pBufferInfo = &f->bufs[i];
-  }
   VkMemoryBarrier mb = {VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
                      VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
   for (int i = 0; i < count; i++) {
     vkCmdBindPipeline(f->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, f->pipeline);
-    f->push(f->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, f->layout, 0, 3, w);
+    f->push(f->cmd, f->tmpl, f->layout, 0, f->bufs);
     vkCmdPushConstants(f->cmd, f->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(f->scalars),
                        &f->scalars);
     vkCmdDispatch(f->cmd, ELEMENTS / THREADS, 1, 1);

@@ -94,6 +94,47 @@ impl Pipeline {
     }
 }
 
+/// A launch's descriptor infos, one per binding: on the stack for up to 16 bindings.
+enum Infos {
+    Stack([vk::DescriptorBufferInfo; 16], usize),
+    Heap(Vec<vk::DescriptorBufferInfo>),
+}
+
+impl Infos {
+    fn new(capacity: usize) -> Infos {
+        if capacity <= 16 {
+            Infos::Stack([vk::DescriptorBufferInfo::default(); 16], 0)
+        } else {
+            Infos::Heap(Vec::with_capacity(capacity))
+        }
+    }
+
+    fn push(&mut self, info: vk::DescriptorBufferInfo) {
+        match self {
+            Infos::Stack(a, n) if *n < a.len() => {
+                a[*n] = info;
+                *n += 1;
+            }
+            Infos::Stack(a, n) => {
+                let mut v = a[..*n].to_vec();
+                v.push(info);
+                *self = Infos::Heap(v);
+            }
+            Infos::Heap(v) => v.push(info),
+        }
+    }
+}
+
+impl std::ops::Deref for Infos {
+    type Target = [vk::DescriptorBufferInfo];
+    fn deref(&self) -> &[vk::DescriptorBufferInfo] {
+        match self {
+            Infos::Stack(a, n) => &a[..*n],
+            Infos::Heap(v) => v,
+        }
+    }
+}
+
 /// One kernel: what its function needs to launch it, and its per-device pipelines.
 struct Kernel {
     name: String,
@@ -524,7 +565,9 @@ impl Kernel {
 
     /// Packs the scalars as TVM's `ArgUnion64` slots (`pack_args.h`: 32-bit values narrowed
     /// into the low half).
-    fn pack_scalars(&self, args: &[AnyView<'_>], out: &mut Vec<u8>) -> Result<()> {
+    /// Writes the scalars into `out`, one 8-byte slot each (`out` holds exactly that many).
+    fn pack_scalars(&self, args: &[AnyView<'_>], out: &mut [u8]) -> Result<()> {
+        let mut slots = out.chunks_exact_mut(SLOT);
         for (i, (kind, v)) in self.args.iter().zip(args).enumerate() {
             let what = || format!("Vulkan kernel `{}` argument {i}", self.name);
             let mut slot = [0u8; SLOT];
@@ -549,7 +592,9 @@ impl Kernel {
                     }
                 }
             }
-            out.extend_from_slice(&slot);
+            if let Some(out) = slots.next() {
+                out.copy_from_slice(&slot);
+            }
         }
         Ok(())
     }
@@ -572,13 +617,23 @@ impl Kernel {
                 ))
             })?;
         }
-        let mut scalars = Vec::with_capacity(self.num_scalars() * SLOT);
-        self.pack_scalars(args, &mut scalars)?;
+        // On the stack when they fit (every push-constant kernel: at most 128 bytes), so a
+        // launch allocates nothing.
+        let n_bytes = self.num_scalars() * SLOT;
+        let (mut stack, mut heap) = ([0u8; 128], Vec::new());
+        let scalars: &mut [u8] = if n_bytes <= stack.len() {
+            &mut stack[..n_bytes]
+        } else {
+            heap.resize(n_bytes, 0);
+            &mut heap
+        };
+        self.pack_scalars(args, scalars)?;
+        let scalars: &[u8] = scalars;
         let pipe = self.pipeline(ctx, device_id)?;
         // Held until the dispatch is recorded: no buffer argument can be freed in between
         // (a free waits for this lock, then syncs the stream before destroying the buffer).
         let live = live();
-        let mut infos = Vec::with_capacity(self.num_buffers + 1);
+        let mut infos = Infos::new(self.num_buffers + 1);
         for (i, v) in args[..self.num_buffers].iter().enumerate() {
             let what = || format!("Vulkan kernel `{}` argument {i}", self.name);
             let ptr = v
@@ -599,7 +654,7 @@ impl Kernel {
             });
         }
         let mut s = d.stream.lock();
-        let ubo = self.use_ubo().then_some(&scalars[..]);
+        let ubo = self.use_ubo().then_some(scalars);
         let set_layout = (!d.use_push_descriptors()).then_some(pipe.set_layout);
         let (set, slot) = s.prepare(d, set_layout, ubo)?;
         if let Some((buffer, offset)) = slot {
@@ -727,6 +782,22 @@ pub fn describe(m: &Module) -> Option<DeviceModuleInfo> {
 mod tests {
     use super::*;
     use crate::dtype::{dtype, dtypes};
+
+    #[test]
+    fn descriptor_infos_move_to_the_heap_past_16() {
+        for cap in [3, 16, 17] {
+            let mut infos = Infos::new(cap);
+            for i in 0..20u64 {
+                infos.push(vk::DescriptorBufferInfo {
+                    buffer: vk::Buffer::null(),
+                    offset: i,
+                    range: 1,
+                });
+            }
+            let offsets: Vec<u64> = infos.iter().map(|i| i.offset).collect();
+            assert_eq!(offsets, (0..20).collect::<Vec<_>>());
+        }
+    }
 
     /// A minimal header and `OpEntryPoint GLCompute %1 "k"`.
     fn spirv(name: &str) -> Vec<u32> {
