@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_ffi.h"
 #include "bench_timing.h"
 
 #define CHECK_TVM(call)                                                     \
@@ -44,66 +45,14 @@
     }                                                                       \
   } while (0)
 
-static TVMFFIObjectHandle global(const char* name) {
-  TVMFFIByteArray n = {name, strlen(name)};
-  TVMFFIObjectHandle f = NULL;
-  if (TVMFFIFunctionGetGlobal(&n, &f) != 0 || !f) {
-    fprintf(stderr, "no global %s\n", name);
-    exit(1);
-  }
-  return f;
-}
-
-static TVMFFIAny any_obj(void* h) {
-  TVMFFIAny a;
-  memset(&a, 0, sizeof(a));
-  a.type_index = ((TVMFFIObject*)h)->type_index;
-  a.v_obj = (TVMFFIObject*)h;
-  return a;
-}
-
-static TVMFFIAny any_int(int64_t v) {
-  TVMFFIAny a;
-  memset(&a, 0, sizeof(a));
-  a.type_index = kTVMFFIInt;
-  a.v_int64 = v;
-  return a;
-}
-
-static TVMFFIAny any_ptr(void* p) {
-  TVMFFIAny a;
-  memset(&a, 0, sizeof(a));
-  a.type_index = kTVMFFIOpaquePtr;
-  a.v_ptr = p;
-  return a;
-}
-
-static TVMFFIAny any_dltensor(DLTensor* t) {
-  TVMFFIAny a;
-  memset(&a, 0, sizeof(a));
-  a.type_index = kTVMFFIDLTensorPtr;
-  a.v_ptr = t;
-  return a;
-}
-
-static TVMFFIAny call1(TVMFFIObjectHandle f, TVMFFIAny* args, int n) {
-  TVMFFIAny out;
-  memset(&out, 0, sizeof(out));
-  if (TVMFFIFunctionCall(f, args, n, &out) != 0) {
-    fprintf(stderr, "call failed: %s\n", TVMGetLastError());
-    exit(1);
-  }
-  return out;
-}
-
 /* The OpenCL C of the library's opencl module (ffi.ModuleInspectSource), malloc'd. */
 static char* library_source(TVMModuleHandle lib, size_t* len) {
   TVMFFIObjectHandle get_import = global("runtime.ModuleGetImport");
   TVMFFIObjectHandle inspect = global("ffi.ModuleInspectSource");
   TVMFFIAny a[2] = {any_obj(lib), any_int(0)};
-  TVMFFIAny dev_mod = call1(get_import, a, 2);
+  TVMFFIAny dev_mod = call(get_import, a, 2);
   TVMFFIAny b[1] = {dev_mod};
-  TVMFFIAny src = call1(inspect, b, 1);
+  TVMFFIAny src = call(inspect, b, 1);
   const TVMFFIByteArray* s = (const TVMFFIByteArray*)((char*)src.v_obj + sizeof(TVMFFIObject));
   char* out = malloc(s->size + 1);
   memcpy(out, s->data, s->size);

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_ffi.h"
 #include "bench_timing.h"
 
 #define CHECK_TVM(call)                                             \
@@ -45,66 +46,6 @@
   } while (0)
 
 enum { ELEMENTS = 256, THREADS = 64 };
-
-static TVMFFIObjectHandle global(const char* name) {
-  TVMFFIByteArray n = {name, strlen(name)};
-  TVMFFIObjectHandle f = NULL;
-  if (TVMFFIFunctionGetGlobal(&n, &f) != 0 || !f) {
-    fprintf(stderr, "no global %s\n", name);
-    exit(1);
-  }
-  return f;
-}
-
-static TVMFFIAny any_obj(void* h) {
-  TVMFFIAny a;
-  memset(&a, 0, sizeof(a));
-  a.type_index = ((TVMFFIObject*)h)->type_index;
-  a.v_obj = (TVMFFIObject*)h;
-  return a;
-}
-
-static TVMFFIAny any_int(int64_t v) {
-  TVMFFIAny a;
-  memset(&a, 0, sizeof(a));
-  a.type_index = kTVMFFIInt;
-  a.v_int64 = v;
-  return a;
-}
-
-static TVMFFIAny any_float(double v) {
-  TVMFFIAny a;
-  memset(&a, 0, sizeof(a));
-  a.type_index = kTVMFFIFloat;
-  a.v_float64 = v;
-  return a;
-}
-
-static TVMFFIAny any_ptr(void* p) {
-  TVMFFIAny a;
-  memset(&a, 0, sizeof(a));
-  a.type_index = kTVMFFIOpaquePtr;
-  a.v_ptr = p;
-  return a;
-}
-
-static TVMFFIAny any_dltensor(DLTensor* t) {
-  TVMFFIAny a;
-  memset(&a, 0, sizeof(a));
-  a.type_index = kTVMFFIDLTensorPtr;
-  a.v_ptr = t;
-  return a;
-}
-
-static TVMFFIAny call(TVMFFIObjectHandle f, TVMFFIAny* args, int n) {
-  TVMFFIAny out;
-  memset(&out, 0, sizeof(out));
-  if (TVMFFIFunctionCall(f, args, n, &out) != 0) {
-    fprintf(stderr, "call failed: %s\n", TVMGetLastError());
-    exit(1);
-  }
-  return out;
-}
 
 /* The hand-written program's state. */
 typedef struct {
