@@ -13,9 +13,8 @@ use std::ffi::c_void;
 use std::ptr::null_mut;
 
 use opencl_support::*;
-use tvmrt::abi::{DLDataType, DLDevice, DLTensor};
+use tvmrt::abi::{DLDataType, DLTensor};
 use tvmrt::capi::backend::{TVMBackendAllocWorkspace, TVMBackendFreeWorkspace};
-use tvmrt::capi::classic_error::TVMGetLastError;
 use tvmrt::capi::tensor::*;
 use tvmrt::dtype::dtypes;
 use tvmrt::function::registry;
@@ -24,40 +23,6 @@ use tvmrt::tensor::Tensor;
 use tvmrt::value::Any;
 
 const OPENCL: i32 = 4;
-
-fn last_error() -> String {
-    // SAFETY: TVMGetLastError returns a NUL-terminated string owned by the thread.
-    unsafe { std::ffi::CStr::from_ptr(TVMGetLastError()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// `TVMDeviceCopyDataFromTo(from, to)` returns -1 with `want` in the error: the back end
-/// refuses the descriptors without reading through them.
-fn copy_refused(from: &mut DLTensor, to: &mut DLTensor, want: &str) {
-    // SAFETY: both are descriptors whose validity is what the call checks; a refused copy
-    // reads no data.
-    assert_eq!(unsafe { TVMDeviceCopyDataFromTo(from, to, null_mut()) }, -1);
-    let e = last_error();
-    assert!(e.contains(want), "{e}");
-}
-
-fn f32s(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-/// A descriptor over `data` (a device pointer or host memory) of `n` float32 elements.
-fn desc(data: *mut c_void, dev: DLDevice, shape: &mut [i64; 1], byte_offset: u64) -> DLTensor {
-    DLTensor {
-        data,
-        device: dev,
-        ndim: 1,
-        dtype: dtypes::FLOAT32,
-        shape: shape.as_mut_ptr(),
-        strides: null_mut(),
-        byte_offset,
-    }
-}
 
 #[test]
 fn arrays_on_opencl_through_the_classic_api() {

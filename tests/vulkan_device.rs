@@ -16,7 +16,6 @@ use std::ptr::null_mut;
 use tvmrt::abi::{type_code, type_index as ti, AnyPayload, DLTensor, TVMFFIAny, TVMFFIByteArray};
 use tvmrt::abi::{TVMByteArray, TVMValue};
 use tvmrt::capi::backend::{TVMBackendAllocWorkspace, TVMBackendFreeWorkspace};
-use tvmrt::capi::classic_error::TVMGetLastError;
 use tvmrt::capi::classic_func::{TVMFuncCall, TVMFuncFree, TVMFuncGetGlobal};
 use tvmrt::capi::ffi_core::{TVMFFIFunctionCall, TVMFFIFunctionGetGlobal, TVMFFIObjectDecRef};
 use tvmrt::capi::module::{TVMModFree, TVMModGetFunction};
@@ -28,32 +27,6 @@ use tvmrt::value::Any;
 use vulkan_support::*;
 
 const VULKAN: i32 = 7;
-
-fn last_error() -> String {
-    // SAFETY: TVMGetLastError returns a NUL-terminated string owned by the thread.
-    unsafe { std::ffi::CStr::from_ptr(TVMGetLastError()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn copy_refused(from: &mut DLTensor, to: &mut DLTensor, want: &str) {
-    // SAFETY: descriptors whose validity the call checks; a refused copy reads no data.
-    assert_eq!(unsafe { TVMDeviceCopyDataFromTo(from, to, null_mut()) }, -1);
-    let e = last_error();
-    assert!(e.contains(want), "{e}");
-}
-
-fn desc(data: *mut c_void, dev: tvmrt::abi::DLDevice, shape: &mut [i64; 1], off: u64) -> DLTensor {
-    DLTensor {
-        data,
-        device: dev,
-        ndim: 1,
-        dtype: dtypes::FLOAT32,
-        shape: shape.as_mut_ptr(),
-        strides: null_mut(),
-        byte_offset: off,
-    }
-}
 
 #[test]
 fn arrays_and_copies_in_every_direction() {

@@ -436,6 +436,21 @@ fn launch_overflow(kernel: &str, g: usize, b: usize, dim: usize) -> Error {
     ))
 }
 
+/// The function a device module hands out for one kernel: `launch` with the call's arguments,
+/// returning nothing; it holds `module` so the kernel's code stays loaded while the function
+/// lives.
+pub fn kernel_function<F>(module: &crate::module::Module, launch: F) -> crate::function::Function
+where
+    F: Fn(&[AnyView<'_>]) -> Result<()> + Send + Sync + 'static,
+{
+    let keep = module.clone();
+    crate::function::Function::from_fn(move |args| {
+        let _ = &keep;
+        launch(args)?;
+        Ok(crate::value::Any::none())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -530,19 +545,4 @@ mod tests {
             .message
             .contains("argument 2 has type int8"));
     }
-}
-
-/// The function a device module hands out for one kernel: `launch` with the call's arguments,
-/// returning nothing; it holds `module` so the kernel's code stays loaded while the function
-/// lives.
-pub fn kernel_function<F>(module: &crate::module::Module, launch: F) -> crate::function::Function
-where
-    F: Fn(&[AnyView<'_>]) -> Result<()> + Send + Sync + 'static,
-{
-    let keep = module.clone();
-    crate::function::Function::from_fn(move |args| {
-        let _ = &keep;
-        launch(args)?;
-        Ok(crate::value::Any::none())
-    })
 }

@@ -14,6 +14,10 @@ use tvmrt::module::{load_from_file, Module};
 use tvmrt::tensor::Tensor;
 use tvmrt::value::{Any, AnyView};
 
+#[path = "../device_support/mod.rs"]
+mod device_support;
+#[allow(unused_imports)] // used by some of the binaries that include this module
+pub use device_support::*;
 #[path = "../reliability_support/mod.rs"]
 mod reliability_support;
 pub use module_support::{dl_dtype, read_npy, scratch_in};

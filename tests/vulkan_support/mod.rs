@@ -21,6 +21,10 @@ use tvmrt::function::registry;
 use tvmrt::module::Module;
 use tvmrt::value::{Any, AnyView};
 
+#[path = "../device_support/mod.rs"]
+mod device_support;
+#[allow(unused_imports)] // used by some of the binaries that include this module
+pub use device_support::*;
 #[path = "../reliability_support/mod.rs"]
 mod reliability_support;
 pub use reliability_support::fixtures;
@@ -222,16 +226,4 @@ pub fn assert_no_validation_errors() {
     assert!(ctx.validating(), "the validation layer must be on");
     let (n, messages) = tvmrt::device::vulkan::validation_errors();
     assert_eq!(n, 0, "validation errors: {messages:#?}");
-}
-
-/// Little-endian bytes of f32s.
-pub fn f32s(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-/// f32s of little-endian bytes.
-pub fn to_f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
 }

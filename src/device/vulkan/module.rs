@@ -95,6 +95,8 @@ impl Pipeline {
 }
 
 /// A launch's descriptor infos, one per binding: on the stack for up to 16 bindings.
+// The large variant is the point: it lives on the launch's stack, never boxed or moved.
+#[allow(clippy::large_enum_variant)]
 enum Infos {
     Stack([vk::DescriptorBufferInfo; 16], usize),
     Heap(Vec<vk::DescriptorBufferInfo>),
@@ -718,7 +720,7 @@ impl Kernel {
                 (None, None) => unreachable!("a set is allocated without push descriptors"),
             }
             if !self.use_ubo() && !scalars.is_empty() {
-                dd.cmd_push_constants(cmd, pipe.layout, vk::ShaderStageFlags::COMPUTE, 0, &scalars);
+                dd.cmd_push_constants(cmd, pipe.layout, vk::ShaderStageFlags::COMPUTE, 0, scalars);
             }
             dd.cmd_dispatch(cmd, grid[0], grid[1], grid[2]);
         }
