@@ -137,6 +137,7 @@ fn main() {
             max_total_sequence_length: 8704,
             prefill_chunk_size: 128,
             max_queue: 256,
+            prefix_cache_max_num_recycling_seqs: 16,
         },
     )
     .unwrap();
