@@ -220,7 +220,13 @@ impl Model {
 
     /// `kv_state_fork_sequence(parent, child, pos)`: the child holds the parent's first `pos`
     /// tokens (-1: all), sharing its whole pages and copying the one `pos` falls in.
-    pub fn fork_sequence(&self, cache: &ObjectRef, parent: i64, child: i64, pos: i64) -> Result<()> {
+    pub fn fork_sequence(
+        &self,
+        cache: &ObjectRef,
+        parent: i64,
+        child: i64,
+        pos: i64,
+    ) -> Result<()> {
         self.fork_sequence.call_values(&[
             Any::from_object(cache.clone()),
             Any::from(parent),

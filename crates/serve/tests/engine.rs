@@ -358,7 +358,10 @@ fn prompts_fork_shared_prefixes() {
     assert_eq!(metric(&e.metrics.prefix_cache_sequences), 1);
     let mut longer = prompt.clone();
     longer.extend_from_slice(&want[..10]);
-    assert_eq!(collect(&mut submit(&e, &longer, 14), 1)[0], cut(&want[10..], 14));
+    assert_eq!(
+        collect(&mut submit(&e, &longer, 14), 1)[0],
+        cut(&want[10..], 14)
+    );
     let hit = metric(&e.metrics.prefix_hit_tokens);
     assert_eq!(hit, longer.len() as u64 - 1);
     // The same prompt again: all but its last token forked.

@@ -97,7 +97,10 @@ mod tests {
         let mut b = a[..20].to_vec();
         b.push(99);
         assert_eq!(best_hit(&a[..10], [(1, &a[..])]), None);
-        assert_eq!(best_hit(&a[..30], [(1, &a[..])]), Some(Hit { seq: 1, len: 29 }));
+        assert_eq!(
+            best_hit(&a[..30], [(1, &a[..])]),
+            Some(Hit { seq: 1, len: 29 })
+        );
         assert_eq!(
             best_hit(&a, [(1, &b[..]), (2, &a[..17])]),
             Some(Hit { seq: 1, len: 20 })

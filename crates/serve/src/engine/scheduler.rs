@@ -66,6 +66,8 @@ impl Worker {
                 if let Some(a) = self.waiting.pop_front() {
                     self.fail_one(a, &Error::runtime("the KV cache cannot hold this request"));
                 }
+                // Cancellations may have freed pages.
+                self.update_gauges();
                 continue;
             }
             self.prefill_step();
@@ -296,8 +298,7 @@ impl Worker {
         let running: usize = self.active.iter().map(|a| a.live_choices().max(1)).sum();
         let m = &self.metrics;
         m.running_sequences.store(running as u64, Relaxed);
-        m.waiting_requests
-            .store(self.waiting.len() as u64, Relaxed);
+        m.waiting_requests.store(self.waiting.len() as u64, Relaxed);
         m.prefix_cache_sequences
             .store(self.pool.len() as u64, Relaxed);
         if let Ok(free) = self.model.available_pages(&self.cache) {
