@@ -27,7 +27,7 @@ use crate::function::Function;
 use crate::value::{Any, AnyView};
 
 pub use exec::{load_executable, Executable, ExecutableModule};
-pub use interp::{load_vm, VmModule, VmState};
+pub use interp::{load_profiler_vm, load_vm, VmModule, VmState};
 
 /// Global functions of the VM: the executable loaders and the builtins.
 pub(crate) fn builtins() -> Vec<(&'static str, Function)> {

@@ -4,6 +4,7 @@
 //! output token).
 //!
 //!     cargo bench -p tvmrt-serve --bench serve -- [MODEL_DIR LIB PROMPTS_JSON_OUT]
+//!     cargo bench -p tvmrt-serve --bench serve -- --profile   # per-kernel batch_decode
 //!
 //! Every request: a random prompt of 16 to 48 token ids (fixed seed), 64 new tokens (the stop
 //! token is masked with logit_bias, so every answer has exactly 64). The prompts are written
@@ -59,6 +60,23 @@ fn bare_decode(dir: &Path, lib: &Path, batch: usize) -> Duration {
         times.push(t.elapsed().as_secs_f64());
     }
     Duration::from_secs_f64(percentile(&mut times, 0.5))
+}
+
+/// tvmrt's profiler on one `batch_decode` step of `batch` sequences (after a few warm-up
+/// steps): where the step's time goes, kernel by kernel.
+fn profile_decode(dir: &Path, lib: &Path, batch: usize) -> String {
+    let model = Model::load_profiling(lib, dir).unwrap();
+    let cache = model.create_cache(16, 8704, 128, 16).unwrap();
+    let seqs: Vec<i64> = (0..batch as i64).collect();
+    for (s, p) in seqs.iter().zip(prompts(batch)) {
+        model.add_sequence(&cache, *s).unwrap();
+        model.prefill(&cache, &[*s], &[&p]).unwrap();
+    }
+    let tokens = vec![7i32; batch];
+    for _ in 0..8 {
+        model.decode(&cache, &seqs, &tokens).unwrap();
+    }
+    model.profile_decode(&cache, &seqs, &tokens).unwrap()
 }
 
 /// One streamed completion: (time to first token, time per output token after the first,
@@ -119,6 +137,15 @@ fn main() {
         .unwrap();
     }
 
+    if std::env::args().any(|a| a == "--profile") {
+        for batch in [1, 16] {
+            println!(
+                "batch_decode, batch {batch}:\n{}",
+                profile_decode(&dir, &lib, batch)
+            );
+        }
+        return;
+    }
     let step1 = bare_decode(&dir, &lib, 1);
     let step16 = bare_decode(&dir, &lib, 16);
     println!(
