@@ -339,7 +339,12 @@ impl Model {
     /// One `batch_decode` as [`Model::decode`] runs it, every call timed by tvmrt's profiler
     /// (the model must come from [`Model::load_profiling`]): the report as a table, kernels
     /// summed by name, the slowest first.
-    pub fn profile_decode(&self, cache: &ObjectRef, seqs: &[i64], tokens: &[i32]) -> Result<String> {
+    pub fn profile_decode(
+        &self,
+        cache: &ObjectRef,
+        seqs: &[i64],
+        tokens: &[i32],
+    ) -> Result<String> {
         let profile = self
             ._vm
             .get_function("profile", false)?
