@@ -316,8 +316,33 @@ fn preemption_when_pages_run_out_keeps_every_answer() {
                 (rx, n, cut(want, max_tokens))
             })
             .collect();
+        // Seeded sampling: a preempted request's choices keep their random streams.
+        let sampled = |prompt: &[i32]| {
+            let (tx, rx) = unbounded_channel();
+            let params = SamplingParams {
+                temperature: 0.9,
+                top_p: 0.95,
+                seed: Some(3),
+                max_tokens: Some(24),
+                n: 2,
+                logit_bias: vec![(2, -100.0)],
+                ..Default::default()
+            };
+            e.submit(Request {
+                prompt: prompt.to_vec(),
+                params,
+                events: tx,
+            })
+            .unwrap();
+            rx
+        };
+        let mut hot: Vec<_> = [6, 7].iter().map(|&k| sampled(&cases[k].0)).collect();
         for (mut rx, n, want) in jobs {
             assert_eq!(collect(&mut rx, n), vec![want; n]);
+        }
+        let hot: Vec<_> = hot.iter_mut().map(|rx| collect(rx, 2)).collect();
+        for (k, got) in [6, 7].iter().zip(hot) {
+            assert_eq!(collect(&mut sampled(&cases[*k].0), 2), got);
         }
         assert!(metric(&e.metrics.preemptions) > 0);
         if pool == 0 {
@@ -397,6 +422,17 @@ fn prompts_fork_shared_prefixes() {
         }
     }
     assert_eq!(seen, cut(want, 24));
+    // Forks of forks: each continuation forks the one before (block trees deeper than the
+    // attention kernels' two depths).
+    let (prompt, want) = &cases[6];
+    for k in [0, 3, 6, 9, 12, 15, 18] {
+        let mut p = prompt.clone();
+        p.extend_from_slice(&want[..k]);
+        assert_eq!(
+            collect(&mut submit(&e, &p, 24 - k), 1)[0],
+            cut(&want[k..], 24 - k)
+        );
+    }
     // Full pool: the oldest finished sequences leave; pages come back when the pool is
     // dropped for lack of pages (tested with preemption above).
     assert!(metric(&e.metrics.prefix_cache_sequences) <= 4);
