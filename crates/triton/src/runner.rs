@@ -187,7 +187,7 @@ impl Model {
     pub fn executor(&self, device: DLDevice) -> Result<Executor> {
         let call = match &self.program {
             Program::Vm { exec } => {
-                let vm = make_vm(exec, device)?;
+                let vm = tvmrt::vm::initialized_vm(exec, device)?;
                 let f = vm.get_function(&self.function, false)?.ok_or_else(|| {
                     Error::attribute(format!("the Relax VM has no `{}`", self.function))
                 })?;
@@ -296,35 +296,6 @@ impl Model {
             .collect();
         Ok(())
     }
-}
-
-/// Creates a VM for an executable as TVM's `relax.VirtualMachine` does (TVM 0.27
-/// `python/tvm/runtime/vm.py`): `vm_load_executable()`, then `vm_initialization(device,
-/// POOLED)` on the CPU, or `(device, POOLED, kDLCPU, 0, POOLED)` with the CPU as the host.
-fn make_vm(exec: &Module, device: DLDevice) -> Result<Module> {
-    const POOLED_ALLOCATOR: i64 = 2;
-    let load = exec
-        .get_function("vm_load_executable", false)?
-        .ok_or_else(|| Error::runtime("the executable has no vm_load_executable"))?;
-    let vm = load.call(&[])?;
-    let vm = Module::from_view(&vm.view(), "the result of vm_load_executable")?;
-    let init = vm
-        .get_function("vm_initialization", false)?
-        .ok_or_else(|| Error::runtime("the Relax VM has no `vm_initialization` function"))?;
-    let mut args = vec![
-        Any::from(device.device_type.0 as i64),
-        Any::from(device.device_id as i64),
-        Any::from(POOLED_ALLOCATOR),
-    ];
-    if !tvmrt::device::is_host_accessible(device) {
-        args.extend([
-            Any::from(1i64),
-            Any::from(0i64),
-            Any::from(POOLED_ALLOCATOR),
-        ]);
-    }
-    init.call_values(&args)?;
-    Ok(vm)
 }
 
 enum Call {
