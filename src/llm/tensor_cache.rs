@@ -275,9 +275,10 @@ fn load_shard(dir: &Path, shard: &Value, device: DLDevice) -> Result<Vec<(String
     Ok(out)
 }
 
-/// `vm.builtin.tensor_cache.load`: every tensor of the weight directory `dir` into the
-/// cache, on `device`; nothing changes unless every shard loads.
-pub fn load(dir: &Path, device: DLDevice) -> Result<usize> {
+/// Every tensor of the weight directory `dir` (its `tensor-cache.json` and shards), in the
+/// file's order, on `device`, without caching them: for a host that keeps each model's weights
+/// apart (two models may name their tensors alike). Fails unless every shard loads.
+pub fn read(dir: &Path, device: DLDevice) -> Result<Vec<(String, Tensor)>> {
     let json_path = dir.join("tensor-cache.json");
     let text = std::fs::read_to_string(&json_path)
         .map_err(|e| Error::value(format!("cannot read {}: {e}", json_path.display())))?;
@@ -296,6 +297,13 @@ pub fn load(dir: &Path, device: DLDevice) -> Result<usize> {
     for shard in shards {
         all.extend(load_shard(dir, shard, device)?);
     }
+    Ok(all)
+}
+
+/// `vm.builtin.tensor_cache.load`: every tensor of the weight directory `dir` into the
+/// cache, on `device`; nothing changes unless every shard loads.
+pub fn load(dir: &Path, device: DLDevice) -> Result<usize> {
+    let all = read(dir, device)?;
     let n = all.len();
     let mut table = TABLE.lock();
     for (name, t) in all {

@@ -18,6 +18,9 @@ pub struct Settings {
     pub threads: Option<usize>,
     /// `parameters { key: "num_outputs" }`: how many of a kernel's last parameters are outputs.
     pub num_outputs: usize,
+    /// `parameters { key: "weights" }`: a Relax model's tensor cache directory, relative to
+    /// the version directory (default: its `weights` directory, when there is one).
+    pub weights: Option<String>,
     /// `default_model_filename`, else `model.so`.
     pub filename: String,
     /// `max_batch_size` (0: requests are not batched).
@@ -82,6 +85,7 @@ impl Settings {
         Ok(Settings {
             function: parameter(config, "function").filter(|s| !s.is_empty()),
             device: parameter(config, "device").filter(|s| !s.is_empty()),
+            weights: parameter(config, "weights").filter(|s| !s.is_empty()),
             threads,
             num_outputs,
             filename,
@@ -303,6 +307,7 @@ mod tests {
         assert_eq!(s.filename, "model.so");
         assert_eq!(s.max_batch_size, 4);
         assert_eq!(s.num_outputs, 1);
+        assert_eq!(s.weights, None);
         let bad = json!({"parameters": {"threads": {"string_value": "many"}}});
         assert_eq!(
             Settings::from_config(&bad).unwrap_err(),
