@@ -100,11 +100,18 @@ pub const DEFAULT_MAX_BATCH_SIZE: i64 = 8;
 fn tensor_json(spec: &TensorSpec, batched: bool) -> Value {
     let dims = spec.triton_dims();
     let dims = if batched { &dims[1..] } else { &dims[..] };
-    json!({
+    let mut t = json!({
         "name": spec.name,
         "data_type": types::config_name(spec.dtype).unwrap_or_else(|| "TYPE_INVALID".into()),
         "dims": dims,
-    })
+    });
+    // Triton wants dims: a tensor that is only its batch dimension (token ids `[n]`) is
+    // `dims: [1]` reshaped to `[]`, Triton's own idiom (requests send `[n, 1]`).
+    if dims.is_empty() {
+        t["dims"] = json!([1]);
+        t["reshape"] = json!({"shape": []});
+    }
+    t
 }
 
 fn is_empty_list(config: &Map<String, Value>, key: &str) -> bool {
@@ -333,6 +340,14 @@ mod tests {
         );
         assert_eq!(c["output"][0]["dims"], json!([8]));
         assert!(!autocomplete(&mut c, &inputs, &outputs, true));
+
+        let ids = vec![spec("ids", vec![n()])];
+        let mut c = json!({});
+        autocomplete(&mut c, &ids, &outputs, true);
+        assert_eq!(
+            c["input"],
+            json!([{"name": "ids", "data_type": "TYPE_FP32", "dims": [1], "reshape": {"shape": []}}])
+        );
 
         let mut c = json!({"input": [], "output": []});
         autocomplete(&mut c, &inputs, &outputs, false);

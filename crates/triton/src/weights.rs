@@ -110,6 +110,14 @@ pub fn bind(
                 slots.push(Slot::Weight(t.clone()));
                 used = true;
             }
+            // TVM records no annotation for the parameters past a function's `num_input`
+            // (the weights of `detach_params`): the kernels check those at the call.
+            (RelaxParam::Other { name, text }, Some(w))
+                if text.is_empty() && w.get(&name).is_some() =>
+            {
+                slots.push(Slot::Weight(w.get(&name).unwrap().clone()));
+                used = true;
+            }
             (RelaxParam::Tensor(spec), _) => {
                 slots.push(Slot::Input(inputs.len()));
                 inputs.push(spec);
@@ -260,6 +268,12 @@ mod tests {
         );
         let e = failed(bind("main", vec![x.clone(), tuple(2)], None, None));
         assert!(e.message.contains("parameter 1 (`params`)"), "{e}");
+        let unannotated = RelaxParam::Other {
+            name: "b1".into(),
+            text: String::new(),
+        };
+        let (_, slots) = bind("main", vec![x.clone(), unannotated], Some(&w), None).unwrap();
+        assert!(matches!(slots[1], Slot::Weight(_)));
         let e = failed(bind("main", vec![x], Some(&w), None));
         assert!(e.message.contains("takes none of the weights"), "{e}");
     }
