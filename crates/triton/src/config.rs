@@ -226,7 +226,8 @@ pub fn check_against_model(
     let max_batch_size = int_field(config, "max_batch_size");
     if max_batch_size > 0 && !batchable {
         return Err(format!(
-            "max_batch_size is {max_batch_size}, but the inputs of `{function}` do not share a              symbolic first dimension to batch along ({}): set max_batch_size to 0",
+            "max_batch_size is {max_batch_size}, but the inputs of `{function}` do not share a \
+             symbolic first dimension to batch along ({}): set max_batch_size to 0",
             describe(inputs)
         ));
     }

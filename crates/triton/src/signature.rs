@@ -169,13 +169,21 @@ pub fn relax_params<'s>(
 
 /// Parameter `k` of `func` is not a tensor.
 pub fn not_a_tensor(func: &str, k: usize, p: &RelaxParam) -> Error {
-    let hint = if matches!(p, RelaxParam::Tuple { .. }) {
-        " (a tuple parameter takes the model's weights: put them in a tensor cache,          `tensor-cache.json` and its shards, in the version's `weights` directory or the          directory the `weights` parameter names)"
-    } else {
-        ""
+    let cache = "put them in a tensor cache, `tensor-cache.json` and its shards, in the \
+                 version's `weights` directory or the directory the `weights` parameter names";
+    let hint = match p {
+        RelaxParam::Tuple { .. } => {
+            format!(" (a tuple parameter takes the model's weights: {cache})")
+        }
+        RelaxParam::Other { text, .. } if text.is_empty() => format!(
+            " (TVM records none for a weight past the function's `num_input`, as \
+             `detach_params` leaves them: {cache}, named by parameter)"
+        ),
+        _ => String::new(),
     };
     Error::value(format!(
-        "parameter {k} (`{}`) of Relax function `{func}` {}: the tvmrt backend serves functions          whose parameters are all tensors, weights aside{hint}",
+        "parameter {k} (`{}`) of Relax function `{func}` {}: the tvmrt backend serves functions \
+         whose parameters are all tensors, weights aside{hint}",
         p.name(),
         p.what()
     ))

@@ -91,7 +91,8 @@ parameters { key: "weights" value { string_value: "nowhere" } }
 GOOD = ["mlp", "cnn", "dyn_batch", "batch_mlp", "graph_mlp", "graph_two_outputs", "graph_params",
         "add_kernel", "opencl_mlp", "weights_mlp", "packed_mlp", "mlc_embed",
         "wrong_dtype", "wrong_shape", "optional_b", "bytes_input"]
-BROKEN = ["corrupt", "not_tvm", "weights_absent", "weights_corrupt", "weights_nowhere"]
+BROKEN = ["corrupt", "not_tvm", "weights_absent", "weights_unnamed", "weights_corrupt",
+          "weights_nowhere"]
 
 
 def non_tvm_library():
@@ -126,8 +127,10 @@ def make_repo(repo, tmp):
     add(repo, "packed_mlp", f"{models}/packed_mlp.so", PACKED)
     shutil.copytree(f"{models}/packed_mlp", os.path.join(repo, "packed_mlp", "1", "cache"))
     add(repo, "mlc_embed", f"{FIX}/mlc/model/lib.so", MLC_EMBED)
-    # A tuple of weights and no weights; a shard cut short; a directory that is not there.
+    # Weights and no cache, as a tuple or by name; a shard cut short; a directory that is not
+    # there.
     add(repo, "weights_absent", f"{models}/packed_mlp.so", BACKEND)
+    add(repo, "weights_unnamed", f"{models}/weights_mlp.so", BACKEND)
     add(repo, "weights_corrupt", f"{models}/weights_mlp.so", BACKEND)
     cut = os.path.join(repo, "weights_corrupt", "1", "weights")
     shutil.copytree(f"{models}/weights_mlp", cut)
@@ -562,6 +565,7 @@ def tests(srv, cl, direct, rng):
                              ("not_tvm", ["neither a Relax model nor a graph executor model"]),
                              ("weights_absent", ["parameter 1 (`params`)", "T.Tuple(",
                                                  "tensor-cache.json"]),
+                             ("weights_unnamed", ["parameter 1 (`w1`)", "num_input"]),
                              ("weights_corrupt", ["weights_corrupt/1/weights", "params_shard_0.bin",
                                                   "corrupted parameter shard"]),
                              ("weights_nowhere", ["weights_nowhere/1/nowhere", "does not exist"])):
