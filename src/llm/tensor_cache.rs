@@ -531,6 +531,30 @@ mod tests {
     }
 
     #[test]
+    fn read_keeps_the_file_order_and_caches_nothing() {
+        let d = dir("read");
+        let shard: Vec<u8> = [1.0f32, 2.0, 3.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        write(&d, "s0.bin", &shard);
+        let json = r#"{"records": [{"dataPath": "s0.bin", "format": "raw-shard", "nbytes": 12,
+            "records": [
+            {"name": "tcread.z", "shape": [2], "dtype": "float32", "format": "raw",
+             "nbytes": 8, "byteOffset": 0},
+            {"name": "tcread.a", "shape": [1], "dtype": "float32", "format": "raw",
+             "nbytes": 4, "byteOffset": 8}]}]}"#;
+        write(&d, "tensor-cache.json", json.as_bytes());
+        let got = read(&d, crate::tensor::layout::cpu()).unwrap();
+        let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["tcread.z", "tcread.a"]);
+        assert_eq!(f32s(&got[0].1), vec![1.0, 2.0]);
+        assert_eq!(f32s(&got[1].1), vec![3.0]);
+        assert!(get("tcread.z").is_none() && get("tcread.a").is_none());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
     fn bad_caches_are_refused_and_change_nothing() {
         let d = dir("bad");
         write(&d, "s0.bin", &[0u8; 8]);
