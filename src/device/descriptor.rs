@@ -13,7 +13,18 @@ use once_cell::sync::Lazy;
 use parking_lot::{RwLock, RwLockReadGuard};
 
 use super::address::BuildAddressHasher;
+use super::api::DataRef;
+use super::device_name;
+use crate::abi::DLDevice;
 use crate::error::{Error, Result};
+
+/// What a registry records of a descriptor, as far as the shared checks read it.
+pub trait Recorded: Copy {
+    /// The back end's device (tvmrt's id) the buffer was allocated on.
+    fn device_id(&self) -> i32;
+    /// The buffer's size in bytes.
+    fn nbytes(&self) -> usize;
+}
 
 type Map<B> = HashMap<usize, B, BuildAddressHasher>;
 
@@ -91,6 +102,37 @@ impl<D, B: Copy> Registry<D, B> {
     /// Whether no descriptor is live.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+impl<D, B: Recorded> Registry<D, B> {
+    /// The buffer one side of a copy names: a live descriptor, allocated on the device the
+    /// tensor says, holding `nbytes` from the side's offset.
+    pub fn copy_side(&self, side: &DataRef, nbytes: usize, what: &str) -> Result<B> {
+        let b = self.lookup(side.data, what)?;
+        if b.device_id() != side.device.device_id {
+            let owner = DLDevice {
+                device_type: side.device.device_type,
+                device_id: b.device_id(),
+            };
+            return Err(Error::value(format!(
+                "{what}: the tensor says {} but its buffer was allocated on {}",
+                device_name(side.device),
+                device_name(owner)
+            )));
+        }
+        let offset = side.offset;
+        if offset
+            .checked_add(nbytes)
+            .is_none_or(|end| end > b.nbytes())
+        {
+            return Err(Error::value(format!(
+                "{what}: {nbytes} bytes at offset {offset} exceed the {} buffer's {} bytes",
+                self.kind,
+                b.nbytes()
+            )));
+        }
+        Ok(b)
     }
 }
 

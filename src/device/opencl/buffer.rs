@@ -10,7 +10,8 @@
 use super::error::{cl_error, ClInt, CL_SUCCESS};
 use super::loader::Handle;
 use super::platform::platform;
-use crate::device::descriptor::{Live, Registry};
+use crate::device::api::DataRef;
+use crate::device::descriptor::{Live, Recorded, Registry};
 use crate::error::{Error, Result};
 
 /// `CL_MEM_READ_WRITE`.
@@ -105,6 +106,21 @@ pub fn not_a_buffer(p: *const std::ffi::c_void, what: &str) -> Error {
 /// The live descriptors, read-locked: look several up under one lock.
 pub fn live() -> Live<'static, Buffer> {
     LIVE.lock()
+}
+
+/// The buffer one side of a copy names: live, on the tensor's device, holding the range.
+pub fn copy_side(side: &DataRef, nbytes: usize, what: &str) -> Result<Buffer> {
+    LIVE.copy_side(side, nbytes, what)
+}
+
+impl Recorded for Buffer {
+    fn device_id(&self) -> i32 {
+        self.device_id
+    }
+
+    fn nbytes(&self) -> usize {
+        self.nbytes
+    }
 }
 
 /// What `desc` is, or an error saying it is not a live descriptor.

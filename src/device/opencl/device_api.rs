@@ -11,7 +11,7 @@
 use std::cell::Cell;
 use std::ffi::c_void;
 
-use super::buffer::{self, Buffer, BufferDescriptor};
+use super::buffer::{self, BufferDescriptor};
 use super::error::{cl_error, CL_SUCCESS};
 use super::platform::{self, info_scalar, info_string, platform};
 use crate::abi::{DLDataType, DLDevice};
@@ -51,30 +51,6 @@ fn not_opencl(dev: DLDevice) -> Error {
         "expected an OpenCL device, got {}",
         device_name(dev)
     ))
-}
-
-/// Checks that `nbytes` from `offset` lie inside buffer `b`.
-fn check_range(b: &Buffer, offset: usize, nbytes: usize, what: &str) -> Result<()> {
-    if offset.checked_add(nbytes).is_none_or(|end| end > b.nbytes) {
-        return Err(Error::value(format!(
-            "{what}: {nbytes} bytes at offset {offset} exceed the OpenCL buffer's {} bytes",
-            b.nbytes
-        )));
-    }
-    Ok(())
-}
-
-/// The descriptor a data pointer on `dev` must be, checked live and on that device.
-fn buffer_of(side: &DataRef, what: &str) -> Result<Buffer> {
-    let b = buffer::lookup(side.data, what)?;
-    if b.device_id != side.device.device_id {
-        return Err(Error::value(format!(
-            "{what}: the tensor says {} but its buffer was allocated on opencl:{}",
-            device_name(side.device),
-            b.device_id
-        )));
-    }
-    Ok(b)
 }
 
 impl OpenClDeviceApi {
@@ -225,11 +201,9 @@ impl DeviceApi for OpenClDeviceApi {
         let call;
         if from_cl && to_cl {
             let (src, dst) = (
-                buffer_of(&from, "copy source")?,
-                buffer_of(&to, "copy destination")?,
+                buffer::copy_side(&from, nbytes, "copy source")?,
+                buffer::copy_side(&to, nbytes, "copy destination")?,
             );
-            check_range(&src, from.offset, nbytes, "copy source")?;
-            check_range(&dst, to.offset, nbytes, "copy destination")?;
             let (ds, dd) = (p.device(src.device_id)?, p.device(dst.device_id)?);
             if ds.context != dd.context {
                 return Err(Error::value(format!(
@@ -254,8 +228,7 @@ impl DeviceApi for OpenClDeviceApi {
                 )
             };
         } else if from_cl && is_host_accessible(to.device) {
-            let src = buffer_of(&from, "copy source")?;
-            check_range(&src, from.offset, nbytes, "copy source")?;
+            let src = buffer::copy_side(&from, nbytes, "copy source")?;
             let host = to.data.cast::<u8>().wrapping_add(to.offset);
             call = "clEnqueueReadBuffer";
             // SAFETY: the buffer is live and the range inside it; `host` holds `nbytes`
@@ -274,8 +247,7 @@ impl DeviceApi for OpenClDeviceApi {
                 )
             };
         } else if to_cl && is_host_accessible(from.device) {
-            let dst = buffer_of(&to, "copy destination")?;
-            check_range(&dst, to.offset, nbytes, "copy destination")?;
+            let dst = buffer::copy_side(&to, nbytes, "copy destination")?;
             let host = from.data.cast::<u8>().wrapping_add(from.offset);
             call = "clEnqueueWriteBuffer";
             // SAFETY: the buffer is live and the range inside it; `host` holds `nbytes`

@@ -11,7 +11,8 @@ use std::ffi::c_void;
 use ash::vk;
 
 use super::context::{context, vk_error, Device};
-use crate::device::descriptor::{Live, Registry};
+use crate::device::api::DataRef;
+use crate::device::descriptor::{Live, Recorded, Registry};
 use crate::error::{Error, Result};
 
 /// TVM's `VulkanBuffer`, as far as anyone outside the runtime reads it. 64-byte aligned, as
@@ -208,6 +209,21 @@ pub fn not_a_buffer(p: *const c_void, what: &str) -> Error {
 /// The live descriptors, read-locked: look several up under one lock.
 pub fn live() -> Live<'static, Buffer> {
     LIVE.lock()
+}
+
+/// The buffer one side of a copy names: live, on the tensor's device, holding the range.
+pub fn copy_side(side: &DataRef, nbytes: usize, what: &str) -> Result<Buffer> {
+    LIVE.copy_side(side, nbytes, what)
+}
+
+impl Recorded for Buffer {
+    fn device_id(&self) -> i32 {
+        self.device_id
+    }
+
+    fn nbytes(&self) -> usize {
+        self.nbytes
+    }
 }
 
 /// What `desc` is, or an error saying it is not a live descriptor.

@@ -49,32 +49,6 @@ fn check_vulkan_side(dev: DLDevice) -> Result<()> {
     Ok(())
 }
 
-/// Checks that `nbytes` from `offset` lie inside buffer `b`.
-fn check_range(b: &Buffer, offset: usize, nbytes: usize, what: &str) -> Result<()> {
-    if offset.checked_add(nbytes).is_none_or(|end| end > b.nbytes) {
-        return Err(Error::value(format!(
-            "{what}: {nbytes} bytes at offset {offset} exceed the Vulkan buffer's {} bytes",
-            b.nbytes
-        )));
-    }
-    Ok(())
-}
-
-/// The descriptor a data pointer on `dev` must be, checked live, on that device, and holding
-/// the range copied.
-fn buffer_of(side: &DataRef, nbytes: usize, what: &str) -> Result<Buffer> {
-    let b = buffer::lookup(side.data, what)?;
-    if b.device_id != side.device.device_id {
-        return Err(Error::value(format!(
-            "{what}: the tensor says {} but its buffer was allocated on vulkan:{}",
-            device_name(side.device),
-            b.device_id
-        )));
-    }
-    check_range(&b, side.offset, nbytes, what)?;
-    Ok(b)
-}
-
 fn version_string(v: u32) -> String {
     format!("{}.{}", vk::api_version_major(v), vk::api_version_minor(v))
 }
@@ -231,8 +205,8 @@ impl DeviceApi for VulkanDeviceApi {
         let from_vk = from.device.device_type.0 == super::DEVICE_TYPE;
         let to_vk = to.device.device_type.0 == super::DEVICE_TYPE;
         if from_vk && to_vk {
-            let src = buffer_of(&from, nbytes, "copy source")?;
-            let dst = buffer_of(&to, nbytes, "copy destination")?;
+            let src = buffer::copy_side(&from, nbytes, "copy source")?;
+            let dst = buffer::copy_side(&to, nbytes, "copy destination")?;
             if src.device_id != dst.device_id {
                 crate::bail_value!(
                     "cannot copy from vulkan:{} to vulkan:{} directly: copy through the CPU",
@@ -255,7 +229,7 @@ impl DeviceApi for VulkanDeviceApi {
             };
             s.barrier(d)
         } else if from_vk && is_host_accessible(to.device) {
-            let src = buffer_of(&from, nbytes, "copy source")?;
+            let src = buffer::copy_side(&from, nbytes, "copy source")?;
             let host = to.data.cast::<u8>().wrapping_add(to.offset);
             // SAFETY: the range was checked; `host` holds `nbytes` writable bytes (contract).
             unsafe {
@@ -269,7 +243,7 @@ impl DeviceApi for VulkanDeviceApi {
                 )
             }
         } else if to_vk && is_host_accessible(from.device) {
-            let dst = buffer_of(&to, nbytes, "copy destination")?;
+            let dst = buffer::copy_side(&to, nbytes, "copy destination")?;
             let host = from.data.cast::<u8>().wrapping_add(from.offset);
             // SAFETY: the range was checked; `host` holds `nbytes` readable bytes (contract).
             unsafe {
