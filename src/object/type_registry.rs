@@ -805,7 +805,7 @@ pub fn registered_keys() -> Vec<(i32, String)> {
         .iter()
         .map(|(&i, e)| (i, e.key.clone()))
         .collect();
-    v.sort();
+    crate::cold_sort::sort(&mut v);
     v
 }
 

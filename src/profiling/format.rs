@@ -134,7 +134,7 @@ impl Report {
         };
         let duration = |r: &Row| r.get("Duration (us)").and_then(Metric::microseconds);
         if sort {
-            rows.sort_by(|a, b| {
+            crate::cold_sort::sort_by(&mut rows, |a, b| {
                 duration(b)
                     .unwrap_or(0.0)
                     .partial_cmp(&duration(a).unwrap_or(0.0))
