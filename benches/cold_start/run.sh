@@ -7,6 +7,9 @@
 # libtvm_runtime.so of the pinned apache-tvm wheel), then:
 #   - wall time: SAMPLES fresh processes per runtime, alternating (median and minimum, fork to
 #     exit);
+#   - CPU time: SAMPLES more processes per runtime under `perf stat -e task-clock` (the mean
+#     CPU time of the process, user and kernel: less disturbed by other load than wall time;
+#     skipped when perf cannot count);
 #   - instructions: one process per runtime under callgrind (user-space instructions of the
 #     whole process, the dynamic linker included; deterministic, unlike wall time on a shared
 #     machine).
@@ -50,7 +53,7 @@ if [[ "$a" != "$b" ]]; then
   exit 1
 fi
 
-declare -A WALL_MED WALL_MIN INSNS
+declare -A WALL_MED WALL_MIN INSNS CPU
 while read -r _ bin _ med min; do
   WALL_MED[$bin]=$med
   WALL_MIN[$bin]=$min
@@ -59,11 +62,18 @@ for bin in "$OUT/cs_tvm" "$OUT/cs_tvmrt"; do
   INSNS[$bin]=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$LIB" "$IN" 2>&1 >/dev/null |
     sed -n 's/.*Collected : *\([0-9]*\).*/\1/p')
 done
+for bin in "$OUT/cs_tvm" "$OUT/cs_tvmrt"; do
+  CPU[$bin]=$(perf stat -x, -r "$SAMPLES" -e task-clock "$bin" "$LIB" "$IN" 2>&1 >/dev/null |
+    awk -F, '/task-clock/ { printf "%.0f", $1 * 1000 }') || true
+  CPU[$bin]=${CPU[$bin]:-n/a}
+done
 t=$OUT/cs_tvm r=$OUT/cs_tvmrt
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "| runtime | wall median (us) | wall min (us) | instructions (callgrind) |"
-echo "|---|---:|---:|---:|"
-echo "| Apache TVM 0.27 (libtvm_ffi.so + libtvm_runtime.so) | ${WALL_MED[$t]} | ${WALL_MIN[$t]} | ${INSNS[$t]} |"
-echo "| tvmrt | ${WALL_MED[$r]} | ${WALL_MIN[$r]} | ${INSNS[$r]} |"
-awk -v a="${WALL_MED[$r]}" -v b="${WALL_MED[$t]}" -v c="${INSNS[$r]}" -v d="${INSNS[$t]}" \
-  'BEGIN { printf "tvmrt/TVM: wall %.2fx, instructions %.2fx\n", a / b, c / d }'
+echo "| runtime | wall median (us) | wall min (us) | CPU time, mean (us) | instructions (callgrind) |"
+echo "|---|---:|---:|---:|---:|"
+echo "| Apache TVM 0.27 (libtvm_ffi.so + libtvm_runtime.so) | ${WALL_MED[$t]} | ${WALL_MIN[$t]} | ${CPU[$t]} | ${INSNS[$t]} |"
+echo "| tvmrt | ${WALL_MED[$r]} | ${WALL_MIN[$r]} | ${CPU[$r]} | ${INSNS[$r]} |"
+awk -v a="${WALL_MED[$r]}" -v b="${WALL_MED[$t]}" -v e="${WALL_MIN[$r]}" -v f="${WALL_MIN[$t]}" \
+  -v g="${CPU[$r]}" -v h="${CPU[$t]}" -v c="${INSNS[$r]}" -v d="${INSNS[$t]}" \
+  'BEGIN { printf "tvmrt/TVM: wall median %.2fx, wall min %.2fx, CPU time %s, instructions %.2fx\n",
+           a / b, e / f, (h > 0 ? sprintf("%.2fx", g / h) : "n/a"), c / d }'
