@@ -363,6 +363,30 @@ fn stateful_interface_and_introspection() {
 }
 
 #[test]
+fn initialized_vm_runs_and_says_which_step_failed() {
+    let path = fixtures().join("mlp.so");
+    let root = load_from_file(path.to_str().unwrap(), "").unwrap();
+    let vm = tvmrt::vm::initialized_vm(&root, tvmrt::tensor::layout::cpu()).unwrap();
+    let x = Tensor::empty(&[1, 16], dtype(2, 32, 1), tvmrt::tensor::layout::cpu()).unwrap();
+    x.copy_from_bytes(&[0u8; 64]).unwrap();
+    let y = call_vm(&vm, "main", &[Any::from(x)]).unwrap();
+    let y = Tensor::from_any_view(&y.view(), "y").unwrap();
+    assert_eq!(y.shape(), &[1, 8]);
+
+    let rocm = tvmrt::device::parse_device("rocm:0").unwrap();
+    let e = tvmrt::vm::initialized_vm(&root, rocm).unwrap_err();
+    assert!(
+        e.message
+            .starts_with("initializing the Relax VM: vm_initialization: device rocm:0"),
+        "{e}"
+    );
+    let kernels = fixtures().join("add_dyn.so");
+    let lib = load_from_file(kernels.to_str().unwrap(), "").unwrap();
+    let e = tvmrt::vm::initialized_vm(&lib, tvmrt::tensor::layout::cpu()).unwrap_err();
+    assert_eq!(e.message, "the module is not a Relax VM executable");
+}
+
+#[test]
 fn vm_needs_initialization_and_checks_arity() {
     let path = fixtures().join("mlp.so");
     let root = load_from_file(path.to_str().unwrap(), "").unwrap();

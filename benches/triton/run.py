@@ -17,6 +17,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -170,6 +171,8 @@ def main():
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
     concs = [int(c) for c in args.concurrency.split(",")]
+    # The machine's load decides how far these figures can be trusted: recorded before and after.
+    loadavg_before = os.getloadavg()
     tmp = tempfile.mkdtemp(prefix="tvmrt_triton_bench_")
     libs = {}
     for name, (builder, _) in MODELS.items():
@@ -209,10 +212,14 @@ def main():
               for name in libs}
     results["direct_s"] = {n: {str(b): v for b, v in d.items()} for n, d in direct.items()}
     results["table"] = table(results, direct, concs)
+    results["loadavg_before"] = loadavg_before
     results["loadavg"] = os.getloadavg()
     print()
     print(results["table"])
+    print(f"load average before the run: {results['loadavg_before']}")
     print(f"load average after the run: {results['loadavg']}")
+    # The built models and the server logs (about 55 MB); kept when the run fails.
+    shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1, default=str)

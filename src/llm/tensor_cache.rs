@@ -275,9 +275,10 @@ fn load_shard(dir: &Path, shard: &Value, device: DLDevice) -> Result<Vec<(String
     Ok(out)
 }
 
-/// `vm.builtin.tensor_cache.load`: every tensor of the weight directory `dir` into the
-/// cache, on `device`; nothing changes unless every shard loads.
-pub fn load(dir: &Path, device: DLDevice) -> Result<usize> {
+/// Every tensor of the weight directory `dir` (its `tensor-cache.json` and shards), in the
+/// file's order, on `device`, without caching them: for a host that keeps each model's weights
+/// apart (two models may name their tensors alike). Fails unless every shard loads.
+pub fn read(dir: &Path, device: DLDevice) -> Result<Vec<(String, Tensor)>> {
     let json_path = dir.join("tensor-cache.json");
     let text = std::fs::read_to_string(&json_path)
         .map_err(|e| Error::value(format!("cannot read {}: {e}", json_path.display())))?;
@@ -296,6 +297,13 @@ pub fn load(dir: &Path, device: DLDevice) -> Result<usize> {
     for shard in shards {
         all.extend(load_shard(dir, shard, device)?);
     }
+    Ok(all)
+}
+
+/// `vm.builtin.tensor_cache.load`: every tensor of the weight directory `dir` into the
+/// cache, on `device`; nothing changes unless every shard loads.
+pub fn load(dir: &Path, device: DLDevice) -> Result<usize> {
+    let all = read(dir, device)?;
     let n = all.len();
     let mut table = TABLE.lock();
     for (name, t) in all {
@@ -520,6 +528,30 @@ mod tests {
         for n in ["tc.a", "tc.b", "tc.c"] {
             remove(n);
         }
+    }
+
+    #[test]
+    fn read_keeps_the_file_order_and_caches_nothing() {
+        let d = dir("read");
+        let shard: Vec<u8> = [1.0f32, 2.0, 3.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        write(&d, "s0.bin", &shard);
+        let json = r#"{"records": [{"dataPath": "s0.bin", "format": "raw-shard", "nbytes": 12,
+            "records": [
+            {"name": "tcread.z", "shape": [2], "dtype": "float32", "format": "raw",
+             "nbytes": 8, "byteOffset": 0},
+            {"name": "tcread.a", "shape": [1], "dtype": "float32", "format": "raw",
+             "nbytes": 4, "byteOffset": 8}]}]}"#;
+        write(&d, "tensor-cache.json", json.as_bytes());
+        let got = read(&d, crate::tensor::layout::cpu()).unwrap();
+        let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["tcread.z", "tcread.a"]);
+        assert_eq!(f32s(&got[0].1), vec![1.0, 2.0]);
+        assert_eq!(f32s(&got[1].1), vec![3.0]);
+        assert!(get("tcread.z").is_none() && get("tcread.a").is_none());
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

@@ -23,11 +23,49 @@ pub mod exec;
 pub mod interp;
 pub mod storage;
 
+use crate::abi::DLDevice;
 use crate::function::Function;
+use crate::module::Module;
 use crate::value::{Any, AnyView};
 
 pub use exec::{load_executable, Executable, ExecutableModule};
 pub use interp::{load_vm, VmModule, VmState};
+
+/// TVM's `VirtualMachine.POOLED_ALLOCATOR`, the allocator `vm_initialization` is given.
+pub const POOLED_ALLOCATOR: i64 = 2;
+
+/// A VM over an executable module (a loaded Relax model), initialized for `device` as TVM's
+/// `relax.VirtualMachine` does (TVM 0.27 `python/tvm/runtime/vm.py`): `vm_load_executable()`,
+/// then `vm_initialization(device, pooled)` on a host-accessible device, or
+/// `(device, pooled, kDLCPU, 0, pooled)` with the CPU as the host of another device. Errors
+/// say which of the two steps failed.
+pub fn initialized_vm(exec: &Module, device: DLDevice) -> crate::Result<Module> {
+    let load = exec
+        .get_function("vm_load_executable", false)?
+        .ok_or_else(|| crate::Error::type_error("the module is not a Relax VM executable"))?;
+    let vm = load
+        .call(&[])
+        .map_err(|e| e.context("creating the Relax VM"))?;
+    let vm = Module::from_view(&vm.view(), "the result of vm_load_executable")?;
+    let init = vm
+        .get_function("vm_initialization", false)?
+        .ok_or_else(|| crate::Error::runtime("the Relax VM has no `vm_initialization` function"))?;
+    let mut args = vec![
+        Any::from(device.device_type.0 as i64),
+        Any::from(device.device_id as i64),
+        Any::from(POOLED_ALLOCATOR),
+    ];
+    if !crate::device::is_host_accessible(device) {
+        args.extend([
+            Any::from(crate::tensor::layout::CPU as i64),
+            Any::from(0i64),
+            Any::from(POOLED_ALLOCATOR),
+        ]);
+    }
+    init.call_values(&args)
+        .map_err(|e| e.context("initializing the Relax VM"))?;
+    Ok(vm)
+}
 
 /// Global functions of the VM: the executable loaders and the builtins.
 pub(crate) fn builtins() -> Vec<(&'static str, Function)> {

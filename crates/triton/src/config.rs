@@ -18,6 +18,9 @@ pub struct Settings {
     pub threads: Option<usize>,
     /// `parameters { key: "num_outputs" }`: how many of a kernel's last parameters are outputs.
     pub num_outputs: usize,
+    /// `parameters { key: "weights" }`: a Relax model's tensor cache directory, relative to
+    /// the version directory (default: its `weights` directory, when there is one).
+    pub weights: Option<String>,
     /// `default_model_filename`, else `model.so`.
     pub filename: String,
     /// `max_batch_size` (0: requests are not batched).
@@ -82,6 +85,7 @@ impl Settings {
         Ok(Settings {
             function: parameter(config, "function").filter(|s| !s.is_empty()),
             device: parameter(config, "device").filter(|s| !s.is_empty()),
+            weights: parameter(config, "weights").filter(|s| !s.is_empty()),
             threads,
             num_outputs,
             filename,
@@ -96,11 +100,18 @@ pub const DEFAULT_MAX_BATCH_SIZE: i64 = 8;
 fn tensor_json(spec: &TensorSpec, batched: bool) -> Value {
     let dims = spec.triton_dims();
     let dims = if batched { &dims[1..] } else { &dims[..] };
-    json!({
+    let mut t = json!({
         "name": spec.name,
         "data_type": types::config_name(spec.dtype).unwrap_or_else(|| "TYPE_INVALID".into()),
         "dims": dims,
-    })
+    });
+    // Triton wants dims: a tensor that is only its batch dimension (token ids `[n]`) is
+    // `dims: [1]` reshaped to `[]`, Triton's own idiom (requests send `[n, 1]`).
+    if dims.is_empty() {
+        t["dims"] = json!([1]);
+        t["reshape"] = json!({"shape": []});
+    }
+    t
 }
 
 fn is_empty_list(config: &Map<String, Value>, key: &str) -> bool {
@@ -215,7 +226,8 @@ pub fn check_against_model(
     let max_batch_size = int_field(config, "max_batch_size");
     if max_batch_size > 0 && !batchable {
         return Err(format!(
-            "max_batch_size is {max_batch_size}, but the inputs of `{function}` do not share a              symbolic first dimension to batch along ({}): set max_batch_size to 0",
+            "max_batch_size is {max_batch_size}, but the inputs of `{function}` do not share a \
+             symbolic first dimension to batch along ({}): set max_batch_size to 0",
             describe(inputs)
         ));
     }
@@ -303,6 +315,7 @@ mod tests {
         assert_eq!(s.filename, "model.so");
         assert_eq!(s.max_batch_size, 4);
         assert_eq!(s.num_outputs, 1);
+        assert_eq!(s.weights, None);
         let bad = json!({"parameters": {"threads": {"string_value": "many"}}});
         assert_eq!(
             Settings::from_config(&bad).unwrap_err(),
@@ -328,6 +341,14 @@ mod tests {
         );
         assert_eq!(c["output"][0]["dims"], json!([8]));
         assert!(!autocomplete(&mut c, &inputs, &outputs, true));
+
+        let ids = vec![spec("ids", vec![n()])];
+        let mut c = json!({});
+        autocomplete(&mut c, &ids, &outputs, true);
+        assert_eq!(
+            c["input"],
+            json!([{"name": "ids", "data_type": "TYPE_FP32", "dims": [1], "reshape": {"shape": []}}])
+        );
 
         let mut c = json!({"input": [], "output": []});
         autocomplete(&mut c, &inputs, &outputs, false);

@@ -149,11 +149,19 @@ fn load_model(model: *mut sys::TRITONBACKEND_Model) -> Result<ModelState> {
     // save them with relay.save_param_dict).
     let params = format!("{location}/{version}/params");
     let params = std::path::Path::new(&params).is_file().then_some(params);
+    // A Relax model's weights kept out of its library: the tensor cache the `weights`
+    // parameter names (relative to the version directory), else `weights/` there if present.
+    let version_dir = std::path::Path::new(&location).join(version.to_string());
+    let weights = match &settings.weights {
+        Some(w) => Some(version_dir.join(w)),
+        None => Some(version_dir.join("weights")).filter(|d| d.is_dir()),
+    };
     let mut loaded = Model::load(
         &path,
         settings.function.as_deref(),
         settings.num_outputs,
         params.as_deref(),
+        weights.as_deref(),
     )
     .map_err(|e| fail(server::BackendError::from(e).message))?;
 

@@ -1,7 +1,9 @@
 //! `libtriton_tvmrt.so`: a backend for NVIDIA's Triton Inference Server that serves libraries
 //! TVM compiled (Relax models, classic graph executor models, compiled kernels) on tvmrt.
 //!
-//! A model is a repository entry `M/config.pbtxt` with `backend: "tvmrt"` and `M/1/model.so`.
+//! A model is a repository entry `M/config.pbtxt` with `backend: "tvmrt"` and `M/1/model.so`,
+//! plus `M/1/weights/` (a tensor cache) for a Relax model whose weights are kept out of its
+//! library ([`weights`]).
 //! Triton opens this library from `<backend-directory>/tvmrt/` and calls the `TRITONBACKEND_*`
 //! functions of [`entry`]; the configuration is completed from the model ([`config`],
 //! [`signature`]), each instance runs its own executor ([`runner`]), and each call of
@@ -24,3 +26,4 @@ mod server;
 mod signature;
 mod sys;
 mod types;
+mod weights;

@@ -4,20 +4,22 @@
 use tvmrt::abi::{type_index, DLDevice};
 use tvmrt::introspect::{self, graph_summary};
 use tvmrt::module::{load_from_file, Module};
-use tvmrt::object::containers::array::array_items;
+use tvmrt::object::containers::array::{array_items, new_array};
 use tvmrt::tensor::layout::cpu;
 use tvmrt::tensor::Tensor;
 use tvmrt::vm::exec::ExecutableModule;
 use tvmrt::{Any, Error, Function, Result};
 
 use crate::signature::{
-    bind_vars, graph_tensor, output_name, relax_inputs, resolve_shape, Dim, TensorSpec,
+    bind_vars, graph_tensor, output_name, relax_params, resolve_shape, Dim, RelaxParam, TensorSpec,
 };
+use crate::weights::{bind, metadata_param_names, Slot, Weights};
 
 /// What kind of program the model file holds.
 enum Program {
-    /// A Relax VM executable (TVM 0.21+ `relax.build`): the function is run by a VM.
-    Vm { exec: Module },
+    /// A Relax VM executable (TVM 0.21+ `relax.build`): the function is run by a VM, its
+    /// arguments the inputs and the weights as `slots` says.
+    Vm { exec: Module, slots: Vec<Slot> },
     /// A classic graph executor factory (TVM <= 0.19 `relay.build`): `create(device)` makes an
     /// executor.
     Graph {
@@ -50,12 +52,14 @@ pub fn one_line(text: &str) -> String {
 impl Model {
     /// Loads `path`; `function` names the Relax function (default `main`) or the kernel to
     /// serve, whose last `kernel_outputs` parameters are its outputs; `params`, a graph
-    /// executor model's parameter file.
+    /// executor model's parameter file; `weights`, a Relax model's tensor cache directory
+    /// (read once here, shared by every executor: see [`crate::weights`]).
     pub fn load(
         path: &str,
         function: Option<&str>,
         kernel_outputs: usize,
         params: Option<&str>,
+        weights: Option<&std::path::Path>,
     ) -> Result<Model> {
         let module = load_from_file(path, "").map_err(|e| {
             Error::new(
@@ -77,6 +81,14 @@ impl Model {
                     .enumerate()
                     .map(|(k, t)| graph_tensor(&output_name(k), &t.dtype, &t.shape))
                     .collect::<Result<Vec<_>>>()?;
+                if let Some(w) = weights {
+                    return Err(Error::value(format!(
+                        "`{path}` is a graph executor model: its parameters come from a \
+                         `params` file beside it (relay.save_param_dict), not from the weights \
+                         directory `{}`",
+                        w.display()
+                    )));
+                }
                 let params = params
                     .map(|p| {
                         std::fs::read(p)
@@ -113,15 +125,31 @@ impl Model {
                 .iter()
                 .filter_map(|c| c.view().as_str().map(str::to_string))
                 .collect();
-            let inputs = relax_inputs(name, &info.param_names, strings.iter().map(String::as_str))?;
+            let params = relax_params(name, &info.param_names, strings.iter().map(String::as_str));
+            let weights = weights.map(|d| Weights::read(d, cpu())).transpose()?;
+            let packed = params.iter().any(|p| matches!(p, RelaxParam::Tuple { .. }));
+            let order = if weights.is_some() && packed && exec.func("_metadata").is_some() {
+                metadata_order(&module)?
+            } else {
+                None
+            };
+            let (inputs, slots) = bind(name, params, weights.as_ref(), order.as_deref())?;
             return Ok(Model {
                 program: Program::Vm {
                     exec: module.clone(),
+                    slots,
                 },
                 function: name.to_string(),
                 inputs,
                 outputs: Vec::new(),
             });
+        }
+        if let Some(w) = weights {
+            return Err(Error::value(format!(
+                "`{path}` is not a Relax model: only a Relax function takes weights from a \
+                 directory (`{}`)",
+                w.display()
+            )));
         }
         let Some(name) = function else {
             return Err(Error::value(format!(
@@ -186,12 +214,32 @@ impl Model {
     /// A new executor on `device`.
     pub fn executor(&self, device: DLDevice) -> Result<Executor> {
         let call = match &self.program {
-            Program::Vm { exec } => {
-                let vm = make_vm(exec, device)?;
+            Program::Vm { exec, slots } => {
+                let vm = tvmrt::vm::initialized_vm(exec, device)?;
                 let f = vm.get_function(&self.function, false)?.ok_or_else(|| {
                     Error::attribute(format!("the Relax VM has no `{}`", self.function))
                 })?;
-                Call::Vm { f, _vm: vm }
+                // The weights are on the CPU; another device gets its own copy per executor.
+                let on_device = |t: &Tensor| -> Result<Any> {
+                    Ok(Any::from(if tvmrt::device::is_host_accessible(device) {
+                        t.clone()
+                    } else {
+                        t.copy_to(device, None)?
+                    }))
+                };
+                let args = slots
+                    .iter()
+                    .map(|s| {
+                        Ok(match s {
+                            Slot::Input(k) => Arg::Input(*k),
+                            Slot::Weight(t) => Arg::Fixed(on_device(t)?),
+                            Slot::Packed(ts) => Arg::Fixed(Any::from_object(new_array(
+                                ts.iter().map(on_device).collect::<Result<Vec<_>>>()?,
+                            ))),
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Call::Vm { f, _vm: vm, args }
             }
             Program::Graph {
                 factory,
@@ -298,33 +346,23 @@ impl Model {
     }
 }
 
-/// Creates a VM for an executable as TVM's `relax.VirtualMachine` does (TVM 0.27
-/// `python/tvm/runtime/vm.py`): `vm_load_executable()`, then `vm_initialization(device,
-/// POOLED)` on the CPU, or `(device, POOLED, kDLCPU, 0, POOLED)` with the CPU as the host.
-fn make_vm(exec: &Module, device: DLDevice) -> Result<Module> {
-    const POOLED_ALLOCATOR: i64 = 2;
-    let load = exec
-        .get_function("vm_load_executable", false)?
-        .ok_or_else(|| Error::runtime("the executable has no vm_load_executable"))?;
-    let vm = load.call(&[])?;
-    let vm = Module::from_view(&vm.view(), "the result of vm_load_executable")?;
-    let init = vm
-        .get_function("vm_initialization", false)?
-        .ok_or_else(|| Error::runtime("the Relax VM has no `vm_initialization` function"))?;
-    let mut args = vec![
-        Any::from(device.device_type.0 as i64),
-        Any::from(device.device_id as i64),
-        Any::from(POOLED_ALLOCATOR),
-    ];
-    if !tvmrt::device::is_host_accessible(device) {
-        args.extend([
-            Any::from(1i64),
-            Any::from(0i64),
-            Any::from(POOLED_ALLOCATOR),
-        ]);
-    }
-    init.call_values(&args)?;
-    Ok(vm)
+/// The parameters of `MLC-LLM`-style models in order, from their `_metadata` function
+/// (MLC-LLM's engine reads it so, then `param_array_from_cache_by_name`).
+fn metadata_order(exec: &Module) -> Result<Option<Vec<String>>> {
+    let vm = tvmrt::vm::initialized_vm(exec, cpu())?;
+    let Some(f) = vm.get_function("_metadata", false)? else {
+        return Ok(None);
+    };
+    let v = f
+        .call(&[])
+        .map_err(|e| e.context("calling the model's `_metadata`"))?;
+    Ok(v.view().as_str().and_then(metadata_param_names))
+}
+
+/// One argument of a Relax function: a request's input, or a weight set once.
+enum Arg {
+    Input(usize),
+    Fixed(Any),
 }
 
 enum Call {
@@ -332,6 +370,7 @@ enum Call {
         f: Function,
         /// Keeps the VM (the function's state) alive.
         _vm: Module,
+        args: Vec<Arg>,
     },
     Graph {
         set_input: Function,
@@ -365,8 +404,14 @@ impl Executor {
             }))
         };
         let outputs = match &self.call {
-            Call::Vm { f, .. } => {
-                let args = inputs.iter().map(to_device).collect::<Result<Vec<_>>>()?;
+            Call::Vm { f, args, .. } => {
+                let args = args
+                    .iter()
+                    .map(|a| match a {
+                        Arg::Input(k) => to_device(&inputs[*k]),
+                        Arg::Fixed(v) => Ok(v.clone()),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
                 let returned = f.call_values(&args)?;
                 let mut out = Vec::new();
                 returned_tensors(returned, &mut out)?;

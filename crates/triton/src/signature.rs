@@ -64,17 +64,60 @@ pub fn batch_var(inputs: &[TensorSpec]) -> Option<&str> {
         .then_some(first)
 }
 
-/// The inputs of Relax function `func` from the error contexts TVM's compiler stores in the
-/// executable's constant pool for the argument checks, one per parameter:
+/// One parameter of a Relax function, as its annotation describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RelaxParam {
+    /// A tensor.
+    Tensor(TensorSpec),
+    /// A tuple (`R.Tuple(...)`, printed `T.Tuple(...)` by TVM 0.27): how models take their
+    /// weights packed (`relax.frontend.nn`'s `param_mode="packed"`, MLC-LLM). Each element's
+    /// spec when it is a tensor.
+    Tuple {
+        name: String,
+        elements: Vec<Option<TensorSpec>>,
+        text: String,
+    },
+    /// Anything else (a shape, an object, ...), or no annotation found (`text` empty).
+    Other { name: String, text: String },
+}
+
+impl RelaxParam {
+    /// The parameter's name.
+    pub fn name(&self) -> &str {
+        match self {
+            RelaxParam::Tensor(t) => &t.name,
+            RelaxParam::Tuple { name, .. } | RelaxParam::Other { name, .. } => name,
+        }
+    }
+
+    /// `is `T.Tuple(...)``, for messages.
+    pub fn what(&self) -> String {
+        match self {
+            RelaxParam::Tensor(t) => format!("is {}", t.describe()),
+            RelaxParam::Tuple { text, .. } | RelaxParam::Other { text, .. } if !text.is_empty() => {
+                format!("is `{text}`")
+            }
+            _ => "has no annotation the backend can read".into(),
+        }
+    }
+}
+
+/// The parameters of Relax function `func` from the error contexts TVM's compiler stores in
+/// the executable's constant pool for the argument checks, one per parameter:
 /// `ErrorContext(fn=main, loc=param[0], param=x, annotation=R.Tensor((n, 8), dtype="float32"))`
 /// (TVM 0.27 `relax/backend/vm/vm_shape_lower.cc`).
-pub fn relax_inputs<'s>(
+pub fn relax_params<'s>(
     func: &str,
     param_names: &[String],
     constants: impl IntoIterator<Item = &'s str>,
-) -> Result<Vec<TensorSpec>> {
-    let mut found: Vec<Option<TensorSpec>> = vec![None; param_names.len()];
-    let mut other: Vec<Option<String>> = vec![None; param_names.len()];
+) -> Vec<RelaxParam> {
+    let mut found: Vec<RelaxParam> = param_names
+        .iter()
+        .map(|n| RelaxParam::Other {
+            name: n.clone(),
+            text: String::new(),
+        })
+        .collect();
     let prefix = format!("ErrorContext(fn={func}, loc=param[");
     for text in constants {
         let Some(rest) = text.strip_prefix(&prefix) else {
@@ -89,38 +132,93 @@ pub fn relax_inputs<'s>(
         let Some(annotation) = rest.split_once("annotation=").map(|p| p.1) else {
             continue;
         };
-        let annotation = annotation.trim_end().trim_end_matches(')');
+        // The ErrorContext's own closing parenthesis.
+        let annotation = annotation.trim_end();
+        let annotation = annotation.strip_suffix(')').unwrap_or(annotation);
         if k >= found.len() {
             continue;
         }
-        match parse_tensor_annotation(annotation) {
-            Some((dims, dtype)) => {
-                found[k] = Some(TensorSpec {
-                    name: param_names[k].clone(),
-                    dtype,
-                    dims,
-                })
+        let name = param_names[k].clone();
+        found[k] = if let Some((dims, dtype)) = parse_tensor_annotation(annotation) {
+            RelaxParam::Tensor(TensorSpec { name, dtype, dims })
+        } else if let Some(elements) = tuple_elements(annotation) {
+            RelaxParam::Tuple {
+                elements: elements
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| {
+                        parse_tensor_annotation(e).map(|(dims, dtype)| TensorSpec {
+                            name: format!("{name}[{i}]"),
+                            dtype,
+                            dims,
+                        })
+                    })
+                    .collect(),
+                name,
+                text: annotation.to_string(),
             }
-            None => other[k] = Some(annotation.to_string()),
-        }
+        } else {
+            RelaxParam::Other {
+                name,
+                text: annotation.to_string(),
+            }
+        };
     }
     found
-        .into_iter()
-        .enumerate()
-        .map(|(k, spec)| {
-            spec.ok_or_else(|| {
-                let what = match &other[k] {
-                    Some(a) => format!("is `{a})`"),
-                    None => "has no tensor annotation the backend can read".into(),
-                };
-                Error::value(format!(
-                    "parameter {k} (`{}`) of Relax function `{func}` {what}: the tvmrt backend \
-                     serves functions whose parameters are all tensors",
-                    param_names[k]
-                ))
-            })
-        })
-        .collect()
+}
+
+/// Parameter `k` of `func` is not a tensor.
+pub fn not_a_tensor(func: &str, k: usize, p: &RelaxParam) -> Error {
+    let cache = "put them in a tensor cache, `tensor-cache.json` and its shards, in the \
+                 version's `weights` directory or the directory the `weights` parameter names";
+    let hint = match p {
+        RelaxParam::Tuple { .. } => {
+            format!(" (a tuple parameter takes the model's weights: {cache})")
+        }
+        RelaxParam::Other { text, .. } if text.is_empty() => format!(
+            " (TVM records none for a weight past the function's `num_input`, as \
+             `detach_params` leaves them: {cache}, named by parameter)"
+        ),
+        _ => String::new(),
+    };
+    Error::value(format!(
+        "parameter {k} (`{}`) of Relax function `{func}` {}: the tvmrt backend serves functions \
+         whose parameters are all tensors, weights aside{hint}",
+        p.name(),
+        p.what()
+    ))
+}
+
+/// The elements of `R.Tuple(a, b)` / `T.Tuple(a, b)`, split at the commas outside brackets
+/// and quotes.
+fn tuple_elements(text: &str) -> Option<Vec<String>> {
+    let inner = text
+        .strip_prefix("R.Tuple(")
+        .or_else(|| text.strip_prefix("T.Tuple("))?
+        .strip_suffix(')')?;
+    Some(split_top_level(inner))
+}
+
+/// `inner` split at the commas outside brackets and quotes, each part trimmed, empty parts
+/// dropped.
+fn split_top_level(inner: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let (mut depth, mut quoted, mut start) = (0i32, false, 0usize);
+    for (i, c) in inner.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            '(' | '[' if !quoted => depth += 1,
+            ')' | ']' if !quoted => depth -= 1,
+            ',' if !quoted && depth == 0 => {
+                out.push(inner[start..i].trim().to_string());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(inner[start..].trim().to_string());
+    out.retain(|p| !p.is_empty());
+    out
 }
 
 /// `R.Tensor((n, 8), dtype="float32")` or `R.Tensor(dtype="float32", ndim=2)` (the dimensions
@@ -130,12 +228,23 @@ fn parse_tensor_annotation(text: &str) -> Option<(Vec<Dim>, DLDataType)> {
     let dtype_text = body.split("dtype=\"").nth(1)?.split('"').next()?;
     let dtype = dtype_from_str(dtype_text).ok()?;
     if let Some(shape) = body.strip_prefix('(') {
-        let dims_text = shape.split(')').next()?;
-        let dims = dims_text
-            .split(',')
-            .map(str::trim)
-            .filter(|d| !d.is_empty())
-            .map(parse_dim)
+        // Up to the parenthesis that closes the shape (sizes may be `T.int64(16)`).
+        let mut depth = 0;
+        let end = shape.char_indices().find_map(|(i, c)| match c {
+            '(' => {
+                depth += 1;
+                None
+            }
+            ')' if depth == 0 => Some(i),
+            ')' => {
+                depth -= 1;
+                None
+            }
+            _ => None,
+        })?;
+        let dims = split_top_level(&shape[..end])
+            .iter()
+            .map(|d| parse_dim(d))
             .collect();
         return Some((dims, dtype));
     }
@@ -158,6 +267,13 @@ fn parse_tensor_annotation(text: &str) -> Option<(Vec<Dim>, DLDataType)> {
 
 fn parse_dim(d: &str) -> Dim {
     if let Ok(v) = d.parse::<i64>() {
+        return Dim::Fixed(v);
+    }
+    // Inside a tuple TVM prints fixed sizes with their type: `T.int64(16)`.
+    let typed = ["T.int64(", "T.int32("]
+        .iter()
+        .find_map(|p| d.strip_prefix(p)?.strip_suffix(')')?.parse::<i64>().ok());
+    if let Some(v) = typed {
         return Dim::Fixed(v);
     }
     let ident = d
@@ -247,6 +363,15 @@ mod tests {
     use super::*;
     use tvmrt::dtype::dtypes::FLOAT32;
 
+    /// The inputs when there are no weights: every parameter must be a tensor.
+    fn relax_inputs<'s>(
+        func: &str,
+        names: &[String],
+        consts: impl IntoIterator<Item = &'s str>,
+    ) -> Result<Vec<TensorSpec>> {
+        crate::weights::bind(func, relax_params(func, names, consts), None, None).map(|r| r.0)
+    }
+
     #[test]
     fn relax_annotations() {
         let names = vec!["x".to_string(), "w".to_string(), "b".to_string()];
@@ -272,6 +397,32 @@ mod tests {
         let shape = ["ErrorContext(fn=f, loc=param[0], param=s, annotation=R.Shape([2, 3])) "];
         let e = relax_inputs("f", &names[..1], shape).unwrap_err();
         assert!(e.message.contains("is `R.Shape([2, 3])`"), "{}", e.message);
+
+        let tuple = "ErrorContext(fn=main, loc=param[1], param=params, annotation=T.Tuple(\
+            R.Tensor((T.int64(16), T.int64(32)), dtype=\"float32\"), R.Tensor((vocab, \
+            T.int64(64)), dtype=\"float32\"), R.Shape([2]))) ";
+        let params = relax_params("main", &names[..2], [consts[1], tuple]);
+        assert!(matches!(&params[0], RelaxParam::Tensor(t) if t.name == "x"));
+        let RelaxParam::Tuple { name, elements, .. } = &params[1] else {
+            panic!("{:?}", params[1]);
+        };
+        assert_eq!(name, "w");
+        assert_eq!(elements.len(), 3);
+        assert_eq!(
+            elements[0].as_ref().unwrap().describe(),
+            "w[0]: float32[16, 32]"
+        );
+        assert_eq!(
+            elements[1].as_ref().unwrap().dims,
+            vec![Dim::Var("vocab".into()), Dim::Fixed(64)]
+        );
+        assert_eq!(elements[2], None);
+        let e = relax_inputs("main", &names[..2], [consts[1], tuple]).unwrap_err();
+        assert!(
+            e.message
+                .contains("a tuple parameter takes the model's weights"),
+            "{e}"
+        );
 
         let (dims, _) = parse_tensor_annotation("R.Tensor(dtype=\"float32\", ndim=2)").unwrap();
         assert_eq!(dims.len(), 2);

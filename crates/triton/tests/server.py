@@ -74,8 +74,9 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"tritonserver exited with {self.proc.returncode}:\n{self.log_text()}")
             if time.time() > deadline:
+                log = self.log_text()
                 self.stop()
-                raise RuntimeError(f"models {pending} not ready after {timeout} s:\n{self.log_text()}")
+                raise RuntimeError(f"models {pending} not ready after {timeout} s:\n{log}")
             pending = [m for m in pending if not self.model_ready(m)]
             time.sleep(0.1)
 

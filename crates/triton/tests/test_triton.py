@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The tvmrt backend in the real Triton server (nvidia-pytriton's tritonserver 2.51), through
-tritonclient over HTTP and gRPC: outputs equal to a direct tvmrt call, auto-completed
-configurations, dynamic batching, several instances, 16 concurrent clients x 200 requests,
-and every bad input of issue 30 answered with an error while the server keeps serving.
+tritonclient over HTTP and gRPC: outputs equal to a direct tvmrt call (weights from a tensor
+cache included: by name, packed, and MLC-LLM's `embed`), auto-completed configurations,
+dynamic batching, several instances, 16 concurrent clients x 200 requests, and every bad input
+of issue 30 answered with an error while the server keeps serving.
 
 Run through crates/triton/tests/run.sh, which builds the backend and libtvmrt.so.
 """
@@ -69,10 +70,30 @@ input [
 output [{ name: "output0" data_type: TYPE_FP32 dims: [-1, 4] }]
 """
 
+# A BYTES (string) input where the model takes float32: the config lets it through.
+BYTES_INPUT = BACKEND + """
+input [{ name: "x" data_type: TYPE_STRING dims: [1, 16] }]
+output [{ name: "output0" data_type: TYPE_FP32 dims: [1, 8] }]
+"""
+
+# Weights in a tensor cache: `weights/` beside model.so (by default), or the directory the
+# `weights` parameter names (relative to the version directory, or absolute).
+PACKED = BACKEND + """
+parameters { key: "weights" value { string_value: "cache" } }
+"""
+MLC_EMBED = BACKEND + f"""
+parameters {{ key: "function" value {{ string_value: "embed" }} }}
+parameters {{ key: "weights" value {{ string_value: "{FIX}/mlc/model" }} }}
+"""
+NO_SUCH_WEIGHTS = BACKEND + """
+parameters { key: "weights" value { string_value: "nowhere" } }
+"""
+
 GOOD = ["mlp", "cnn", "dyn_batch", "batch_mlp", "graph_mlp", "graph_two_outputs", "graph_params",
-        "add_kernel", "opencl_mlp",
-        "wrong_dtype", "wrong_shape", "optional_b"]
-BROKEN = ["corrupt", "not_tvm"]
+        "add_kernel", "opencl_mlp", "weights_mlp", "packed_mlp", "mlc_embed",
+        "wrong_dtype", "wrong_shape", "optional_b", "bytes_input"]
+BROKEN = ["corrupt", "not_tvm", "weights_absent", "weights_unnamed", "weights_corrupt",
+          "weights_nowhere"]
 
 
 def non_tvm_library():
@@ -100,6 +121,23 @@ def make_repo(repo, tmp):
     add(repo, "wrong_dtype", f"{FIX}/mlp.so", WRONG_DTYPE)
     add(repo, "wrong_shape", f"{FIX}/mlp.so", WRONG_SHAPE)
     add(repo, "optional_b", f"{FIX}/dyn_batch.so", OPTIONAL_B)
+    add(repo, "bytes_input", f"{FIX}/mlp.so", BYTES_INPUT)
+    models = os.path.join(HERE, "models")
+    add(repo, "weights_mlp", f"{models}/weights_mlp.so", BACKEND)
+    shutil.copytree(f"{models}/weights_mlp", os.path.join(repo, "weights_mlp", "1", "weights"))
+    add(repo, "packed_mlp", f"{models}/packed_mlp.so", PACKED)
+    shutil.copytree(f"{models}/packed_mlp", os.path.join(repo, "packed_mlp", "1", "cache"))
+    add(repo, "mlc_embed", f"{FIX}/mlc/model/lib.so", MLC_EMBED)
+    # Weights and no cache, as a tuple or by name; a shard cut short; a directory that is not
+    # there.
+    add(repo, "weights_absent", f"{models}/packed_mlp.so", BACKEND)
+    add(repo, "weights_unnamed", f"{models}/weights_mlp.so", BACKEND)
+    add(repo, "weights_corrupt", f"{models}/weights_mlp.so", BACKEND)
+    cut = os.path.join(repo, "weights_corrupt", "1", "weights")
+    shutil.copytree(f"{models}/weights_mlp", cut)
+    with open(os.path.join(cut, "params_shard_0.bin"), "r+b") as f:
+        f.truncate(1000)
+    add(repo, "weights_nowhere", f"{models}/weights_mlp.so", NO_SUCH_WEIGHTS)
     corrupt = os.path.join(tmp, "corrupt.so")
     with open(corrupt, "wb") as f:
         f.write(b"\x7fELF" + bytes(random.Random(30).randrange(256) for _ in range(4096)))
@@ -121,6 +159,28 @@ class Direct:
         self.graphs = {}
         self.GraphModule = GraphModule
         self.lock = threading.Lock()
+
+    def weighted(self, path, cache, x, func="main", packed=True):
+        """`func(x, weights)` of a model whose weights are the tensor cache `cache`: by name
+        when its parameters are named like the cache's records, else packed in a tuple in the
+        order of its `_metadata` (an MLC-LLM model) or of tensor-cache.json."""
+        tvmrt = self.tvmrt
+        with self.lock:
+            vm = tvmrt.VirtualMachine(tvmrt.load_module(path), tvmrt.cpu())
+            tvmrt.get_global_func("vm.builtin.tensor_cache.load")(cache, 1, 0)
+            with open(os.path.join(cache, "tensor-cache.json")) as f:
+                names = [r["name"] for s in json.load(f)["records"] for r in s["records"]]
+            if vm.module.get_function("_metadata", False) is not None:
+                names = [p["name"] for p in json.loads(str(vm["_metadata"]()))["params"]]
+            get = tvmrt.get_global_func("vm.builtin.tensor_cache.get")
+            arg = tvmrt.tensor(np.ascontiguousarray(x))
+            if not packed:
+                out = vm[func](arg, *[get(n) for n in names])
+            else:
+                packed = tvmrt.get_global_func("vm.builtin.param_array_from_cache_by_name_unpacked")
+                out = vm[func](arg, packed(*names))
+            tvmrt.get_global_func("vm.builtin.tensor_cache.clear")()
+            return [out.numpy()]
 
     def relax(self, path, *inputs, device=None):
         tvmrt = self.tvmrt
@@ -283,9 +343,22 @@ def tests(srv, cl, direct, rng):
                                  (f"{FIX}/graph/mlp.so", f"{FIX}/graph/mlp.override.params")),
         "graph_two_outputs": lambda: ({"x": rng.standard_normal((2, 3), dtype=np.float32)}, "graph",
                                       f"{FIX}/graph/two_outputs.so"),
+        "weights_mlp": lambda: ({"x": rng.standard_normal((3, 16), dtype=np.float32)}, "weights",
+                                (f"{HERE}/models/weights_mlp.so", f"{HERE}/models/weights_mlp", "main")),
+        "packed_mlp": lambda: ({"x": rng.standard_normal((2, 16), dtype=np.float32)}, "weights",
+                               (f"{HERE}/models/packed_mlp.so", f"{HERE}/models/packed_mlp", "main")),
+        # Token ids [n] are dims [1] reshaped to [] (Triton's idiom): requests send [n, 1].
+        "mlc_embed": lambda: ({"input_ids": rng.integers(0, 320, (6, 1), dtype=np.int32)}, "weights",
+                              (f"{FIX}/mlc/model/lib.so", f"{FIX}/mlc/model", "embed")),
     }
 
-    def expected(kind, path, inputs):
+    def expected(model, kind, path, inputs):
+        if kind == "weights":
+            lib, cache, func = path
+            x = next(iter(inputs.values()))
+            x = x.reshape(-1) if model == "mlc_embed" else x
+            return direct.weighted(lib, cache, x, func=func,
+                                   packed=model != "weights_mlp")
         if kind == "opencl":
             return direct.relax(path, *inputs.values(), device=direct.tvmrt.opencl())
         if kind == "relax":
@@ -298,7 +371,7 @@ def tests(srv, cl, direct, rng):
         for proto, binary in (("http", True), ("http", False), ("grpc", True)):
             def one(model=model, make=make, proto=proto, binary=binary):
                 inputs, kind, path = make()
-                want = expected(kind, path, inputs)
+                want = expected(model, kind, path, inputs)
                 got = cl.infer(proto, model, inputs, binary=binary)
                 assert sorted(got) == [f"output{k}" for k in range(len(want))], sorted(got)
                 for k, w in enumerate(want):
@@ -312,6 +385,33 @@ def tests(srv, cl, direct, rng):
         got = cl.infer("http", "add_kernel", {"A": a, "B": b})["output0"]
         equal(got, a + b, "add")
     check("a compiled kernel named by `function` (add_dyn.so's add)", kernel)
+
+    def weights_autocomplete():
+        for model, name, dtype, dims in (("weights_mlp", "x", "TYPE_FP32", [16]),
+                                         ("packed_mlp", "x", "TYPE_FP32", [16]),
+                                         ("mlc_embed", "input_ids", "TYPE_INT32", [])):
+            c = config(model)
+            got = [(i["name"], i["data_type"], i["dims"]) for i in c["input"]]
+            assert got == [(name, dtype, dims or [1])], (model, got)
+            assert ("reshape" in c["input"][0]) == (dims == []), c["input"][0]
+            assert c["max_batch_size"] == 8, (model, c["max_batch_size"])
+        # The weights are the batch_mlp's, kept out of the library: the same outputs.
+        x = rng.standard_normal((2, 16), dtype=np.float32)
+        want = direct.relax(f"{HERE}/models/batch_mlp.so", x)[0]
+        for model in ("weights_mlp", "packed_mlp"):
+            got = cl.infer("http", model, {"x": x})["output0"]
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        # MLC-LLM's embed is a row of the embedding table (stored as bfloat16 halves).
+        with open(f"{FIX}/mlc/model/tensor-cache.json") as f:
+            shard = json.load(f)["records"][0]
+        rec = next(r for r in shard["records"] if r["name"] == "model.embed_tokens.weight")
+        raw = np.fromfile(f"{FIX}/mlc/model/{shard['dataPath']}", dtype=np.uint16,
+                          count=rec["nbytes"] // 2, offset=rec["byteOffset"])
+        table = (raw.astype(np.uint32) << 16).view(np.float32).reshape(rec["shape"])
+        ids = np.array([5, 0, 319], np.int32)
+        got = cl.infer("grpc", "mlc_embed", {"input_ids": ids.reshape(3, 1)})["output0"]
+        equal(got, table[ids], "embed")
+    check("weights from a tensor cache: left out of the inputs, the model's own values", weights_autocomplete)
 
     def params_differ():
         x = rng.standard_normal((1, 4), dtype=np.float32)
@@ -415,6 +515,20 @@ def tests(srv, cl, direct, rng):
         assert "FP64" in e and "FP32" in e, e
     check("bad input: wrong dtype (one the config let through, one Triton refuses)", bad_dtype)
 
+    def bad_bytes():
+        strings = np.array([[b"1.5"] * 16], dtype=np.object_)
+        for proto in ("http", "grpc"):
+            e = cl.error(proto, "bytes_input", {"x": strings})
+            assert "input `x` is BYTES, but the model takes FP32" in e, e
+        print(f"      {e[:300]}")
+        e = cl.error("http", "mlp", {"x": strings})
+        assert "BYTES" in e and "FP32" in e, e
+        x = rng.standard_normal((1, 16), dtype=np.float32)
+        equal(cl.infer("http", "mlp", {"x": x})["output0"], direct.relax(f"{FIX}/mlp.so", x)[0],
+              "mlp after the strings")
+    check("bad input: BYTES (strings) for a float32 input (the config let through, and not)",
+          bad_bytes)
+
     def bad_shape():
         e = cl.error("grpc", "wrong_shape", {"x": np.zeros((1, 15), np.float32)})
         assert "input `x` has shape [1, 15], but the model takes x: float32[1, 16]" in e, e
@@ -449,7 +563,13 @@ def tests(srv, cl, direct, rng):
         with urllib.request.urlopen(req, timeout=10) as r:
             index = {m["name"]: m for m in json.loads(r.read())}
         for model, words in (("corrupt", ["model `corrupt`", "model.so"]),
-                             ("not_tvm", ["neither a Relax model nor a graph executor model"])):
+                             ("not_tvm", ["neither a Relax model nor a graph executor model"]),
+                             ("weights_absent", ["parameter 1 (`params`)", "T.Tuple(",
+                                                 "tensor-cache.json"]),
+                             ("weights_unnamed", ["parameter 1 (`w1`)", "num_input"]),
+                             ("weights_corrupt", ["weights_corrupt/1/weights", "params_shard_0.bin",
+                                                  "corrupted parameter shard"]),
+                             ("weights_nowhere", ["weights_nowhere/1/nowhere", "does not exist"])):
             assert not srv.model_ready(model), model
             reason = index[model].get("reason", "")
             assert index[model]["state"] == "UNAVAILABLE", index[model]
@@ -459,7 +579,8 @@ def tests(srv, cl, direct, rng):
             assert srv.model_ready(m), m
         equal(cl.infer("grpc", "mlp", {"x": pool[0]})["output0"],
               direct.relax(f"{FIX}/mlp.so", pool[0])[0], "mlp after the bad models")
-    check("bad model files: load fails with a message, the other models keep serving", broken_models)
+    check("bad model files and weights: load fails with a message, the other models keep serving",
+          broken_models)
 
     def still_alive():
         assert srv.proc.poll() is None, "the server died"

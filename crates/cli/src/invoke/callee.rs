@@ -135,7 +135,9 @@ pub(super) fn resolve(
     }
     let mut vm_error = None;
     if module.implements_function("vm_load_executable", false) {
-        let vm = make_vm(module, device)?;
+        // The CLI prints one line per error: the kernels' messages span several.
+        let vm = tvmrt::vm::initialized_vm(module, device)
+            .map_err(|e| Error::new(e.kind.clone(), one_line(&e.message)))?;
         // The VM refuses names that are not Relax functions (the executable's kernels, which
         // are then found in the imported library below).
         match vm.get_function(name, false) {
@@ -163,44 +165,4 @@ pub(super) fn resolve(
     Err(Error::attribute(format!(
         "`{path}` has no function `{name}`{known}"
     )))
-}
-
-/// Creates a VM for an executable as TVM's `relax.VirtualMachine` does:
-/// `vm = exec["vm_load_executable"](); vm["vm_initialization"](kDLCPU, 0, pooled)` on the CPU,
-/// `(device, pooled, kDLCPU, 0, pooled)` on another device (the CPU is the host).
-fn make_vm(exec: &Module, device: DLDevice) -> Result<Module> {
-    /// TVM's `VirtualMachine.POOLED_ALLOCATOR`.
-    const POOLED_ALLOCATOR: i64 = 2;
-    let load = exec
-        .get_function("vm_load_executable", false)?
-        .ok_or_else(|| Error::runtime("vm_load_executable disappeared"))?;
-    let vm = load.call(&[]).map_err(|e| {
-        Error::new(
-            e.kind.clone(),
-            format!("creating the Relax VM: {}", one_line(&e.message)),
-        )
-    })?;
-    let vm = Module::from_view(&vm.view(), "the result of vm_load_executable")?;
-    let init = vm
-        .get_function("vm_initialization", false)?
-        .ok_or_else(|| Error::runtime("the Relax VM has no `vm_initialization` function"))?;
-    let mut args = vec![
-        Any::from(device.device_type.0 as i64),
-        Any::from(device.device_id as i64),
-        Any::from(POOLED_ALLOCATOR),
-    ];
-    if !tvmrt::device::is_host_accessible(device) {
-        args.extend([
-            Any::from(1i64),
-            Any::from(0i64),
-            Any::from(POOLED_ALLOCATOR),
-        ]);
-    }
-    init.call_values(&args).map_err(|e| {
-        Error::new(
-            e.kind.clone(),
-            format!("initializing the Relax VM: {}", one_line(&e.message)),
-        )
-    })?;
-    Ok(vm)
 }
