@@ -3,7 +3,8 @@
 //! of the standard library's driftsort (8-12 KB of code each; BENCHMARKS.md, "Library size").
 //! These all share one copy: the sort runs over indices with the comparison behind a `dyn`
 //! call, then the elements move into place. Code whose sorts are on a model's path (contrib
-//! sort and set operations, the LLM samplers) keeps the inlined standard sort.
+//! sort and set operations, the LLM samplers) keeps the inlined standard sort, and so does the
+//! global registry, which names only the core (`function`, `value`, `error`: CI checks it).
 
 use std::cmp::Ordering;
 

@@ -127,7 +127,7 @@ pub fn remove(name: &str) -> bool {
 /// All registered names, sorted.
 pub fn list_names() -> Vec<String> {
     let mut names: Vec<String> = TABLE.read().keys().cloned().collect();
-    crate::cold_sort::sort(&mut names);
+    names.sort();
     names
 }
 
