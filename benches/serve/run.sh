@@ -7,7 +7,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
-model=tests/fixtures/mlc/model
+model="$root/tests/fixtures/mlc/model"   # absolute: cargo bench runs in the crate's folder
 prompts=$(mktemp)
 trap 'rm -f "$prompts"' EXIT
 cargo bench -p tvmrt-serve --bench serve -- "$model" "$model/lib.so" "$prompts"

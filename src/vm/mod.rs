@@ -29,7 +29,7 @@ use crate::module::Module;
 use crate::value::{Any, AnyView};
 
 pub use exec::{load_executable, Executable, ExecutableModule};
-pub use interp::{load_vm, VmModule, VmState};
+pub use interp::{load_profiler_vm, load_vm, VmModule, VmState};
 
 /// TVM's `VirtualMachine.POOLED_ALLOCATOR`, the allocator `vm_initialization` is given.
 pub const POOLED_ALLOCATOR: i64 = 2;

@@ -12,7 +12,9 @@ Starts the server on 127.0.0.1 (a free port), checks, stops it by its process id
 - a client that disconnects mid-stream: its pages are freed and the server still serves;
 - bad input: 400 (prompt past the context window, unknown model, malformed JSON, wrong types,
   max_tokens 0 or negative), 401 (wrong or missing API key), 429 with Retry-After (full queue);
-- seeds, n, stop strings, logit_bias, /metrics.
+- seeds, n, stop strings, logit_bias, /metrics;
+- prefix sharing (a prompt continuing a finished answer forks its KV cache) and preemption
+  (a server with 17 KV pages and 16 concurrent requests: every answer still TVM's).
 """
 
 import http.client
@@ -238,17 +240,21 @@ def metric(s, name):
     return float(m.group(1))
 
 
-def wait_idle(s):
+def wait_idle(s, pages=None):
+    """Waits for no running or waiting request (and `pages` KV pages in use, if given: the
+    finished sequences kept for prefix sharing hold pages); returns the pages in use."""
     for _ in range(200):
-        if metric(s, "tvmrt_kv_pages_in_use") == 0 and metric(s, "tvmrt_running_sequences") == 0:
-            return
+        used = metric(s, "tvmrt_kv_pages_in_use")
+        if metric(s, "tvmrt_running_sequences") == 0 and metric(s, "tvmrt_waiting_requests") == 0 \
+                and pages in (None, used):
+            return used
         time.sleep(0.05)
     raise AssertionError("the server did not go idle")
 
 
 @check("a client disconnecting mid-stream cancels its sequence; the server still serves")
 def _(s, client):
-    wait_idle(s)
+    idle = wait_idle(s)
     cancelled = metric(s, 'tvmrt_requests_total{status="cancelled"}')
     c = http.client.HTTPConnection(s.host, s.port, timeout=30)
     c.request("POST", "/v1/completions", body=json.dumps(
@@ -259,7 +265,7 @@ def _(s, client):
     got = b""
     while got.count(b"data:") < 3:
         got += r.read1(4096)
-    assert metric(s, "tvmrt_kv_pages_in_use") > 0
+    assert metric(s, "tvmrt_kv_pages_in_use") > idle
     c.sock.close()
     c.close()
     for _ in range(200):
@@ -268,12 +274,28 @@ def _(s, client):
         time.sleep(0.05)
     else:
         raise AssertionError("the disconnected stream was not cancelled")
-    wait_idle(s)
+    wait_idle(s, idle)
     want = cut(expected()[1]["greedy"], 8)
     r = client.completions.create(model="model", prompt="hello world", max_tokens=8,
                                   temperature=0, logprobs=0,
                                   extra_body={"return_tokens_as_token_ids": True})
     assert completion_tokens(r.choices[0]) == want
+
+
+@check("prompts that continue a finished answer fork its KV cache (prefix sharing)")
+def _(s, client):
+    case = expected()[0]
+    want = cut(case["greedy"], 24)
+    greedy = dict(model="model", temperature=0, logprobs=0,
+                  extra_body={"return_tokens_as_token_ids": True})
+    r = client.completions.create(prompt=case["prompt_ids"], max_tokens=24, **greedy)
+    assert completion_tokens(r.choices[0]) == want
+    before = metric(s, "tvmrt_prefix_hit_tokens_total")
+    longer = case["prompt_ids"] + want[:10]
+    r = client.completions.create(prompt=longer, max_tokens=14, **greedy)
+    assert completion_tokens(r.choices[0]) == want[10:]
+    assert metric(s, "tvmrt_prefix_hit_tokens_total") - before == len(longer) - 1
+    assert metric(s, "tvmrt_prefix_cache_sequences") >= 1
 
 
 @check("bad input: 400 with OpenAI's error object, 401 for a wrong key; others still served")
@@ -377,6 +399,36 @@ def check_queue_full(binary):
     print("ok: a full queue answers 429 with Retry-After, then serves again")
 
 
+def check_preemption(binary):
+    # 17 KV pages for 16 concurrent requests of up to 174 + 24 tokens: requests are preempted
+    # and recomputed, and every answer is still TVM's.
+    s = Server(binary, "--max-num-sequence", "16", "--max-total-seq-length", "256",
+               "--prefill-chunk-size", "64")
+    try:
+        client = openai.OpenAI(base_url=s.url + "/v1", api_key="none", max_retries=0,
+                               timeout=120)
+        cases = expected()
+
+        def one(k):
+            case = cases[k % len(cases)]
+            n = 16 + k % 9
+            r = client.completions.create(
+                model="model", prompt=case["prompt_ids"], max_tokens=n, temperature=0,
+                logprobs=0, extra_body={"return_tokens_as_token_ids": True})
+            return completion_tokens(r.choices[0]), cut(case["greedy"], n)
+
+        with ThreadPoolExecutor(16) as pool:
+            for got, want in pool.map(one, range(16)):
+                assert got == want, (got, want)
+        assert metric(s, "tvmrt_preemptions_total") > 0
+        got, _, text = s.request("POST", "/v1/completions", {
+            "prompt": cases[5]["prompt_ids"], "max_tokens": 200}, key=None)
+        assert got == 400 and "max_total_sequence_length" in text, (got, text)
+    finally:
+        s.stop()
+    print("ok: preemption when KV pages run out keeps every answer; too big for the cache: 400")
+
+
 def check_bad_startup(binary):
     for args, words in [
         (["serve", "/nonexistent/model", "--model-lib", LIB], "mlc-chat-config.json"),
@@ -402,7 +454,8 @@ def main():
     finally:
         s.stop()
     check_queue_full(binary)
-    print(f"all {len(CHECKS) + 2} checks passed")
+    check_preemption(binary)
+    print(f"all {len(CHECKS) + 3} checks passed")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 //! output token).
 //!
 //!     cargo bench -p tvmrt-serve --bench serve -- [MODEL_DIR LIB PROMPTS_JSON_OUT]
+//!     cargo bench -p tvmrt-serve --bench serve -- --profile   # per-kernel batch_decode
 //!
 //! Every request: a random prompt of 16 to 48 token ids (fixed seed), 64 new tokens (the stop
 //! token is masked with logit_bias, so every answer has exactly 64). The prompts are written
@@ -59,6 +60,113 @@ fn bare_decode(dir: &Path, lib: &Path, batch: usize) -> Duration {
         times.push(t.elapsed().as_secs_f64());
     }
     Duration::from_secs_f64(percentile(&mut times, 0.5))
+}
+
+/// tvmrt's profiler on one `batch_decode` step of `batch` sequences (after a few warm-up
+/// steps): where the step's time goes, kernel by kernel.
+fn profile_decode(dir: &Path, lib: &Path, batch: usize) -> String {
+    let model = Model::load_profiling(lib, dir).unwrap();
+    let cache = model.create_cache(16, 8704, 128, 16).unwrap();
+    let seqs: Vec<i64> = (0..batch as i64).collect();
+    for (s, p) in seqs.iter().zip(prompts(batch)) {
+        model.add_sequence(&cache, *s).unwrap();
+        model.prefill(&cache, &[*s], &[&p]).unwrap();
+    }
+    let tokens = vec![7i32; batch];
+    for _ in 0..8 {
+        model.decode(&cache, &seqs, &tokens).unwrap();
+    }
+    model.profile_decode(&cache, &seqs, &tokens).unwrap()
+}
+
+/// The median cost of the engine's per-token work besides the forward: the model's logit-bias
+/// kernel on one row, argmax, and the incremental detokenization of one token.
+fn per_token_costs(dir: &Path, lib: &Path) {
+    let model = Model::load(lib, dir).unwrap();
+    let codec = tvmrt_serve::text::TextCodec::load(dir).unwrap();
+    let row: Vec<f32> = (0..model.vocab_size).map(|i| (i % 7) as f32).collect();
+    let median = |f: &mut dyn FnMut()| {
+        let mut t: Vec<f64> = (0..200)
+            .map(|_| {
+                let s = Instant::now();
+                f();
+                s.elapsed().as_secs_f64() * 1e6
+            })
+            .collect();
+        percentile(&mut t, 0.5)
+    };
+    let bias = median(&mut || {
+        let mut rows = vec![row.clone()];
+        model
+            .process_logits(&mut rows, &[(0, 2, -100.0)], &[], &[[0.0, 0.0, 1.0]])
+            .unwrap();
+    });
+    let argmax = median(&mut || {
+        std::hint::black_box(tvmrt_serve::sampler::argmax(&row));
+    });
+    let tokens: Vec<i32> = prompts(1)[0].clone();
+    let detok = median(&mut || {
+        let mut d = tvmrt_serve::text::Detokenized::default();
+        for k in 1..=tokens.len() {
+            d.push(&codec, &tokens[..k], &[], false);
+            d.take_delta(&[], false);
+        }
+    }) / tokens.len() as f64;
+    println!(
+        "per token, median: logit bias kernel {bias:.2} us, argmax {argmax:.2} us, \
+         detokenization {detok:.2} us"
+    );
+}
+
+/// The engine driven through its Rust API, one request at a time (16 of them): the median
+/// time between a request's consecutive tokens as its receiver sees them.
+fn engine_tpot(dir: &Path, lib: &Path) -> f64 {
+    use tvmrt_serve::engine::{Event, Request};
+    use tvmrt_serve::sampler::SamplingParams;
+    let engine = Engine::start(
+        lib.to_path_buf(),
+        dir.to_path_buf(),
+        EngineConfig {
+            max_num_sequence: 16,
+            max_total_sequence_length: 8704,
+            prefill_chunk_size: 128,
+            max_queue: 256,
+            prefix_cache_max_num_recycling_seqs: 0,
+        },
+    )
+    .unwrap();
+    let mut gaps = Vec::new();
+    for p in prompts(16) {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let params = SamplingParams {
+            temperature: 0.0,
+            max_tokens: Some(NEW_TOKENS),
+            logit_bias: vec![(2, -100.0)],
+            ..Default::default()
+        };
+        engine
+            .submit(Request {
+                prompt: p,
+                params,
+                events: tx,
+            })
+            .unwrap();
+        let mut last: Option<Instant> = None;
+        while let Some(e) = rx.blocking_recv() {
+            match e {
+                Event::Delta { token: Some(_), .. } => {
+                    let now = Instant::now();
+                    if let Some(t) = last {
+                        gaps.push((now - t).as_secs_f64());
+                    }
+                    last = Some(now);
+                }
+                Event::Done { .. } | Event::Error(_) => break,
+                _ => {}
+            }
+        }
+    }
+    percentile(&mut gaps, 0.5)
 }
 
 /// One streamed completion: (time to first token, time per output token after the first,
@@ -119,6 +227,16 @@ fn main() {
         .unwrap();
     }
 
+    if std::env::args().any(|a| a == "--profile") {
+        for batch in [1, 16] {
+            println!(
+                "batch_decode, batch {batch}:\n{}",
+                profile_decode(&dir, &lib, batch)
+            );
+        }
+        per_token_costs(&dir, &lib);
+        return;
+    }
     let step1 = bare_decode(&dir, &lib, 1);
     let step16 = bare_decode(&dir, &lib, 16);
     println!(
@@ -129,6 +247,13 @@ fn main() {
     );
 
     let chat = ChatConfig::load(&dir).unwrap();
+    let engine_alone = engine_tpot(&dir, &lib);
+    println!(
+        "engine alone (no HTTP), concurrency 1: time per output token median {:.1} us ({:.2}x \
+         the bare step)",
+        engine_alone * 1e6,
+        engine_alone / step1.as_secs_f64()
+    );
     let engine = Engine::start(
         lib.clone(),
         dir.clone(),
@@ -137,6 +262,7 @@ fn main() {
             max_total_sequence_length: 8704,
             prefill_chunk_size: 128,
             max_queue: 256,
+            prefix_cache_max_num_recycling_seqs: 16,
         },
     )
     .unwrap();

@@ -62,6 +62,11 @@ pub struct Args {
     /// Most requests waiting for admission; more get 429 with Retry-After.
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_queue: usize,
+
+    /// Finished sequences kept in the KV cache so that prompts starting with their tokens
+    /// fork them instead of prefilling (default: max_num_sequence; 0: off).
+    #[arg(long, value_name = "N")]
+    pub prefix_cache_max_num_recycling_seqs: Option<usize>,
 }
 
 /// Reads the model's limits from `mlc-chat-config.json` to fill in the defaults.
@@ -89,6 +94,9 @@ fn engine_config(a: &Args, chat: &ChatConfig, max_batch: Option<i64>) -> Result<
         max_total_sequence_length: total,
         prefill_chunk_size: chunk,
         max_queue: a.max_queue,
+        prefix_cache_max_num_recycling_seqs: a
+            .prefix_cache_max_num_recycling_seqs
+            .unwrap_or(max_num_sequence),
     })
 }
 

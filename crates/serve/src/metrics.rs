@@ -60,6 +60,10 @@ pub struct Metrics {
     pub requests_cancelled: AtomicU64,
     pub prompt_tokens: AtomicU64,
     pub generation_tokens: AtomicU64,
+    /// Requests taken out of the KV cache for lack of pages (recomputed later).
+    pub preemptions: AtomicU64,
+    /// Prompt tokens not prefilled because a sequence in the cache held them (forked).
+    pub prefix_hit_tokens: AtomicU64,
     pub ttft: Histogram,
     pub tpot: Histogram,
     pub queue_time: Histogram,
@@ -67,6 +71,8 @@ pub struct Metrics {
     pub waiting_requests: AtomicU64,
     pub kv_pages_in_use: AtomicU64,
     pub kv_pages_total: AtomicU64,
+    /// Finished sequences kept in the KV cache for prefix sharing.
+    pub prefix_cache_sequences: AtomicU64,
 }
 
 impl Metrics {
@@ -108,6 +114,18 @@ impl Metrics {
             "Tokens generated.",
             &self.generation_tokens,
         );
+        counter(
+            &mut out,
+            "tvmrt_preemptions_total",
+            "Requests preempted (their KV pages freed, recomputed later) for lack of KV pages.",
+            &self.preemptions,
+        );
+        counter(
+            &mut out,
+            "tvmrt_prefix_hit_tokens_total",
+            "Prompt tokens forked from a sequence in the KV cache instead of prefilled.",
+            &self.prefix_hit_tokens,
+        );
         self.ttft.render(
             &mut out,
             "tvmrt_time_to_first_token_seconds",
@@ -136,8 +154,13 @@ impl Metrics {
             ),
             (
                 "tvmrt_kv_pages_in_use",
-                "KV cache pages holding tokens.",
+                "KV cache pages holding tokens (prefix-cache sequences included).",
                 &self.kv_pages_in_use,
+            ),
+            (
+                "tvmrt_prefix_cache_sequences",
+                "Finished sequences kept in the KV cache for prefix sharing.",
+                &self.prefix_cache_sequences,
             ),
             (
                 "tvmrt_kv_pages_total",

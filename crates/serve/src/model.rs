@@ -121,11 +121,25 @@ impl Model {
     /// Loads `library` (MLC's `compile` output) and the weights of `model_dir`
     /// (`tensor-cache.json` and its shards).
     pub fn load(library: &Path, model_dir: &Path) -> Result<Model> {
+        Self::load_vm(library, model_dir, false)
+    }
+
+    /// [`Model::load`] on a profiling VM (`vm_profiler_load_executable`): for
+    /// [`Model::profile_decode`].
+    pub fn load_profiling(library: &Path, model_dir: &Path) -> Result<Model> {
+        Self::load_vm(library, model_dir, true)
+    }
+
+    fn load_vm(library: &Path, model_dir: &Path, profiling: bool) -> Result<Model> {
         let lib = library
             .to_str()
             .ok_or_else(|| Error::value("the library path is not UTF-8"))?;
         let exec = load_from_file(lib, "")?;
-        let vm = tvmrt::vm::load_vm(&exec)?;
+        let vm = if profiling {
+            tvmrt::vm::load_profiler_vm(&exec)?
+        } else {
+            tvmrt::vm::load_vm(&exec)?
+        };
         let func = |name: &str| -> Result<Function> {
             vm.get_function(name, false)?.ok_or_else(|| {
                 Error::value(format!(
@@ -218,13 +232,20 @@ impl Model {
         Ok(())
     }
 
-    /// `kv_state_fork_sequence(parent, child, -1)`: the child shares all of the parent's pages.
-    pub fn fork_sequence(&self, cache: &ObjectRef, parent: i64, child: i64) -> Result<()> {
+    /// `kv_state_fork_sequence(parent, child, pos)`: the child holds the parent's first `pos`
+    /// tokens (-1: all), sharing its whole pages and copying the one `pos` falls in.
+    pub fn fork_sequence(
+        &self,
+        cache: &ObjectRef,
+        parent: i64,
+        child: i64,
+        pos: i64,
+    ) -> Result<()> {
         self.fork_sequence.call_values(&[
             Any::from_object(cache.clone()),
             Any::from(parent),
             Any::from(child),
-            Any::from(-1i64),
+            Any::from(pos),
         ])?;
         Ok(())
     }
@@ -308,6 +329,48 @@ impl Model {
                 Any::from_object(cache.clone()),
                 Any::from_object(self.params.clone()),
             ])?)
+        };
+        let out = run();
+        self.end_forward
+            .call_values(&[Any::from_object(cache.clone())])?;
+        out
+    }
+
+    /// One `batch_decode` as [`Model::decode`] runs it, every call timed by tvmrt's profiler
+    /// (the model must come from [`Model::load_profiling`]): the report as a table, kernels
+    /// summed by name, the slowest first.
+    pub fn profile_decode(
+        &self,
+        cache: &ObjectRef,
+        seqs: &[i64],
+        tokens: &[i32],
+    ) -> Result<String> {
+        let profile = self
+            ._vm
+            .get_function("profile", false)?
+            .ok_or_else(|| Error::value("the model was not loaded for profiling"))?;
+        let ones = vec![1i64; seqs.len()];
+        let begin = std::time::Instant::now();
+        self.begin_forward.call_values(&[
+            Any::from_object(cache.clone()),
+            shape(seqs),
+            shape(&ones),
+        ])?;
+        let begin = begin.elapsed();
+        let run = || -> Result<String> {
+            let emb = self.embeddings(tokens, [tokens.len() as i64, 1, self.hidden_size])?;
+            let report = profile.call_values(&[
+                Any::from("batch_decode"),
+                Any::from(emb),
+                Any::from_object(cache.clone()),
+                Any::from_object(self.params.clone()),
+            ])?;
+            let json = report.view().expect_str("the profile report")?.to_string();
+            let table = tvmrt::profiling::Report::from_json(&json)?.to_table(true, true, true);
+            Ok(format!(
+                "kv_state_begin_forward (before the call): {:.2} us\n{table}",
+                begin.as_secs_f64() * 1e6
+            ))
         };
         let out = run();
         self.end_forward

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use tokio::sync::mpsc::unbounded_channel;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use tvmrt_serve::engine::{Engine, EngineConfig, Event, Refused, Request};
 use tvmrt_serve::sampler::SamplingParams;
 
@@ -13,18 +13,34 @@ fn fixture() -> PathBuf {
 }
 
 fn engine(max_queue: usize) -> Engine {
+    engine_with(EngineConfig {
+        max_num_sequence: 8,
+        max_total_sequence_length: 4096,
+        prefill_chunk_size: 0,
+        max_queue,
+        prefix_cache_max_num_recycling_seqs: 0,
+    })
+}
+
+fn engine_with(config: EngineConfig) -> Engine {
     let dir = fixture().join("model");
-    Engine::start(
-        dir.join("lib.so"),
-        dir,
-        EngineConfig {
-            max_num_sequence: 8,
-            max_total_sequence_length: 4096,
-            prefill_chunk_size: 0,
-            max_queue,
-        },
-    )
-    .unwrap()
+    Engine::start(dir.join("lib.so"), dir, config).unwrap()
+}
+
+fn metric(v: &std::sync::atomic::AtomicU64) -> u64 {
+    v.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Submits `prompt` for `max_tokens` greedy tokens.
+fn submit(e: &Engine, prompt: &[i32], max_tokens: usize) -> UnboundedReceiver<Event> {
+    let (tx, rx) = unbounded_channel();
+    e.submit(Request {
+        prompt: prompt.to_vec(),
+        params: greedy(max_tokens, 1),
+        events: tx,
+    })
+    .unwrap();
+    rx
 }
 
 fn expected() -> Vec<(Vec<i32>, Vec<i32>)> {
@@ -269,4 +285,155 @@ fn the_models_logit_processors_follow_openai() {
         .collect();
     model.process_logits(&mut rows, &bias, &cnt, &pen).unwrap();
     assert_eq!(rows, want);
+}
+
+#[test]
+fn preemption_when_pages_run_out_keeps_every_answer() {
+    // 17 pages of 16 tokens for 16 requests of up to 174 + 24 tokens, some with 2 choices:
+    // the running batch outgrows the cache again and again. With and without finished
+    // sequences kept for prefix sharing (dropped first when pages run out).
+    for pool in [0, 4] {
+        let e = engine_with(EngineConfig {
+            max_num_sequence: 16,
+            max_total_sequence_length: 256,
+            prefill_chunk_size: 64,
+            max_queue: 64,
+            prefix_cache_max_num_recycling_seqs: pool,
+        });
+        let cases = expected();
+        let jobs: Vec<_> = (0..16)
+            .map(|k| {
+                let (prompt, want) = &cases[k % cases.len()];
+                let max_tokens = 16 + k % 9;
+                let n = if k % 5 == 1 { 2 } else { 1 };
+                let (tx, rx) = unbounded_channel();
+                e.submit(Request {
+                    prompt: prompt.clone(),
+                    params: greedy(max_tokens, n),
+                    events: tx,
+                })
+                .unwrap();
+                (rx, n, cut(want, max_tokens))
+            })
+            .collect();
+        // Seeded sampling: a preempted request's choices keep their random streams.
+        let sampled = |prompt: &[i32]| {
+            let (tx, rx) = unbounded_channel();
+            let params = SamplingParams {
+                temperature: 0.9,
+                top_p: 0.95,
+                seed: Some(3),
+                max_tokens: Some(24),
+                n: 2,
+                logit_bias: vec![(2, -100.0)],
+                ..Default::default()
+            };
+            e.submit(Request {
+                prompt: prompt.to_vec(),
+                params,
+                events: tx,
+            })
+            .unwrap();
+            rx
+        };
+        let mut hot: Vec<_> = [6, 7].iter().map(|&k| sampled(&cases[k].0)).collect();
+        for (mut rx, n, want) in jobs {
+            assert_eq!(collect(&mut rx, n), vec![want; n]);
+        }
+        let hot: Vec<_> = hot.iter_mut().map(|rx| collect(rx, 2)).collect();
+        for (k, got) in [6, 7].iter().zip(hot) {
+            assert_eq!(collect(&mut sampled(&cases[*k].0), 2), got);
+        }
+        assert!(metric(&e.metrics.preemptions) > 0);
+        if pool == 0 {
+            assert_eq!(metric(&e.metrics.kv_pages_in_use), 0);
+        }
+    }
+    let e = engine_with(EngineConfig {
+        max_num_sequence: 16,
+        max_total_sequence_length: 256,
+        prefill_chunk_size: 64,
+        max_queue: 64,
+        prefix_cache_max_num_recycling_seqs: 0,
+    });
+    let cases = expected();
+    // A request that cannot fit even alone is refused up front.
+    let (tx, _rx) = unbounded_channel();
+    let r = e.submit(Request {
+        prompt: cases[5].0.clone(),
+        params: greedy(200, 1),
+        events: tx,
+    });
+    assert!(matches!(r, Err(Refused::Invalid(_))), "{r:?}");
+}
+
+#[test]
+fn prompts_fork_shared_prefixes() {
+    let e = engine_with(EngineConfig {
+        max_num_sequence: 8,
+        max_total_sequence_length: 4096,
+        prefill_chunk_size: 0,
+        max_queue: 64,
+        prefix_cache_max_num_recycling_seqs: 4,
+    });
+    let cases = expected();
+    // A finished sequence's prompt and generated tokens: its continuation forks them.
+    let (prompt, want) = &cases[0];
+    assert_eq!(collect(&mut submit(&e, prompt, 24), 1)[0], cut(want, 24));
+    assert_eq!(metric(&e.metrics.prefix_cache_sequences), 1);
+    let mut longer = prompt.clone();
+    longer.extend_from_slice(&want[..10]);
+    assert_eq!(
+        collect(&mut submit(&e, &longer, 14), 1)[0],
+        cut(&want[10..], 14)
+    );
+    let hit = metric(&e.metrics.prefix_hit_tokens);
+    assert_eq!(hit, longer.len() as u64 - 1);
+    // The same prompt again: all but its last token forked.
+    let (prompt, want) = &cases[5];
+    assert_eq!(collect(&mut submit(&e, prompt, 20), 1)[0], cut(want, 20));
+    assert_eq!(collect(&mut submit(&e, prompt, 20), 1)[0], cut(want, 20));
+    assert_eq!(
+        metric(&e.metrics.prefix_hit_tokens),
+        hit + prompt.len() as u64 - 1
+    );
+    // A live sequence: a prompt that continues one still generating forks it mid-flight.
+    let (prompt, want) = &cases[2];
+    let mut first = submit(&e, prompt, 200);
+    let mut seen = Vec::new();
+    while seen.len() < 8 {
+        if let Some(Event::Delta { token: Some(t), .. }) = first.blocking_recv() {
+            seen.push(t);
+        }
+    }
+    let before = metric(&e.metrics.prefix_hit_tokens);
+    let mut longer = prompt.clone();
+    longer.extend_from_slice(&want[..6]);
+    let mut second = submit(&e, &longer, 18);
+    // Nothing in the pool starts with this prompt: the hit is the live sequence's.
+    assert_eq!(collect(&mut second, 1)[0], cut(&want[6..], 18));
+    assert_eq!(
+        metric(&e.metrics.prefix_hit_tokens),
+        before + longer.len() as u64 - 1
+    );
+    while seen.len() < 24 {
+        if let Some(Event::Delta { token: Some(t), .. }) = first.blocking_recv() {
+            seen.push(t);
+        }
+    }
+    assert_eq!(seen, cut(want, 24));
+    // Forks of forks: each continuation forks the one before (block trees deeper than the
+    // attention kernels' two depths).
+    let (prompt, want) = &cases[6];
+    for k in [0, 3, 6, 9, 12, 15, 18] {
+        let mut p = prompt.clone();
+        p.extend_from_slice(&want[..k]);
+        assert_eq!(
+            collect(&mut submit(&e, &p, 24 - k), 1)[0],
+            cut(&want[k..], 24 - k)
+        );
+    }
+    // Full pool: the oldest finished sequences leave; pages come back when the pool is
+    // dropped for lack of pages (tested with preemption above).
+    assert!(metric(&e.metrics.prefix_cache_sequences) <= 4);
 }

@@ -1,0 +1,370 @@
+//! One iteration's forwards and what follows them: a `batch_prefill` of prompt chunks (and of
+//! the tokens a preempted request recomputes), a `batch_decode` of one token for every running
+//! choice, sampling through the model's logit processors, and each new token's stop checks,
+//! text and events.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+use tvmrt::Result;
+
+use super::scheduler::Worker;
+use super::sequence::pages_to_grow;
+use super::{Event, FinishReason};
+use crate::model::read_f32;
+use crate::sampler::{self, GREEDY_BELOW};
+
+/// A chunk of one prefill: `take` tokens of a request's prompt (`choice` None) or of a
+/// choice's generated tokens being recomputed.
+struct Chunk {
+    active: usize,
+    choice: Option<usize>,
+    seq: i64,
+    take: usize,
+}
+
+/// Logits to sample from, for choice `.1` of active request `.0`.
+type Row = (usize, usize, Vec<f32>);
+
+impl Worker {
+    /// The prefill chunks of this iteration, oldest requests first, within the chunk budget.
+    fn plan_prefill(&self) -> Vec<Chunk> {
+        let mut budget = self.info.config.prefill_chunk_size.max(1) as usize;
+        let mut out = Vec::new();
+        for (i, a) in self.active.iter().enumerate() {
+            if budget == 0 {
+                break;
+            }
+            if a.prefilling() {
+                let take = (a.prompt().len() - a.prefilled).min(budget);
+                budget -= take;
+                let seq = a.parent.expect("admitted");
+                out.push(Chunk {
+                    active: i,
+                    choice: None,
+                    seq,
+                    take,
+                });
+                continue;
+            }
+            for (c, ch) in a.choices.iter().enumerate() {
+                if budget > 0 && !ch.done && ch.pending() > 1 {
+                    let take = ch.pending().min(budget);
+                    budget -= take;
+                    let seq = ch.seq.expect("forked");
+                    out.push(Chunk {
+                        active: i,
+                        choice: Some(c),
+                        seq,
+                        take,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Pages the prefill chunks need, with a page per choice a finished prompt forks (the
+    /// fork copies the page it falls in).
+    fn prefill_pages(&self) -> i64 {
+        self.plan_prefill()
+            .iter()
+            .map(|ch| {
+                let a = &self.active[ch.active];
+                match ch.choice {
+                    None => {
+                        let forks = if a.prefilled + ch.take == a.prompt().len() {
+                            a.live_choices() as i64
+                        } else {
+                            0
+                        };
+                        pages_to_grow(a.prefilled, ch.take) + forks
+                    }
+                    Some(c) => pages_to_grow(a.prompt().len() + a.choices[c].in_kv, ch.take),
+                }
+            })
+            .sum()
+    }
+
+    pub fn prefill_step(&mut self) {
+        self.make_room(Worker::prefill_pages);
+        let plan = self.plan_prefill();
+        if plan.is_empty() {
+            return;
+        }
+        let seqs: Vec<i64> = plan.iter().map(|c| c.seq).collect();
+        let chunks: Vec<&[i32]> = plan
+            .iter()
+            .map(|c| {
+                let a = &self.active[c.active];
+                match c.choice {
+                    None => &a.prompt()[a.prefilled..a.prefilled + c.take],
+                    Some(k) => {
+                        let ch = &a.choices[k];
+                        &ch.tokens[ch.in_kv..ch.in_kv + c.take]
+                    }
+                }
+            })
+            .collect();
+        let which: Vec<usize> = plan.iter().map(|c| c.active).collect();
+        let logits = match self
+            .model
+            .prefill(&self.cache, &seqs, &chunks)
+            .and_then(|l| read_f32(&l))
+        {
+            Ok(l) => l,
+            Err(e) => return self.fail(&which, &e),
+        };
+        let vocab = self.info.vocab_size;
+        let mut rows = Vec::new();
+        let mut failed = Vec::new();
+        for (k, chunk) in plan.iter().enumerate() {
+            let row = || logits[k * vocab..(k + 1) * vocab].to_vec();
+            let i = chunk.active;
+            self.metrics
+                .prompt_tokens
+                .fetch_add(chunk.take as u64, Relaxed);
+            match chunk.choice {
+                Some(c) => {
+                    let ch = &mut self.active[i].choices[c];
+                    ch.in_kv += chunk.take;
+                    if ch.pending() == 0 {
+                        rows.push((i, c, row()));
+                    }
+                }
+                None => {
+                    let a = &mut self.active[i];
+                    a.prefilled += chunk.take;
+                    if a.prefilled < a.prompt().len() {
+                        continue;
+                    }
+                    match self.fork_choices(i) {
+                        Ok(fresh) => rows.extend(fresh.into_iter().map(|c| (i, c, row()))),
+                        Err(e) => failed.push((i, e)),
+                    }
+                }
+            }
+        }
+        if let Some((_, e)) = failed.first() {
+            // Fail every request of this chunk's rows too: failing shifts the indices.
+            let mut which: Vec<usize> = failed.iter().map(|f| f.0).collect();
+            which.extend(rows.iter().map(|r| r.0));
+            let e = e.clone();
+            return self.fail(&which, &e);
+        }
+        self.sample(rows);
+    }
+
+    /// The prompt of active `i` is in: its live choices get their sequences (choice 0 the
+    /// prompt's own, the others forks of it). Returns the choices to sample a first token for
+    /// (those that have none yet; a recomputed choice goes on with its own tokens).
+    fn fork_choices(&mut self, i: usize) -> Result<Vec<usize>> {
+        let parent = self.active[i].parent.expect("admitted");
+        let mut fresh = Vec::new();
+        for c in 0..self.active[i].choices.len() {
+            if self.active[i].choices[c].done {
+                continue;
+            }
+            let seq = if c == 0 {
+                parent
+            } else {
+                let s = self.next_seq;
+                self.next_seq += 1;
+                self.model.fork_sequence(&self.cache, parent, s, -1)?;
+                s
+            };
+            let ch = &mut self.active[i].choices[c];
+            ch.seq = Some(seq);
+            ch.in_kv = 0;
+            if ch.tokens.is_empty() {
+                fresh.push(c);
+            }
+        }
+        let a = &mut self.active[i];
+        a.forked = true;
+        a.parent = None;
+        if a.choices[0].done {
+            self.model.remove_sequence(&self.cache, parent)?;
+        }
+        Ok(fresh)
+    }
+
+    pub fn decode_step(&mut self) {
+        self.make_room(Worker::decode_pages);
+        let mut who = Vec::new();
+        for (i, a) in self.active.iter().enumerate() {
+            for (c, ch) in a.choices.iter().enumerate() {
+                if ch.seq.is_some() && !ch.done && ch.pending() == 1 {
+                    who.push((i, c));
+                }
+            }
+        }
+        if who.is_empty() {
+            return;
+        }
+        let seqs: Vec<i64> = who
+            .iter()
+            .map(|&(i, c)| self.active[i].choices[c].seq.expect("running"))
+            .collect();
+        let tokens: Vec<i32> = who
+            .iter()
+            .map(|&(i, c)| *self.active[i].choices[c].tokens.last().expect("sampled"))
+            .collect();
+        let logits = match self
+            .model
+            .decode(&self.cache, &seqs, &tokens)
+            .and_then(|l| read_f32(&l))
+        {
+            Ok(l) => l,
+            Err(e) => {
+                let which: Vec<usize> = who.iter().map(|w| w.0).collect();
+                return self.fail(&which, &e);
+            }
+        };
+        let vocab = self.info.vocab_size;
+        let rows = who
+            .iter()
+            .enumerate()
+            .map(|(k, &(i, c))| {
+                self.active[i].choices[c].in_kv += 1;
+                (i, c, logits[k * vocab..(k + 1) * vocab].to_vec())
+            })
+            .collect();
+        self.sample(rows);
+    }
+
+    /// Samples one token for each row and hands it to its choice.
+    fn sample(&mut self, mut rows: Vec<Row>) {
+        if rows.is_empty() {
+            return;
+        }
+        // Logit bias and penalties through the model's own kernels, for the whole batch.
+        let (mut bias, mut counts, mut penalties) = (Vec::new(), Vec::new(), Vec::new());
+        let vocab = self.info.vocab_size as i32;
+        for (k, (i, c, _)) in rows.iter().enumerate() {
+            let p = self.active[*i].params();
+            bias.extend(
+                p.logit_bias
+                    .iter()
+                    .filter(|b| (0..vocab).contains(&b.0))
+                    .map(|&(t, b)| (k as i32, t, b)),
+            );
+            if p.presence_penalty != 0.0 || p.frequency_penalty != 0.0 {
+                let ch = &self.active[*i].choices[*c];
+                counts.extend(ch.counts.iter().map(|(&t, &n)| (k as i32, t, n as i32)));
+            }
+            penalties.push([p.presence_penalty, p.frequency_penalty, 1.0]);
+        }
+        let mut logits: Vec<Vec<f32>> = rows.iter_mut().map(|r| std::mem::take(&mut r.2)).collect();
+        if let Err(e) = self
+            .model
+            .process_logits(&mut logits, &bias, &counts, &penalties)
+        {
+            let which: Vec<usize> = rows.iter().map(|r| r.0).collect();
+            return self.fail(&which, &e);
+        }
+        for (r, l) in rows.iter_mut().zip(logits) {
+            r.2 = l;
+        }
+        let hot: Vec<usize> = (0..rows.len())
+            .filter(|&k| self.active[rows[k].0].params().temperature >= GREEDY_BELOW)
+            .collect();
+        let mut chosen: Vec<Result<i32>> = rows.iter().map(|r| Ok(sampler::argmax(&r.2))).collect();
+        if !hot.is_empty() {
+            let logits: Vec<Vec<f32>> = hot.iter().map(|&k| rows[k].2.clone()).collect();
+            let temps: Vec<f32> = hot
+                .iter()
+                .map(|&k| self.active[rows[k].0].params().temperature)
+                .collect();
+            match self.model.softmax(&logits, &temps) {
+                Ok(probs) => {
+                    for (&k, p) in hot.iter().zip(probs) {
+                        let (i, c) = (rows[k].0, rows[k].1);
+                        let a = &mut self.active[i];
+                        let top_p = a.params().top_p;
+                        let u = a.choices[c].rng.uniform();
+                        chosen[k] = sampler::sample_from_prob(&p, top_p, u);
+                    }
+                }
+                Err(e) => {
+                    for &k in &hot {
+                        chosen[k] = Err(e.clone());
+                    }
+                }
+            }
+        }
+        let mut failed = Vec::new();
+        for ((i, c, row), token) in rows.into_iter().zip(chosen) {
+            match token {
+                Ok(t) => self.accept(i, c, t, &row),
+                Err(e) => failed.push((i, e)),
+            }
+        }
+        failed.dedup_by_key(|f| f.0);
+        for (i, e) in failed.into_iter().rev() {
+            self.fail(&[i], &e);
+        }
+    }
+
+    /// A new token of choice `c` of active `i`: stop checks, text, events.
+    fn accept(&mut self, i: usize, c: usize, token: i32, row: &[f32]) {
+        let now = Instant::now();
+        let a = &mut self.active[i];
+        let context = self.info.context_window;
+        let prompt_len = a.job.req.prompt.len();
+        let logprob = a
+            .job
+            .req
+            .params
+            .logprobs
+            .map(|k| sampler::logprobs(row, token, k));
+        let ch = &mut a.choices[c];
+        match ch.last_token_at {
+            None if c == 0 => self.metrics.ttft.observe(a.job.arrived.elapsed()),
+            Some(t) => self.metrics.tpot.observe(now - t),
+            None => {}
+        }
+        ch.last_token_at = Some(now);
+        self.metrics.generation_tokens.fetch_add(1, Relaxed);
+        let stops = &a.job.req.params.stop;
+        let mut reason = None;
+        let mut out_token = None;
+        if self.stop_ids.contains(&token) {
+            // Release what was held back for an unfinished character.
+            ch.detok.push(&self.codec, &ch.tokens, stops, true);
+            ch.tokens.push(token);
+            reason = Some(FinishReason::Stop);
+        } else {
+            ch.tokens.push(token);
+            *ch.counts.entry(token).or_default() += 1;
+            out_token = Some(token);
+            let full = ch.tokens.len() >= a.max_tokens || prompt_len + ch.tokens.len() >= context;
+            if ch
+                .detok
+                .push(&self.codec, &ch.tokens, stops, full)
+                .is_some()
+            {
+                reason = Some(FinishReason::Stop);
+            } else if full {
+                reason = Some(FinishReason::Length);
+            }
+        }
+        let text = ch.detok.take_delta(stops, reason.is_some());
+        if out_token.is_some() || !text.is_empty() {
+            let _ = a.job.req.events.send(Event::Delta {
+                choice: c,
+                token: out_token,
+                text,
+                logprob: if out_token.is_some() { logprob } else { None },
+            });
+        }
+        if let Some(reason) = reason {
+            ch.done = true;
+            let seq = ch.seq.take().expect("running");
+            let mut kv = a.job.req.prompt.clone();
+            kv.extend_from_slice(&ch.tokens[..ch.in_kv]);
+            let _ = a.job.req.events.send(Event::Finish { choice: c, reason });
+            self.finish_sequence(seq, kv);
+        }
+    }
+}
