@@ -94,9 +94,24 @@ fn build_cxx_part() {
         return;
     }
     println!("cargo:rustc-cfg=tvmrt_cxx");
-    // Links libstdc++ (the exception runtime and the typeinfo vtables), as libtvm_ffi.so does.
+    // The C++ runtime (exceptions, typeinfo vtables, guards): src/cxx/runtime.c binds the
+    // process's libstdc++ at first use, so that programs that never reach the C++ part (C
+    // programs) do not load libstdc++ at all (BENCHMARKS.md, "Cold start"). Not on 32-bit Arm,
+    // whose exception ABI runtime.c does not forward: libstdc++ is linked there, as
+    // libtvm_ffi.so does.
+    let lazy_runtime = arch != "arm";
+    if lazy_runtime {
+        println!("cargo:rerun-if-changed=src/cxx/runtime.c");
+        cc::Build::new()
+            .file("src/cxx/runtime.c")
+            .flag_if_supported("-Wall")
+            .flag_if_supported("-Wextra")
+            .warnings_into_errors(true)
+            .compile("tvmrt_cxx_runtime");
+    }
     cc::Build::new()
         .cpp(true)
+        .cpp_link_stdlib(if lazy_runtime { None } else { Some("stdc++") })
         .std("c++17")
         .file("src/cxx/shim.cc")
         .include("include")

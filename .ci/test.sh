@@ -189,6 +189,15 @@ header_drift() {
 }
 run "tvmrt.h drift check" header_drift
 run "tvmrt.h declares every export" .ci/header_exports.sh
+# A C program must not load libstdc++ with tvmrt (src/cxx/runtime.c binds it at first use;
+# BENCHMARKS.md, "Cold start"): the library records no DT_NEEDED libstdc++ (32-bit Arm aside).
+no_libstdcxx() {
+  if readelf -d target/debug/libtvmrt.so | grep -q 'NEEDED.*libstdc++'; then
+    echo "target/debug/libtvmrt.so needs libstdc++ (DT_NEEDED): see src/cxx/runtime.c"
+    return 1
+  fi
+}
+run "libtvmrt.so does not load libstdc++" no_libstdcxx
 
 cmake_build() {
   # The dev-profile library: `cargo build --lib` above already built it, so CI compiles the

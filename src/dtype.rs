@@ -148,7 +148,7 @@ pub fn dtype_from_str(input: &str) -> Result<DLDataType> {
     let s = normalized.as_str();
     // Named float formats first: longest names first so `e4m3fn` wins over `e4m3`.
     let mut variants: Vec<&(u8, &str, u8)> = FLOAT_VARIANTS.iter().collect();
-    variants.sort_by_key(|v| std::cmp::Reverse(v.1.len()));
+    crate::cold_sort::sort_by_key(&mut variants, |v| std::cmp::Reverse(v.1.len()));
     for (code, name, bits) in variants {
         if let Some(rest) = s.strip_prefix(name) {
             if rest.is_empty() || rest.starts_with('x') || (*code == 17 && rest.starts_with('_')) {

@@ -11,6 +11,7 @@ pub mod abi;
 pub mod backend;
 #[macro_use]
 pub mod capi;
+pub mod cold_sort;
 #[cfg(feature = "contrib")]
 pub mod contrib;
 pub mod device;

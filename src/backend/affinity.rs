@@ -86,7 +86,7 @@ impl Topology {
     /// From `(cpu id, max frequency)` pairs (TVM's `InitSortedOrder`).
     pub fn from_frequencies(freqs: &[(usize, i64)]) -> Topology {
         let mut order = freqs.to_vec();
-        order.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        crate::cold_sort::sort_by(&mut order, |a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         let (Some(big), Some(little)) = (order.first().map(|p| p.1), order.last().map(|p| p.1))
         else {
             return Topology {

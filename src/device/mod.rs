@@ -108,7 +108,7 @@ impl DeviceModuleInfo {
                 launch_params: f.launch_param_tags.clone(),
             })
             .collect();
-        kernels.sort_by(|a, b| a.name.cmp(&b.name));
+        crate::cold_sort::sort_by(&mut kernels, |a, b| a.name.cmp(&b.name));
         DeviceModuleInfo { format, kernels }
     }
 }

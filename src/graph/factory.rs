@@ -116,7 +116,7 @@ impl GraphExecutorFactory {
             exec = exec.with_debug();
         }
         let mut order: Vec<&(String, crate::tensor::Tensor)> = self.params.iter().collect();
-        order.sort_by_key(|(_, t)| std::cmp::Reverse(t.nbytes()));
+        crate::cold_sort::sort_by_key(&mut order, |(_, t)| std::cmp::Reverse(t.nbytes()));
         let params: Params = order.into_iter().cloned().collect();
         exec.set_params(&params, false)?;
         Ok(exec.into_module())

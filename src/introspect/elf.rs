@@ -139,8 +139,8 @@ impl<'a> ElfLibrary<'a> {
                 });
             }
         }
-        defined.sort_by(|a, b| a.name.cmp(&b.name));
-        imported.sort_by(|a, b| a.name.cmp(&b.name));
+        crate::cold_sort::sort_by(&mut defined, |a, b| a.name.cmp(&b.name));
+        crate::cold_sort::sort_by(&mut imported, |a, b| a.name.cmp(&b.name));
 
         let mut rodata = Vec::new();
         let mut sections = Vec::new();

@@ -247,7 +247,7 @@ pub fn inspect_bytes(data: &[u8], path: &str) -> Result<LibraryInfo> {
             .filter(|s| !s.is_empty())
             .map(str::to_string);
     }
-    functions.sort_by(|a, b| a.name.cmp(&b.name));
+    crate::cold_sort::sort_by(&mut functions, |a, b| a.name.cmp(&b.name));
 
     let blob = [FFI_BLOB_SYMBOL, CLASSIC_BLOB_SYMBOL]
         .into_iter()

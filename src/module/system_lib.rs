@@ -49,7 +49,7 @@ pub fn lookup_symbol(name: &str) -> Option<*mut c_void> {
 /// Every registered name, sorted.
 pub fn symbol_names() -> Vec<String> {
     let mut v: Vec<String> = SYMBOLS.read().keys().cloned().collect();
-    v.sort();
+    crate::cold_sort::sort(&mut v);
     v
 }
 

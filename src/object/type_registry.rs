@@ -724,6 +724,42 @@ impl Table {
 
 static TABLE: Lazy<Mutex<Table>> = Lazy::new(|| Mutex::new(Table::new()));
 
+/// Content registered at the first read of type information rather than at start-up: the
+/// library's top hands in the reflection subsystem's registration of tvm-ffi's library types
+/// (fields, methods, attributes; 1/3 of a C program's cold start, BENCHMARKS.md "Cold start"),
+/// and the core names no subsystem. Readers ([`type_info_ptr`], [`attr_column`]) and writers
+/// (every `register_*`: a client's records come after tvmrt's, as when registered at
+/// start-up) run it first.
+static DEFERRED: once_cell::sync::OnceCell<fn()> = once_cell::sync::OnceCell::new();
+static DEFERRED_DONE: std::sync::Once = std::sync::Once::new();
+
+thread_local! {
+    /// Whether this thread is running the deferred registration (its own reads and writes
+    /// must not wait for it).
+    static DEFERRED_RUNNING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Sets the registration run before type information is first read or written (once; later
+/// calls are ignored).
+pub fn defer_content(register: fn()) {
+    let _ = DEFERRED.set(register);
+}
+
+/// Runs the deferred registration if it is set and has not run.
+fn ensure_content() {
+    if DEFERRED_DONE.is_completed() || DEFERRED_RUNNING.with(|r| r.get()) {
+        return;
+    }
+    let Some(register) = DEFERRED.get() else {
+        return;
+    };
+    DEFERRED_DONE.call_once(|| {
+        DEFERRED_RUNNING.with(|r| r.set(true));
+        register();
+        DEFERRED_RUNNING.with(|r| r.set(false));
+    });
+}
+
 /// Registers `key` or returns its index if already registered (`TVMFFITypeGetOrAllocIndex`).
 ///
 /// `static_index` >= 0 asks for that index; -1 for a dynamic one from the parent's child slots
@@ -764,6 +800,7 @@ pub fn index_to_key(index: i32) -> Result<String> {
 
 /// The stable `TVMFFITypeInfo` of a registered index (valid for the life of the process).
 pub fn type_info_ptr(index: i32) -> Result<*const TVMFFITypeInfo> {
+    ensure_content();
     Ok(TABLE.lock().entry(index)?.info_ptr())
 }
 
@@ -805,7 +842,7 @@ pub fn registered_keys() -> Vec<(i32, String)> {
         .iter()
         .map(|(&i, e)| (i, e.key.clone()))
         .collect();
-    v.sort();
+    crate::cold_sort::sort(&mut v);
     v
 }
 
@@ -816,6 +853,7 @@ pub fn registered_keys() -> Vec<(i32, String)> {
 /// The record's byte arrays are readable; its default value (with `HAS_DEFAULT`) is a valid
 /// borrowed value and its setter (with `SETTER_IS_FUNCTION_OBJ`) a live object.
 pub unsafe fn register_field(index: i32, info: &TVMFFIFieldInfo) -> Result<()> {
+    ensure_content();
     // SAFETY: per the contract.
     let name = unsafe { info.name.as_slice() };
     if name.is_empty() {
@@ -829,6 +867,7 @@ pub unsafe fn register_field(index: i32, info: &TVMFFIFieldInfo) -> Result<()> {
 /// # Safety
 /// The record's byte arrays are readable and its method a valid borrowed value.
 pub unsafe fn register_method(index: i32, info: &TVMFFIMethodInfo) -> Result<()> {
+    ensure_content();
     TABLE.lock().register_method(index, info)
 }
 
@@ -837,6 +876,7 @@ pub unsafe fn register_method(index: i32, info: &TVMFFIMethodInfo) -> Result<()>
 /// # Safety
 /// `md.doc` is readable.
 pub unsafe fn register_metadata(index: i32, md: &TVMFFITypeMetadata) -> Result<()> {
+    ensure_content();
     // SAFETY: per the contract.
     let doc = unsafe { md.doc.as_slice() };
     TABLE.lock().register_metadata(index, md, doc)
@@ -845,11 +885,13 @@ pub unsafe fn register_metadata(index: i32, md: &TVMFFITypeMetadata) -> Result<(
 /// Sets attribute `name` of a registered type, once per type (`TVMFFITypeRegisterAttr`).
 /// Index 0 (`None`) only creates the column, as in tvm-ffi.
 pub fn register_attr(index: i32, name: &str, value: AnyView<'_>) -> Result<()> {
+    ensure_content();
     TABLE.lock().register_attr(index, name, value)
 }
 
 /// The column of attribute `name`, if it was ever registered (stable pointer).
 pub fn attr_column(name: &str) -> Option<*const TVMFFITypeAttrColumn> {
+    ensure_content();
     let table = TABLE.lock();
     let i = *table.column_by_name.get(name)?;
     Some(table.columns[i].cell.get().cast_const())

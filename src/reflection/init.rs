@@ -44,7 +44,9 @@ impl InitPlan {
             .copied()
             .filter(|&i| all[i].flags & KW_ONLY == 0)
             .collect();
-        positional.sort_by_key(|&i| all[i].flags & field_flag::HAS_DEFAULT != 0);
+        crate::cold_sort::sort_by_key(&mut positional, |&i| {
+            all[i].flags & field_flag::HAS_DEFAULT != 0
+        });
         Ok(InitPlan {
             type_index,
             key: fields::type_key(info),

@@ -55,21 +55,28 @@ use crate::object::type_registry;
 use crate::value::{Any, AnyView};
 
 #[cfg(feature = "reflection")]
+/// Registers tvm-ffi's library types' fields, methods and attributes (once, deferred by the
+/// core until type information is first read or written).
+fn register_types() {
+    if let Err(e) = library_types::register_all()
+        .and_then(|()| convert::register_all())
+        .and_then(|()| access_path::register_all())
+        .and_then(|()| structural::register_all())
+        .and_then(|()| crate::module::reflect::register_fields())
+    {
+        log::error!(target: "tvmrt::reflection", "registering tvm-ffi's library types failed: {e}");
+    }
+}
+
+#[cfg(feature = "reflection")]
 /// The global functions of this module, by name (installed by the library's top, `src/globals.rs`).
 ///
-/// Also registers the library's reflected types ([`library_types`]) the first time: the global
-/// table is built when a client first looks a function up, before it reads those types.
+/// Also hands the core the registration of the library's reflected types ([`library_types`]),
+/// which runs at the first read or write of type information
+/// (`type_registry::defer_content`): a program that runs models without reading type
+/// information never pays for it.
 pub fn builtins() -> Vec<(&'static str, Function)> {
-    static TYPES: std::sync::Once = std::sync::Once::new();
-    TYPES.call_once(|| {
-        if let Err(e) = library_types::register_all()
-            .and_then(|()| convert::register_all())
-            .and_then(|()| access_path::register_all())
-            .and_then(|()| structural::register_all())
-            .and_then(|()| crate::module::reflect::register_fields()) {
-            log::error!(target: "tvmrt::reflection", "registering tvm-ffi's library types failed: {e}");
-        }
-    });
+    type_registry::defer_content(register_types);
     vec![
         (
             "ffi.GetInvalidObject",

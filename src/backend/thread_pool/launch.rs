@@ -107,7 +107,7 @@ impl Job {
         if failures.is_empty() {
             return Ok(());
         }
-        failures.sort_by_key(|f| f.task);
+        crate::cold_sort::sort_by_key(&mut failures, |f| f.task);
         let kind = failures
             .iter()
             .find_map(|f| f.detail.as_ref().map(|e| e.kind.clone()))

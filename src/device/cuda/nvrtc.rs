@@ -90,7 +90,7 @@ fn files_starting(dir: &Path, prefix: &str) -> Vec<PathBuf> {
                 .is_some_and(|n| n.starts_with(prefix))
         })
         .collect();
-    v.sort();
+    crate::cold_sort::sort(&mut v);
     v
 }
 

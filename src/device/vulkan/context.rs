@@ -338,7 +338,7 @@ fn create() -> Result<Context> {
         })
         .filter(|(_, _, p)| p.api_version >= vk::API_VERSION_1_1)
         .collect();
-    ranked.sort_by_key(|(rank, _, _)| *rank);
+    crate::cold_sort::sort_by_key(&mut ranked, |(rank, _, _)| *rank);
     let no_push = env_flag("TVM_VULKAN_DISABLE_PUSH_DESCRIPTOR");
     for (_, pd, props) in ranked {
         match open_device(&ctx, pd, props, no_push) {
