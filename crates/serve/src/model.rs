@@ -293,12 +293,7 @@ impl Model {
             total += c.len() as i32;
             pos.push(total - 1);
         }
-        self.begin_forward.call_values(&[
-            Any::from_object(cache.clone()),
-            shape(seqs),
-            shape(&lengths),
-        ])?;
-        let run = || -> Result<Tensor> {
+        self.in_forward(cache, seqs, &lengths, || {
             let emb = self.embeddings(&flat, [1, flat.len() as i64, self.hidden_size])?;
             let pos = tvmrt::llm::transfer::tensor_from_i32(&pos, cpu())?;
             Self::logits_of(self.batch_prefill.call_values(&[
@@ -307,8 +302,25 @@ impl Model {
                 Any::from_object(cache.clone()),
                 Any::from_object(self.params.clone()),
             ])?)
-        };
-        let out = run();
+        })
+    }
+
+    /// Runs `step` between `kv_state_begin_forward(cache, seqs, lengths)` and
+    /// `kv_state_end_forward(cache)`, as MLC's engine brackets every forward; the end runs
+    /// whether or not `step` failed, so the cache is left consistent.
+    fn in_forward<T>(
+        &self,
+        cache: &ObjectRef,
+        seqs: &[i64],
+        lengths: &[i64],
+        step: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
+        self.begin_forward.call_values(&[
+            Any::from_object(cache.clone()),
+            shape(seqs),
+            shape(lengths),
+        ])?;
+        let out = step();
         self.end_forward
             .call_values(&[Any::from_object(cache.clone())])?;
         out
@@ -317,23 +329,14 @@ impl Model {
     /// One `batch_decode`: one new token per sequence. Returns `[n, 1, vocab]` logits.
     pub fn decode(&self, cache: &ObjectRef, seqs: &[i64], tokens: &[i32]) -> Result<Tensor> {
         let ones = vec![1i64; seqs.len()];
-        self.begin_forward.call_values(&[
-            Any::from_object(cache.clone()),
-            shape(seqs),
-            shape(&ones),
-        ])?;
-        let run = || -> Result<Tensor> {
+        self.in_forward(cache, seqs, &ones, || {
             let emb = self.embeddings(tokens, [tokens.len() as i64, 1, self.hidden_size])?;
             Self::logits_of(self.batch_decode.call_values(&[
                 Any::from(emb),
                 Any::from_object(cache.clone()),
                 Any::from_object(self.params.clone()),
             ])?)
-        };
-        let out = run();
-        self.end_forward
-            .call_values(&[Any::from_object(cache.clone())])?;
-        out
+        })
     }
 
     /// One `batch_decode` as [`Model::decode`] runs it, every call timed by tvmrt's profiler
@@ -350,14 +353,10 @@ impl Model {
             .get_function("profile", false)?
             .ok_or_else(|| Error::value("the model was not loaded for profiling"))?;
         let ones = vec![1i64; seqs.len()];
-        let begin = std::time::Instant::now();
-        self.begin_forward.call_values(&[
-            Any::from_object(cache.clone()),
-            shape(seqs),
-            shape(&ones),
-        ])?;
-        let begin = begin.elapsed();
-        let run = || -> Result<String> {
+        let started = std::time::Instant::now();
+        self.in_forward(cache, seqs, &ones, || {
+            // Nothing but begin_forward ran since `started`.
+            let begin = started.elapsed();
             let emb = self.embeddings(tokens, [tokens.len() as i64, 1, self.hidden_size])?;
             let report = profile.call_values(&[
                 Any::from("batch_decode"),
@@ -371,11 +370,7 @@ impl Model {
                 "kv_state_begin_forward (before the call): {:.2} us\n{table}",
                 begin.as_secs_f64() * 1e6
             ))
-        };
-        let out = run();
-        self.end_forward
-            .call_values(&[Any::from_object(cache.clone())])?;
-        out
+        })
     }
 
     /// The model's own logit processors on `rows` (`[n, vocab]`), as MLC's engine calls them:

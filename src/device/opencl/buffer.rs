@@ -10,8 +10,7 @@
 use super::error::{cl_error, ClInt, CL_SUCCESS};
 use super::loader::Handle;
 use super::platform::platform;
-use crate::device::api::DataRef;
-use crate::device::descriptor::{Live, Recorded, Registry};
+use crate::device::descriptor::{Recorded, Registry};
 use crate::error::{Error, Result};
 
 /// `CL_MEM_READ_WRITE`.
@@ -41,8 +40,8 @@ unsafe impl Send for Buffer {}
 // SAFETY: as above.
 unsafe impl Sync for Buffer {}
 
-/// Live descriptors.
-static LIVE: Registry<BufferDescriptor, Buffer> = Registry::new("OpenCL");
+/// Live descriptors: lookups (`lock`, `copy_side`) and the not-a-buffer error go through it.
+pub static LIVE: Registry<BufferDescriptor, Buffer> = Registry::new("OpenCL");
 
 /// Allocates a buffer of `nbytes` (at least 1 byte, OpenCL refuses empty buffers) on device
 /// `device_id`; returns its descriptor.
@@ -96,21 +95,6 @@ pub unsafe fn free(desc: *mut BufferDescriptor) -> Result<()> {
         return Err(cl_error(rc, "clReleaseMemObject"));
     }
     Ok(())
-}
-
-/// The error for a pointer that is not a live descriptor.
-pub fn not_a_buffer(p: *const std::ffi::c_void, what: &str) -> Error {
-    LIVE.not_a_buffer(p, what)
-}
-
-/// The live descriptors, read-locked: look several up under one lock.
-pub fn live() -> Live<'static, Buffer> {
-    LIVE.lock()
-}
-
-/// The buffer one side of a copy names: live, on the tensor's device, holding the range.
-pub fn copy_side(side: &DataRef, nbytes: usize, what: &str) -> Result<Buffer> {
-    LIVE.copy_side(side, nbytes, what)
 }
 
 impl Recorded for Buffer {

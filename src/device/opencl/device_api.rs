@@ -201,8 +201,8 @@ impl DeviceApi for OpenClDeviceApi {
         let call;
         if from_cl && to_cl {
             let (src, dst) = (
-                buffer::copy_side(&from, nbytes, "copy source")?,
-                buffer::copy_side(&to, nbytes, "copy destination")?,
+                buffer::LIVE.copy_side(&from, nbytes, "copy source")?,
+                buffer::LIVE.copy_side(&to, nbytes, "copy destination")?,
             );
             let (ds, dd) = (p.device(src.device_id)?, p.device(dst.device_id)?);
             if ds.context != dd.context {
@@ -228,7 +228,7 @@ impl DeviceApi for OpenClDeviceApi {
                 )
             };
         } else if from_cl && is_host_accessible(to.device) {
-            let src = buffer::copy_side(&from, nbytes, "copy source")?;
+            let src = buffer::LIVE.copy_side(&from, nbytes, "copy source")?;
             let host = to.data.cast::<u8>().wrapping_add(to.offset);
             call = "clEnqueueReadBuffer";
             // SAFETY: the buffer is live and the range inside it; `host` holds `nbytes`
@@ -247,7 +247,7 @@ impl DeviceApi for OpenClDeviceApi {
                 )
             };
         } else if to_cl && is_host_accessible(from.device) {
-            let dst = buffer::copy_side(&to, nbytes, "copy destination")?;
+            let dst = buffer::LIVE.copy_side(&to, nbytes, "copy destination")?;
             let host = from.data.cast::<u8>().wrapping_add(from.offset);
             call = "clEnqueueWriteBuffer";
             // SAFETY: the buffer is live and the range inside it; `host` holds `nbytes`

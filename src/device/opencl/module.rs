@@ -24,7 +24,7 @@ use std::sync::Arc;
 use once_cell::sync::OnceCell;
 use parking_lot::Mutex;
 
-use super::buffer::{live, not_a_buffer};
+use super::buffer::LIVE;
 use super::device_api::current_device;
 use super::error::{cl_error, code_name, ClInt, CL_BUILD_PROGRAM_FAILURE, CL_SUCCESS};
 use super::loader::Handle;
@@ -282,7 +282,7 @@ impl Kernel {
         let kernel = slot.as_ref().map_or(std::ptr::null_mut(), |b| b.kernel);
         let cl = p.cl;
         // Held until the launch is queued: no buffer argument can be freed in between.
-        let live = live();
+        let live = LIVE.lock();
         for (i, (kind, v)) in self.args.iter().zip(args).enumerate() {
             let what = || format!("OpenCL kernel `{}` argument {i}", self.name);
             // The argument's bytes as the kernel takes them (32-bit scalars narrowed as TVM's
@@ -293,7 +293,9 @@ impl Kernel {
                     let ptr = v
                         .as_opaque_ptr()
                         .ok_or_else(|| v.type_mismatch(&what(), "a buffer (opaque pointer)"))?;
-                    let b = live.get(ptr).ok_or_else(|| not_a_buffer(ptr, &what()))?;
+                    let b = live
+                        .get(ptr)
+                        .ok_or_else(|| LIVE.not_a_buffer(ptr, &what()))?;
                     if b.device_id != device_id {
                         crate::bail_value!(
                             "{}: its buffer is on opencl:{}, the kernel runs on opencl:{device_id}",

@@ -11,9 +11,8 @@ use std::ffi::c_void;
 use ash::vk;
 
 use super::context::{context, vk_error, Device};
-use crate::device::api::DataRef;
-use crate::device::descriptor::{Live, Recorded, Registry};
-use crate::error::{Error, Result};
+use crate::device::descriptor::{Recorded, Registry};
+use crate::error::Result;
 
 /// TVM's `VulkanBuffer`, as far as anyone outside the runtime reads it. 64-byte aligned, as
 /// generated host code assumes of every data pointer.
@@ -132,8 +131,8 @@ pub struct Buffer {
     pub nbytes: usize,
 }
 
-/// Live descriptors.
-static LIVE: Registry<BufferDescriptor, Buffer> = Registry::new("Vulkan");
+/// Live descriptors: lookups (`lock`, `copy_side`) and the not-a-buffer error go through it.
+pub static LIVE: Registry<BufferDescriptor, Buffer> = Registry::new("Vulkan");
 
 /// The usages of a tensor's buffer: kernels read and write it, copies go both ways.
 const TENSOR_USAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::from_raw(
@@ -199,21 +198,6 @@ pub unsafe fn free(desc: *mut BufferDescriptor) -> Result<()> {
     // SAFETY: made by `alloc`, released once here; no pending command uses it (synced).
     unsafe { raw.destroy(dev) };
     synced
-}
-
-/// The error for a pointer that is not a live descriptor.
-pub fn not_a_buffer(p: *const c_void, what: &str) -> Error {
-    LIVE.not_a_buffer(p, what)
-}
-
-/// The live descriptors, read-locked: look several up under one lock.
-pub fn live() -> Live<'static, Buffer> {
-    LIVE.lock()
-}
-
-/// The buffer one side of a copy names: live, on the tensor's device, holding the range.
-pub fn copy_side(side: &DataRef, nbytes: usize, what: &str) -> Result<Buffer> {
-    LIVE.copy_side(side, nbytes, what)
 }
 
 impl Recorded for Buffer {

@@ -205,8 +205,8 @@ impl DeviceApi for VulkanDeviceApi {
         let from_vk = from.device.device_type.0 == super::DEVICE_TYPE;
         let to_vk = to.device.device_type.0 == super::DEVICE_TYPE;
         if from_vk && to_vk {
-            let src = buffer::copy_side(&from, nbytes, "copy source")?;
-            let dst = buffer::copy_side(&to, nbytes, "copy destination")?;
+            let src = buffer::LIVE.copy_side(&from, nbytes, "copy source")?;
+            let dst = buffer::LIVE.copy_side(&to, nbytes, "copy destination")?;
             if src.device_id != dst.device_id {
                 crate::bail_value!(
                     "cannot copy from vulkan:{} to vulkan:{} directly: copy through the CPU",
@@ -229,7 +229,7 @@ impl DeviceApi for VulkanDeviceApi {
             };
             s.barrier(d)
         } else if from_vk && is_host_accessible(to.device) {
-            let src = buffer::copy_side(&from, nbytes, "copy source")?;
+            let src = buffer::LIVE.copy_side(&from, nbytes, "copy source")?;
             let host = to.data.cast::<u8>().wrapping_add(to.offset);
             // SAFETY: the range was checked; `host` holds `nbytes` writable bytes (contract).
             unsafe {
@@ -243,7 +243,7 @@ impl DeviceApi for VulkanDeviceApi {
                 )
             }
         } else if to_vk && is_host_accessible(from.device) {
-            let dst = buffer::copy_side(&to, nbytes, "copy destination")?;
+            let dst = buffer::LIVE.copy_side(&to, nbytes, "copy destination")?;
             let host = from.data.cast::<u8>().wrapping_add(from.offset);
             // SAFETY: the range was checked; `host` holds `nbytes` readable bytes (contract).
             unsafe {

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use ash::vk;
 use parking_lot::Mutex;
 
-use super::buffer::{live, not_a_buffer};
+use super::buffer::LIVE;
 use super::context::{context, existing, vk_error, Context, Device};
 use super::device_api::current_device;
 use crate::device::launch::{kernel_function, InfoFormat, LaunchConfig};
@@ -634,14 +634,16 @@ impl Kernel {
         let pipe = self.pipeline(ctx, device_id)?;
         // Held until the dispatch is recorded: no buffer argument can be freed in between
         // (a free waits for this lock, then syncs the stream before destroying the buffer).
-        let live = live();
+        let live = LIVE.lock();
         let mut infos = Infos::new(self.num_buffers + 1);
         for (i, v) in args[..self.num_buffers].iter().enumerate() {
             let what = || format!("Vulkan kernel `{}` argument {i}", self.name);
             let ptr = v
                 .as_opaque_ptr()
                 .ok_or_else(|| v.type_mismatch(&what(), "a buffer (opaque pointer)"))?;
-            let b = live.get(ptr).ok_or_else(|| not_a_buffer(ptr, &what()))?;
+            let b = live
+                .get(ptr)
+                .ok_or_else(|| LIVE.not_a_buffer(ptr, &what()))?;
             if b.device_id != device_id {
                 crate::bail_value!(
                     "{}: its buffer is on vulkan:{}, the kernel runs on vulkan:{device_id}",
