@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tvmrt::object::ObjectRef;
 use tvmrt_serve::config::ChatConfig;
 use tvmrt_serve::engine::{Engine, EngineConfig};
 use tvmrt_serve::http::App;
@@ -42,16 +43,22 @@ fn prompts(count: usize) -> Vec<Vec<i32>> {
         .collect()
 }
 
-/// The median time of one `batch_decode` step of `batch` sequences.
-fn bare_decode(dir: &Path, lib: &Path, batch: usize) -> Duration {
-    let model = Model::load(lib, dir).unwrap();
+/// A cache holding `batch` sequences, each prefilled with one of the benchmark's prompts, and
+/// the sequence ids and next tokens of a decode step over all of them.
+fn prefilled(model: &Model, batch: usize) -> (ObjectRef, Vec<i64>, Vec<i32>) {
     let cache = model.create_cache(16, 8704, 128, 16).unwrap();
     let seqs: Vec<i64> = (0..batch as i64).collect();
     for (s, p) in seqs.iter().zip(prompts(batch)) {
         model.add_sequence(&cache, *s).unwrap();
         model.prefill(&cache, &[*s], &[&p]).unwrap();
     }
-    let tokens = vec![7i32; batch];
+    (cache, seqs, vec![7i32; batch])
+}
+
+/// The median time of one `batch_decode` step of `batch` sequences.
+fn bare_decode(dir: &Path, lib: &Path, batch: usize) -> Duration {
+    let model = Model::load(lib, dir).unwrap();
+    let (cache, seqs, tokens) = prefilled(&model, batch);
     let mut times = Vec::new();
     for _ in 0..NEW_TOKENS {
         let t = Instant::now();
@@ -66,13 +73,7 @@ fn bare_decode(dir: &Path, lib: &Path, batch: usize) -> Duration {
 /// steps): where the step's time goes, kernel by kernel.
 fn profile_decode(dir: &Path, lib: &Path, batch: usize) -> String {
     let model = Model::load_profiling(lib, dir).unwrap();
-    let cache = model.create_cache(16, 8704, 128, 16).unwrap();
-    let seqs: Vec<i64> = (0..batch as i64).collect();
-    for (s, p) in seqs.iter().zip(prompts(batch)) {
-        model.add_sequence(&cache, *s).unwrap();
-        model.prefill(&cache, &[*s], &[&p]).unwrap();
-    }
-    let tokens = vec![7i32; batch];
+    let (cache, seqs, tokens) = prefilled(&model, batch);
     for _ in 0..8 {
         model.decode(&cache, &seqs, &tokens).unwrap();
     }
