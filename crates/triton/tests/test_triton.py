@@ -85,15 +85,30 @@ MLC_EMBED = BACKEND + f"""
 parameters {{ key: "function" value {{ string_value: "embed" }} }}
 parameters {{ key: "weights" value {{ string_value: "{FIX}/mlc/model" }} }}
 """
+# CUDA models on tests/cuda_double's test double of the driver (the server runs with
+# TVMRT_CUDA_LIBRARY naming it): KIND_CPU instances with `device: cuda:N`, the path a KIND_GPU
+# instance takes on its GPU (Triton itself refuses KIND_GPU where CUDA sees no device; see
+# benches/triton/gpu_run.py for a real GPU). The double runs the `add` kernel on the host, not
+# the MLP's kernels: the MLP is checked for its launches' shape, `add` for its values.
+CUDA_ADD = ADD_KERNEL + """
+parameters { key: "device" value { string_value: "cuda:0" } }
+"""
+CUDA_MLP = BACKEND + """
+instance_group [{ kind: KIND_CPU, count: 2 }]
+parameters { key: "device" value { string_value: "cuda:0" } }
+"""
+CUDA_MISSING = BACKEND + """
+parameters { key: "device" value { string_value: "cuda:3" } }
+"""
 NO_SUCH_WEIGHTS = BACKEND + """
 parameters { key: "weights" value { string_value: "nowhere" } }
 """
 
 GOOD = ["mlp", "cnn", "dyn_batch", "batch_mlp", "graph_mlp", "graph_two_outputs", "graph_params",
         "add_kernel", "opencl_mlp", "weights_mlp", "packed_mlp", "mlc_embed",
-        "wrong_dtype", "wrong_shape", "optional_b", "bytes_input"]
+        "wrong_dtype", "wrong_shape", "optional_b", "bytes_input", "cuda_add", "cuda_mlp"]
 BROKEN = ["corrupt", "not_tvm", "weights_absent", "weights_unnamed", "weights_corrupt",
-          "weights_nowhere"]
+          "weights_nowhere", "cuda_missing"]
 
 
 def non_tvm_library():
@@ -143,6 +158,20 @@ def make_repo(repo, tmp):
         f.write(b"\x7fELF" + bytes(random.Random(30).randrange(256) for _ in range(4096)))
     add(repo, "corrupt", corrupt, BACKEND)
     add(repo, "not_tvm", non_tvm_library(), BACKEND)
+    add(repo, "cuda_add", f"{FIX}/cuda/elementwise_ptx.so", CUDA_ADD)
+    add(repo, "cuda_mlp", f"{FIX}/cuda/mlp_ptx.so", CUDA_MLP)
+    add(repo, "cuda_missing", f"{FIX}/cuda/mlp_ptx.so", CUDA_MISSING)
+
+
+def fake_cuda(tmp):
+    """Builds the driver's test double (tests/cuda_double/fake_cuda.c) and points tvmrt at it
+    for the server this process starts (one device, an sm_80 like the fixtures' PTX)."""
+    import subprocess
+    out = os.path.join(tmp, "libfake_cuda.so")
+    subprocess.run([os.environ.get("CC", "cc"), "-shared", "-fPIC", "-O2", "-o", out,
+                    os.path.join(ROOT, "tests", "cuda_double", "fake_cuda.c"), "-lm", "-lpthread"],
+                   check=True)
+    os.environ.update(TVMRT_CUDA_LIBRARY=out, FAKE_CUDA_DEVICES="1", FAKE_CUDA_SM="80")
 
 
 class Direct:
@@ -282,6 +311,7 @@ def run(args):
     tmp = tempfile.mkdtemp(prefix="tvmrt_triton_")
     repo = os.path.join(tmp, "repo")
     make_repo(repo, tmp)
+    fake_cuda(tmp)
     backends = triton.backend_dir(tmp, args.backend)
     direct = Direct(args.runtime)
     start = time.time()
@@ -385,6 +415,24 @@ def tests(srv, cl, direct, rng):
         got = cl.infer("http", "add_kernel", {"A": a, "B": b})["output0"]
         equal(got, a + b, "add")
     check("a compiled kernel named by `function` (add_dyn.so's add)", kernel)
+
+    def on_cuda():
+        # Host inputs copied to cuda:0, the kernel run there, the output copied back; over
+        # HTTP (binary and JSON) and gRPC.
+        for n, proto, binary in ((1000, "http", True), (7, "http", False), (1, "grpc", True)):
+            a = rng.standard_normal(n, dtype=np.float32)
+            b = rng.standard_normal(n, dtype=np.float32)
+            got = cl.infer(proto, "cuda_add", {"A": a, "B": b}, binary=binary)["output0"]
+            equal(got, a + b, f"add on cuda:0, n={n}")
+        c = config("cuda_mlp")
+        assert c["max_batch_size"] == 0 and c["input"][0]["dims"] == [1, 16], c
+        for proto in ("http", "grpc"):
+            got = cl.infer(proto, "cuda_mlp", {"x": np.ones((1, 16), np.float32)})["output0"]
+            assert got.shape == (1, 8) and got.dtype == np.float32, got.shape
+        on = [l.rsplit(" on ", 1)[-1].strip().rstrip('"') for l in srv.log_text().splitlines()
+              if "tvmrt: model `cuda_mlp` instance" in l]
+        assert on == ["cuda:0", "cuda:0"], on
+    check("CUDA (the driver's test double): `device: cuda:0` instances, copies both ways", on_cuda)
 
     def weights_autocomplete():
         for model, name, dtype, dims in (("weights_mlp", "x", "TYPE_FP32", [16]),
@@ -569,7 +617,8 @@ def tests(srv, cl, direct, rng):
                              ("weights_unnamed", ["parameter 1 (`w1`)", "num_input"]),
                              ("weights_corrupt", ["weights_corrupt/1/weights", "params_shard_0.bin",
                                                   "corrupted parameter shard"]),
-                             ("weights_nowhere", ["weights_nowhere/1/nowhere", "does not exist"])):
+                             ("weights_nowhere", ["weights_nowhere/1/nowhere", "does not exist"]),
+                             ("cuda_missing", ["cuda:3 does not exist", "1 CUDA device"])):
             assert not srv.model_ready(model), model
             reason = index[model].get("reason", "")
             assert index[model]["state"] == "UNAVAILABLE", index[model]
