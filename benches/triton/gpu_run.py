@@ -4,8 +4,10 @@ benches/triton/gpu_pack.sh wrote: unpacks the server, starts it on 127.0.0.1 (fr
 sends KServe v2 requests over HTTP (JSON and binary tensors, plain urllib), and checks
 outputs, statistics, metrics and the broken model. Python's standard library and numpy only.
 
-    gpu_run.py DIR [--rehearse]
+    gpu_run.py DIR [--rehearse | --device-param]
 
+--device-param: the `models_rehearse` repository (KIND_CPU instances with `device: cuda:0`) on
+the real driver: the backend's CUDA path without Triton's KIND_GPU, a fallback proof.
 --rehearse: a machine without a GPU: the `models_rehearse` repository (KIND_CPU instances with
 `device: cuda:0`) on tests/cuda_double's test double of the driver (DIR/libfake_cuda.so). The
 double runs the `add` kernel on the host but not the MLP's kernels, so the MLP on "cuda:0" is
@@ -140,18 +142,24 @@ def main():
     ap.add_argument("dir")
     ap.add_argument("--rehearse", action="store_true",
                     help="no GPU: KIND_CPU + device cuda:0 on the driver's test double")
+    ap.add_argument("--device-param", action="store_true",
+                    help="KIND_CPU + device cuda:0 on the real driver")
     args = ap.parse_args()
+    mode = "rehearse" if args.rehearse else "device_param" if args.device_param else "kind_gpu"
     t0 = time.time()
     pack = os.path.abspath(args.dir)
-    logs = os.environ.get("OUT") or tempfile.mkdtemp(prefix="tvmrt_gpu_logs_")
+    logs = os.path.join(os.environ.get("OUT") or tempfile.mkdtemp(prefix="tvmrt_gpu_logs_"), mode)
     os.makedirs(logs, exist_ok=True)
     work = tempfile.mkdtemp(prefix="tvmrt_gpu_run_")
     with tarfile.open(os.path.join(pack, "tritonserver.tar.xz")) as t:
-        t.extractall(work)
+        try:
+            t.extractall(work, filter="data")
+        except TypeError:  # a Python without extraction filters
+            t.extractall(work)
     binary = os.path.join(work, "tritonserver", "pytriton", "tritonserver", "bin", "tritonserver")
     print(f"unpacked the server in {time.time() - t0:.1f} s", flush=True)
 
-    repo = os.path.join(pack, "models_rehearse" if args.rehearse else "models")
+    repo = os.path.join(pack, "models" if mode == "kind_gpu" else "models_rehearse")
     env = dict(os.environ)
     if args.rehearse:
         env.update(TVMRT_CUDA_LIBRARY=os.path.join(pack, "libfake_cuda.so"), FAKE_CUDA_DEVICES="1",
@@ -174,14 +182,23 @@ def main():
     try:
         deadline = time.time() + 30
         pending = list(good)
+        failed = {}
         while pending and time.time() < deadline and proc.poll() is None:
             pending = [m for m in pending if not h.ready(m)]
-            time.sleep(0.1)
-        report(not pending, "server up, models ready",
+            if pending:
+                # A model whose load failed is UNAVAILABLE with its reason: stop waiting.
+                status, _, data = h.request("/v2/repository/index", b"{}", timeout=5)
+                if status == 200:
+                    failed = {m["name"]: m.get("reason", "") for m in json.loads(data)
+                              if m["name"] in pending and m.get("state") == "UNAVAILABLE"}
+                    if failed and set(failed) == set(pending):
+                        break
+            time.sleep(0.2)
+        report(not pending, f"server up, models ready ({mode})",
                f"{time.time() - t0:.1f} s since start" if not pending
-               else f"not ready: {pending}, server exit {proc.poll()}")
+               else f"not ready: {pending}, server exit {proc.poll()}, reasons {failed}")
         if not pending:
-            checks(h, pack, args.rehearse, log_path, proc, metrics_port)
+            checks(h, pack, mode, log_path, proc, metrics_port)
     finally:
         log.flush()
         code = stop(proc)
@@ -198,7 +215,7 @@ def main():
     print(f"{'FAILED: ' + ', '.join(FAILED) if FAILED else 'ALL PASS'} ({total:.1f} s; "
           f"log {log_path})")
     with open(os.path.join(logs, "summary.json"), "w") as f:
-        json.dump({"failed": FAILED, "seconds": total, "rehearse": args.rehearse}, f)
+        json.dump({"failed": FAILED, "seconds": total, "mode": mode}, f)
     sys.exit(1 if FAILED else 0)
 
 
@@ -213,7 +230,8 @@ def stop(proc):
     return proc.returncode
 
 
-def checks(h, pack, rehearse, log_path, proc, metrics_port):
+def checks(h, pack, mode, log_path, proc, metrics_port):
+    rehearse = mode == "rehearse"
     x = np.load(os.path.join(pack, "data", "mlp.main.in0.npy"))
     want = np.load(os.path.join(pack, "data", "mlp.main.out0.npy")).astype(np.float64)
     counts = {"mlp_gpu": 0}
@@ -230,7 +248,7 @@ def checks(h, pack, rehearse, log_path, proc, metrics_port):
     def config():
         c = h.json("/v2/models/mlp_gpu/config")
         groups = [(g["kind"], g["count"], g.get("gpus", [])) for g in c["instance_group"]]
-        if not rehearse:
+        if mode == "kind_gpu":
             assert groups == [("KIND_GPU", 2, [0])], groups
         with open(log_path) as f:
             lines = [l for l in f if "tvmrt: model `mlp_gpu` instance" in l]

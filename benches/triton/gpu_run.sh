@@ -5,4 +5,5 @@
 #   benches/triton/gpu_run.sh DIR [--rehearse]
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-exec python3 "$here/gpu_run.py" "$@"
+# PYTHON: another interpreter with numpy (here: "$(.ci/venv.sh triton)").
+exec "${PYTHON:-python3}" "$here/gpu_run.py" "$@"
