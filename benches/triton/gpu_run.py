@@ -369,6 +369,49 @@ def checks(h, pack, mode, log_path, proc, metrics_port):
         return f"broken: {b['reason'][:160]}"
     check("the corrupt model fails to load; the others serve", broken)
 
+    def cuda_shared_memory():
+        # Inputs and outputs in a client's CUDA shared memory: Triton hands the backend GPU
+        # pointers (TRITONSERVER_MEMORY_GPU), which it copies through tvmrt's CUDA back end.
+        import base64
+
+        import cupy  # on the GPU machine; a missing cupy is a SKIP line
+        rt = cupy.cuda.runtime
+        rt.setDevice(0)
+        regions = {"in": x.nbytes, "out": want.size * 4}
+        ptrs = {k: rt.malloc(n) for k, n in regions.items()}  # allocation bases, for IPC
+        try:
+            rt.memcpy(ptrs["in"], x.ctypes.data, x.nbytes, rt.memcpyHostToDevice)
+            for k, n in regions.items():
+                handle = base64.b64encode(bytes(rt.ipcGetMemHandle(ptrs[k]))).decode()
+                h.json(f"/v2/cudasharedmemory/region/{k}/register",
+                       {"raw_handle": {"b64": handle}, "device_id": 0, "byte_size": n})
+            body = {"inputs": [{"name": "x", "shape": list(x.shape), "datatype": "FP32",
+                                "parameters": {"shared_memory_region": "in",
+                                               "shared_memory_byte_size": x.nbytes}}],
+                    "outputs": [{"name": "output0",
+                                 "parameters": {"shared_memory_region": "out",
+                                                "shared_memory_byte_size": regions["out"]}}]}
+            for model in ("mlp_gpu", "mlp_cpu"):
+                rt.memset(ptrs["out"], 0, regions["out"])
+                h.json(f"/v2/models/{model}/infer", body)
+                y = np.empty(want.shape, np.float32)
+                rt.memcpy(y.ctypes.data, ptrs["out"], y.nbytes, rt.memcpyDeviceToHost)
+                close(y, want, f"{model} through CUDA shared memory")
+        finally:
+            for k in regions:
+                h.request(f"/v2/cudasharedmemory/region/{k}/unregister", b"{}")
+            for p in ptrs.values():
+                rt.free(p)
+        return "input read from and output written to GPU memory, mlp_gpu and mlp_cpu"
+    if rehearse:
+        print("SKIP  CUDA shared memory (no GPU in a rehearsal)")
+    else:
+        try:
+            import cupy  # noqa: F401
+            check("inputs and outputs in CUDA shared memory (GPU pointers)", cuda_shared_memory)
+        except ImportError:
+            print("SKIP  CUDA shared memory (no cupy)")
+
 
 if __name__ == "__main__":
     main()

@@ -266,7 +266,7 @@ fn stack<R>(
             // One request's input in one buffer (the common case) is copied straight in.
             let parts: Vec<&[u8]> = group
                 .iter()
-                .flat_map(|c| c.inputs[k].buffers.iter().copied())
+                .flat_map(|c| c.inputs[k].buffers.iter().map(|b| &b[..]))
                 .collect();
             let joined;
             let bytes: &[u8] = match parts.as_slice() {
@@ -405,7 +405,7 @@ mod tests {
                 dtype: self.dtype,
                 shape: self.shape.clone(),
                 byte_size: self.data.len() as u64,
-                buffers: vec![&self.data[..]],
+                buffers: vec![std::borrow::Cow::Borrowed(&self.data[..])],
             })
         }
         fn requested_outputs(&self) -> Result<Vec<String>, String> {

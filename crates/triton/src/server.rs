@@ -2,7 +2,8 @@
 //! configuration message, and a request's inputs and responses. Every `unsafe` call into
 //! Triton is here or in `sys.rs`'s declarations.
 
-use std::ffi::{c_char, CStr, CString};
+use std::borrow::Cow;
+use std::ffi::{c_char, c_void, CStr, CString};
 use std::ptr;
 
 use serde_json::Value;
@@ -141,12 +142,43 @@ pub fn delete_message(message: *mut sys::TRITONSERVER_Message) {
 }
 
 /// An input of a request: its properties and the buffers holding its bytes (owned by the
-/// request, valid until it is released).
+/// request, valid until it is released; copied to the host where Triton holds them in GPU
+/// memory, a client's CUDA shared memory).
 pub struct Input<'r> {
     pub dtype: sys::DataType,
     pub shape: Vec<i64>,
     pub byte_size: u64,
-    pub buffers: Vec<&'r [u8]>,
+    pub buffers: Vec<Cow<'r, [u8]>>,
+}
+
+/// Copies `n` bytes between the host and memory of CUDA device `id` (one side each), through
+/// tvmrt's CUDA back end; the copy has finished when this returns.
+///
+/// # Safety
+/// `from` holds `n` readable bytes and `to` `n` writable ones, on the sides `to_gpu` says.
+unsafe fn gpu_copy(
+    from: *const c_void,
+    to: *mut c_void,
+    n: usize,
+    id: i64,
+    to_gpu: bool,
+) -> std::result::Result<(), String> {
+    let gpu = tvmrt::device::parse_device(&format!("cuda:{id}")).map_err(|e| e.message.clone())?;
+    let api = tvmrt::device::api_of(gpu).map_err(|e| e.message.clone())?;
+    let host = tvmrt::tensor::layout::cpu();
+    let side = |data: *mut c_void, device| tvmrt::device::api::DataRef {
+        data,
+        offset: 0,
+        device,
+    };
+    let (src, dst) = if to_gpu {
+        (side(from.cast_mut(), host), side(to, gpu))
+    } else {
+        (side(from.cast_mut(), gpu), side(to, host))
+    };
+    // SAFETY: per the contract; copies to or from the host are synchronous.
+    unsafe { api.copy_bytes(src, dst, n, tvmrt::dtype::dtypes::UINT8, ptr::null_mut()) }
+        .map_err(|e| format!("copying {n} bytes with cuda:{id}: {}", e.message))
 }
 
 /// A request Triton handed to `ModelInstanceExecute`, until it is released.
@@ -211,13 +243,20 @@ impl Request {
                     "reading an input buffer",
                 )
                 .map_err(|e| e.message)?;
-                if mem != sys::MEMORY_CPU && mem != sys::MEMORY_CPU_PINNED {
-                    return Err(format!(
-                        "input `{name}` is in GPU memory; the tvmrt backend takes inputs in CPU memory"
-                    ));
+                if size == 0 || data.is_null() {
+                    continue;
                 }
-                if size > 0 && !data.is_null() {
-                    buffers.push(std::slice::from_raw_parts(data.cast::<u8>(), size as usize));
+                match mem {
+                    sys::MEMORY_CPU | sys::MEMORY_CPU_PINNED => buffers.push(Cow::Borrowed(
+                        std::slice::from_raw_parts(data.cast::<u8>(), size as usize),
+                    )),
+                    sys::MEMORY_GPU => {
+                        let mut host = vec![0u8; size as usize];
+                        gpu_copy(data, host.as_mut_ptr().cast(), host.len(), mem_id, false)
+                            .map_err(|e| format!("input `{name}` in GPU memory: {e}"))?;
+                        buffers.push(Cow::Owned(host));
+                    }
+                    _ => return Err(format!("input `{name}` is in memory of type {mem}")),
                 }
             }
             Ok(Input {
@@ -339,14 +378,19 @@ unsafe fn fill(
             "allocating an output",
         )
         .map_err(|e| e.message)?;
-        if mem != sys::MEMORY_CPU && mem != sys::MEMORY_CPU_PINNED {
-            return Err(format!(
-                "Triton gave output `{}` GPU memory, which the backend cannot fill",
-                o.name
-            ));
+        if o.bytes.is_empty() {
+            continue;
         }
-        if !o.bytes.is_empty() {
-            ptr::copy_nonoverlapping(o.bytes.as_ptr(), buffer.cast::<u8>(), o.bytes.len());
+        match mem {
+            sys::MEMORY_CPU | sys::MEMORY_CPU_PINNED => {
+                ptr::copy_nonoverlapping(o.bytes.as_ptr(), buffer.cast::<u8>(), o.bytes.len())
+            }
+            // A client's CUDA shared memory region: the output goes there from the host.
+            sys::MEMORY_GPU => {
+                gpu_copy(o.bytes.as_ptr().cast(), buffer, o.bytes.len(), mem_id, true)
+                    .map_err(|e| format!("output `{}` in GPU memory: {e}", o.name))?
+            }
+            _ => return Err(format!("output `{}` is in memory of type {mem}", o.name)),
         }
     }
     Ok(())

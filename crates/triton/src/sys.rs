@@ -61,6 +61,7 @@ pub const TYPE_BF16: DataType = 14;
 pub type MemoryType = u32;
 pub const MEMORY_CPU: MemoryType = 0;
 pub const MEMORY_CPU_PINNED: MemoryType = 1;
+pub const MEMORY_GPU: MemoryType = 2;
 
 /// `TRITONSERVER_InstanceGroupKind`.
 pub type InstanceGroupKind = u32;
