@@ -383,8 +383,11 @@ def checks(h, pack, mode, log_path, proc, metrics_port):
             rt.memcpy(ptrs["in"], x.ctypes.data, x.nbytes, rt.memcpyHostToDevice)
             for k, n in regions.items():
                 handle = base64.b64encode(bytes(rt.ipcGetMemHandle(ptrs[k]))).decode()
-                h.json(f"/v2/cudasharedmemory/region/{k}/register",
-                       {"raw_handle": {"b64": handle}, "device_id": 0, "byte_size": n})
+                status, _, data = h.request(
+                    f"/v2/cudasharedmemory/region/{k}/register",
+                    json.dumps({"raw_handle": {"b64": handle}, "device_id": 0,
+                                "byte_size": n}).encode())
+                assert status == 200, f"registering region {k}: HTTP {status} {data[:300]!r}"
             body = {"inputs": [{"name": "x", "shape": list(x.shape), "datatype": "FP32",
                                 "parameters": {"shared_memory_region": "in",
                                                "shared_memory_byte_size": x.nbytes}}],
