@@ -20,7 +20,7 @@
 # Rehearsal on another driver: VKGPU_EXPECT=llvmpipe VK_DRIVER_FILES=<lavapipe's json> ...
 set -u
 
-[ $# -eq 1 ] && [ -f "$1/bin.tar.gz" ] || {
+[ $# -eq 1 ] && [ -f "$1/bin.tar.xz" ] || {
   echo "usage: $0 DIR (made by benches/vulkan/gpu_pack.sh), in the repository's root" >&2
   exit 2
 }
@@ -46,10 +46,15 @@ step() {
   "$@" >"$work/step.out" 2>&1
   rc=$?
   cat "$work/step.out" >>"$log"
+  # Test binaries' counts ("test result: ok. 10 passed; 0 failed; 3 ignored; ..."), summed.
+  local counts
+  counts=$(awk '/^test result:/ { p += $4; f += $6; i += $8; n++ }
+    END { if (n) printf ", %d binaries: %d passed, %d failed, %d ignored", n, p, f, i }' \
+    "$work/step.out")
   if [ $rc -eq 0 ]; then
-    results+=("PASS $name ($(($(date +%s) - s)) s)")
+    results+=("PASS $name ($(($(date +%s) - s)) s$counts)")
   else
-    results+=("FAIL $name (exit $rc, $(($(date +%s) - s)) s)")
+    results+=("FAIL $name (exit $rc, $(($(date +%s) - s)) s$counts)")
     failed=1
     echo "----- $name failed (exit $rc); its last lines:"
     tail -n 25 "$work/step.out"
@@ -80,7 +85,9 @@ EOF
 
 setup() (
   set -e
-  tar -xzf "$dir/bin.tar.gz" -C "$work"
+  tar -xJf "$dir/bin.tar.xz" -C "$work" 2>/dev/null ||
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+      "$dir/bin.tar.xz" "$work"
   ls -l "$work/bin"
   # The loader: into / as the device tool's README says, where the machine has none.
   if ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1'; then
@@ -233,7 +240,7 @@ if [ "${results[-1]:0:4}" = PASS ]; then
   if [ -x "$work/bin/tvmrt" ]; then
     step "tool (add_scale, Relax MLP and CNN)" with_env tool
   else
-    say "SKIP tool: no tvmrt in $dir/bin.tar.gz"
+    say "SKIP tool: no tvmrt in $dir/bin.tar.xz"
   fi
 fi
 say "== summary ($(($(date +%s) - t0)) s; device: $(cat "$work/device.name" 2>/dev/null || echo '?'))"
