@@ -5,6 +5,7 @@
 # no Rust, no network and maybe no Vulkan loader:
 #
 #   benches/vulkan/gpu_pack.sh .devrun/vk        # here, in the repository's root
+#   benches/vulkan/gpu_pack.sh --copy OTHER/.devrun/vk .devrun/vk   # reuse a pack, no build
 #
 # into DIR:
 #   bin.tar.xz   the four Vulkan test binaries (tests/vulkan_{device,host,kernels,graph}.rs),
@@ -23,8 +24,19 @@
 # against the 64 MiB the working tree may take.
 set -euo pipefail
 
+from=
+if [ "${1:-}" = --copy ] && [ $# -eq 3 ]; then
+  # `--copy FROM DIR`: DIR becomes a copy of FROM, a folder this script packed before (in
+  # another worktree, say): no build, which takes about 15 minutes on a busy 2-core machine.
+  from=$2
+  shift 2
+  [ -f "$from/bin.tar.xz" ] && [ -f "$from/BUILD_ROOT" ] || {
+    echo "$from is no folder gpu_pack.sh made" >&2
+    exit 2
+  }
+fi
 [ $# -eq 1 ] || {
-  echo "usage: $0 DIR (a git-ignored folder of this repository, e.g. .devrun/vk)" >&2
+  echo "usage: $0 [--copy FROM] DIR (a git-ignored folder of this repository, e.g. .devrun/vk)" >&2
   exit 2
 }
 root=$(cd "$(dirname "$0")/../.." && pwd -P)
@@ -45,6 +57,19 @@ if [ "$rel" != "$dir" ] && ! git check-ignore -q "$rel/x"; then
   mkdir -p "$(dirname "$exclude")"
   echo "$top" >>"$exclude"
   echo "added $top to $exclude"
+fi
+
+if [ -n "$from" ]; then
+  [ "$(cd "$from" && pwd -P)" != "$dir" ] || {
+    echo "FROM and DIR are the same folder" >&2
+    exit 2
+  }
+  rm -rf "$dir"
+  cp -r "$from" "$dir"
+  cp benches/vulkan/gpu_run.sh "$dir/gpu_run.sh"
+  echo "== $dir (a copy of $from; the tests were built in $(cat "$dir/BUILD_ROOT"))"
+  du -sh "$dir"
+  exit 0
 fi
 
 export CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
