@@ -56,8 +56,12 @@ step() {
   else
     results+=("FAIL $name (exit $rc, $(($(date +%s) - s)) s$counts)")
     failed=1
-    echo "----- $name failed (exit $rc); its last lines:"
-    tail -n 25 "$work/step.out"
+    # The failures (libtest prints each test's panic under `---- NAME stdout ----`), then the
+    # last lines; the whole output is in the log.
+    echo "----- $name failed (exit $rc):"
+    grep -E -A 8 '^---- |panicked at|^FAIL' "$work/step.out" | head -n 120
+    echo "----- its last lines:"
+    tail -n 12 "$work/step.out"
   fi
   say "${results[-1]}"
 }
@@ -177,7 +181,7 @@ suite() {
   local rc=0 b
   for b in vulkan_kernels vulkan_device vulkan_host vulkan_graph; do
     echo "--- $b $*"
-    env "$@" timeout 60 "$work/bin/$b" -q 2>&1 || rc=1
+    env RUST_BACKTRACE=0 "$@" timeout 60 "$work/bin/$b" -q 2>&1 || rc=1
   done
   return $rc
 }
