@@ -127,6 +127,20 @@ setup() (
         break
       fi
     done
+    if ! grep -q VK_DRIVER_FILES "$work/env"; then
+      f=$(find /usr/local/nvidia /etc/vulkan /usr/share/vulkan -name 'nvidia_icd*.json' \
+        2>/dev/null | head -n 1)
+      [ -z "$f" ] || echo "VK_DRIVER_FILES=$f" >>"$work/env"
+    fi
+  fi
+  # NVIDIA's manifest names its library bare (libGLX_nvidia.so.0): where the machine's
+  # library cache lacks it, the driver's own folders.
+  if ! ldconfig -p 2>/dev/null | grep -q libGLX_nvidia; then
+    local ld=${LD_LIBRARY_PATH:-}
+    for d in /usr/local/nvidia/lib /usr/local/nvidia/lib64; do
+      [ ! -d "$d" ] || ld=$d${ld:+:$ld}
+    done
+    [ "$ld" = "${LD_LIBRARY_PATH:-}" ] || echo "LD_LIBRARY_PATH=$ld" >>"$work/env"
   fi
   cat "$work/env"
   # The tests find tests/fixtures through the path they were built in: lead it here.
