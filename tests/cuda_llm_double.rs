@@ -90,7 +90,11 @@ fn tiny_llm_runs_on_cuda() {
                 let f = if step == 0 { "prefill" } else { "decode" };
                 let out = call(&func(&vm, f), &[emb, cache.clone(), params.clone()])
                     .unwrap_or_else(|e| panic!("{file} {f}: {e}"));
-                call(&global("vm.builtin.kv_state_end_forward"), &[cache.clone()]).unwrap();
+                call(
+                    &global("vm.builtin.kv_state_end_forward"),
+                    std::slice::from_ref(&cache),
+                )
+                .unwrap();
                 let logits = call(&global("ffi.ArrayGetItem"), &[out, Any::from(0i64)]).unwrap();
                 let logits = Tensor::from_any_view(&logits.view(), "logits").unwrap();
                 assert_eq!(logits.device(), cuda(0), "{file} {f}");
