@@ -10,6 +10,13 @@ if(TVMRT_X86_64_FIXTURES)
   add_test(NAME cuda COMMAND cuda "${TVMRT_CUDA_FIXTURES}")
   set_tests_properties(cuda PROPERTIES TIMEOUT 120 ENVIRONMENT "${TVMRT_FAKE_CUDA_ENV}")
   add_dependencies(cuda fake_cuda)
+  # Relax models for CUDA from C (c_tests/device_relax.c): the double does not compute their
+  # kernels, so values are compared on a GPU only (benches/gpu/run.sh); here the rest is.
+  tvmrt_add_program(device_relax tvmrt::tvmrt c_tests/device_relax.c)
+  add_test(NAME cuda_relax COMMAND device_relax cuda "${TVMRT_CUDA_FIXTURES}"
+           mlp_ptx.so:mlp.main mlp.so:mlp.main --no-values)
+  set_tests_properties(cuda_relax PROPERTIES TIMEOUT 120 ENVIRONMENT "${TVMRT_FAKE_CUDA_ENV}")
+  add_dependencies(device_relax fake_cuda)
   # Under valgrind: the CUDA back end's raw pointers (driver handles, device pointers, kernel
   # argument slots, the blob and payload reads) with no invalid access and no leak.
   tvmrt_add_memcheck(cuda ARGS "${TVMRT_CUDA_FIXTURES}" ENVIRONMENT ${TVMRT_FAKE_CUDA_ENV})

@@ -109,9 +109,11 @@ static inline TVMFFIObjectHandle vm_module_function(const VmModel* m, TVMFFIObje
   return out.v_obj;
 }
 
-/* Loads `path`, makes its VM and initializes it (CPU 0, `allocator` 1 naive / 2 pooled).
+/* Loads `path`, makes its VM and initializes it on `dev` (`allocator` 1 naive / 2 pooled; a
+ * device other than the CPU gets the CPU as host device after it, as TVM's Python VM passes).
  * Returns 0, or -1 with the message in `err`. */
-static inline int vm_load(VmModel* m, const char* path, int allocator, char* err, size_t cap) {
+static inline int vm_load_on(VmModel* m, const char* path, DLDevice dev, int allocator, char* err,
+                             size_t cap) {
   TVMFFIObjectHandle load = vm_global("ffi.ModuleLoadFromFile");
   TVMFFIAny arg, out;
   TVMFFIObjectHandle f;
@@ -139,11 +141,18 @@ static inline int vm_load(VmModel* m, const char* path, int allocator, char* err
     return -1;
   }
   {
-    TVMFFIAny init[3] = {vm_int(kDLCPU), vm_int(0), vm_int(allocator)};
-    if (vm_call(f, init, 3, &out, err, cap) != 0) return -1;
+    TVMFFIAny init[6] = {vm_int(dev.device_type), vm_int(dev.device_id), vm_int(allocator),
+                         vm_int(kDLCPU),          vm_int(0),             vm_int(allocator)};
+    if (vm_call(f, init, dev.device_type == kDLCPU ? 3 : 6, &out, err, cap) != 0) return -1;
   }
   TVMFFIObjectDecRef(f);
   return 0;
+}
+
+/* vm_load_on the CPU. */
+static inline int vm_load(VmModel* m, const char* path, int allocator, char* err, size_t cap) {
+  DLDevice cpu = {kDLCPU, 0};
+  return vm_load_on(m, path, cpu, allocator, err, cap);
 }
 
 static inline void vm_unload(VmModel* m) {

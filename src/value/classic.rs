@@ -358,6 +358,18 @@ impl ClassicArgs {
         self.len == 0
     }
 
+    /// Both arrays at once (values, codes), as a classic call takes them.
+    pub fn arrays_mut(&mut self) -> (&mut [TVMValue], &mut [i32]) {
+        if self.len > INLINE_ARGS {
+            (&mut self.heap_values, &mut self.heap_codes)
+        } else {
+            (
+                &mut self.inline_values[..self.len],
+                &mut self.inline_codes[..self.len],
+            )
+        }
+    }
+
     /// The `TVMValue` array.
     pub fn values_mut(&mut self) -> &mut [TVMValue] {
         if self.len > INLINE_ARGS {

@@ -1,7 +1,7 @@
 //! The node calls: `run`, and the debug executor's partial, profiled and timed runs.
 
 use super::{GraphExecutor, OpCall, OpKind};
-use crate::abi::{type_code, TVMBackendPackedCFunc, TVMValue};
+use crate::abi::TVMBackendPackedCFunc;
 use crate::error::{Error, Result};
 use crate::graph::json::NodeOp;
 use crate::tensor::copy::copy_dltensor;
@@ -121,30 +121,15 @@ impl GraphExecutor {
 /// raised. Inlined: it is the per-node path of `run`.
 #[inline(always)]
 fn call_classic(f: TVMBackendPackedCFunc, op: &mut OpCall) -> Result<()> {
-    let mut ret = TVMValue { v_int64: 0 };
-    let mut code = type_code::NULLPTR;
-    // SAFETY: the arrays hold one `DLTensor*` (into `op.args`, live) per argument; the return
-    // slots are ours; the library stays loaded while the op's function object lives.
-    let status = unsafe {
-        f(
-            op.classic_values.as_mut_ptr(),
-            op.classic_codes.as_mut_ptr(),
-            op.classic_values.len() as i32,
-            &mut ret,
-            &mut code,
-            std::ptr::null_mut(),
-        )
-    };
-    if status != 0 {
-        return Err(crate::raised::take_raised().unwrap_or_else(|| {
-            Error::runtime(format!(
-                "compiled function returned {status} without setting an error"
-            ))
-        }));
-    }
-    if code != type_code::NULLPTR {
-        // SAFETY: the callee wrote this value and code for us; dropping releases any object.
-        drop(unsafe { crate::module::library::take_classic_result(ret, code)? });
-    }
+    // SAFETY: the arrays hold one `DLTensor*` (into `op.args`, live) per argument; the library
+    // stays loaded while the op's function object lives. Dropping the result releases any object.
+    drop(unsafe {
+        crate::module::library::invoke_classic(
+            f,
+            &mut op.classic_values,
+            &mut op.classic_codes,
+            None,
+        )?
+    });
     Ok(())
 }

@@ -53,30 +53,9 @@ impl LibraryFunction {
         let f = self
             .classic_symbol()
             .ok_or_else(|| Error::runtime(format!("`{}` is not a classic function", self.name)))?;
-        let mut ret = TVMValue::default();
-        let mut code = type_code::NULLPTR;
-        // SAFETY: the arrays hold `args.len()` entries and outlive the call; the return slots
-        // are ours.
-        let status = unsafe {
-            f(
-                c.values_mut().as_mut_ptr(),
-                c.codes_mut().as_mut_ptr(),
-                args.len() as i32,
-                &mut ret,
-                &mut code,
-                std::ptr::null_mut(),
-            )
-        };
-        if status != 0 {
-            return Err(crate::raised::take_raised().unwrap_or_else(|| {
-                Error::runtime(format!(
-                    "compiled function `{}` returned {status} without setting an error",
-                    self.name
-                ))
-            }));
-        }
-        // SAFETY: the callee wrote this value and code for us.
-        unsafe { take_classic_result(ret, code) }
+        let (values, codes) = c.arrays_mut();
+        // SAFETY: `ClassicArgs` holds one value and code per argument, alive for the call.
+        unsafe { invoke_classic(f, values, codes, Some(&self.name)) }
     }
 
     /// The symbol as a classic backend function, when this is one: what `TVMFuncCall` calls
@@ -91,6 +70,44 @@ impl LibraryFunction {
             Abi::Ffi => None,
         }
     }
+}
+
+/// Calls classic compiled function `f` on `values`/`codes` and takes what it returned; a failure
+/// takes the error it raised (naming the function, `name` where known, when it raised none).
+///
+/// # Safety
+/// `values` and `codes` are the classic encoding of `f`'s arguments (any handles in them live
+/// for the call); `f` is a loaded `TVMBackendPackedCFunc`.
+#[inline(always)]
+pub(crate) unsafe fn invoke_classic(
+    f: TVMBackendPackedCFunc,
+    values: &mut [TVMValue],
+    codes: &mut [i32],
+    name: Option<&str>,
+) -> Result<Any> {
+    let mut ret = TVMValue::default();
+    let mut code = type_code::NULLPTR;
+    // SAFETY: per the contract; the return slots are ours.
+    let status = unsafe {
+        f(
+            values.as_mut_ptr(),
+            codes.as_mut_ptr(),
+            values.len() as i32,
+            &mut ret,
+            &mut code,
+            std::ptr::null_mut(),
+        )
+    };
+    if status != 0 {
+        return Err(crate::raised::take_raised().unwrap_or_else(|| {
+            let name = name.map(|n| format!(" `{n}`")).unwrap_or_default();
+            Error::runtime(format!(
+                "compiled function{name} returned {status} without setting an error"
+            ))
+        }));
+    }
+    // SAFETY: the callee wrote this value and code for us.
+    unsafe { take_classic_result(ret, code) }
 }
 
 /// Takes the value a classic compiled function returned: objects move to the caller (TVM's

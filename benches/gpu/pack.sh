@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# Prepares the GPU machine's run (issues 32, 30, 34) HERE, where cargo and the registries are:
+# the device tool's machine has the NVIDIA driver, CUDA's toolkit and a python3 with numpy,
+# PyTorch and CuPy, but no Rust toolchain and no network. Writes DIR (default .devrun, which
+# .git/info/exclude must ignore; the device tool's `carry` then names it):
+#   lib/libtvmrt.so, bin/tvmrt            release builds, stripped
+#   bin/cuda, bin/device_relax            c_tests/cuda.c and c_tests/device_relax.c
+#   bin/cuda_launch                       benches/cuda/cuda_launch.c (per-launch cost)
+#   lib/libfake_cuda.so                   the driver's test double, for the rehearsal (--fake)
+#   python/_core.abi3.so                  the Python package's C extension
+#   triton/, vk/                          the Triton and Vulkan parts, where their pack scripts exist
+# Then: benches/gpu/run.sh DIR --fake (rehearsal here) and, on the GPU machine,
+# benches/gpu/run.sh DIR.
+#
+# Usage: benches/gpu/pack.sh [DIR]
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+DIR="$(realpath -m "${1:-$ROOT/.devrun}")"
+CC="${CC:-cc}"
+cd "$ROOT"
+rm -rf "$DIR"
+mkdir -p "$DIR/lib" "$DIR/bin" "$DIR/python"
+
+cargo build --release -p tvmrt --lib -p tvmrt-cli --bin tvmrt --quiet
+cp target/release/libtvmrt.so "$DIR/lib/"
+cp target/release/tvmrt "$DIR/bin/"
+strip "$DIR/lib/libtvmrt.so" "$DIR/bin/tvmrt"
+
+link=(-I include -I c_tests -L "$DIR/lib" -ltvmrt -ldl -Wl,-rpath,'$ORIGIN/../lib')
+"$CC" -O2 -o "$DIR/bin/cuda" c_tests/cuda.c "${link[@]}"
+"$CC" -O2 -o "$DIR/bin/device_relax" c_tests/device_relax.c "${link[@]}"
+"$CC" -O2 -o "$DIR/bin/cuda_launch" benches/cuda/cuda_launch.c "${link[@]}"
+"$CC" -shared -fPIC -O2 -o "$DIR/lib/libfake_cuda.so" tests/cuda_double/fake_cuda.c
+python/build_ext.sh --out "$DIR/python" >/dev/null
+
+for part in triton vulkan; do
+  if [[ -x benches/$part/gpu_pack.sh ]]; then
+    dest="$DIR/$part"
+    [[ $part == vulkan ]] && dest="$DIR/vk"
+    benches/$part/gpu_pack.sh "$dest"
+  fi
+done
+du -sh "$DIR"
+du -sh "$DIR"/* | sort -h

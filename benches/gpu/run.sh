@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# The GPU machine's run (issue 32: CUDA on a real GPU; issue 30: Triton KIND_GPU; issue 34:
+# Vulkan on the NVIDIA driver), from the folder benches/gpu/pack.sh wrote, with nothing but what
+# that machine has (bash, python3 with numpy/torch/cupy, the driver, compute-sanitizer). Each
+# part runs under a time limit; everything printed goes to OUT/run.log, the verdicts to
+# OUT/summary.txt, and the parts' own files (OUT of the Triton and Vulkan scripts) to
+# OUT/parts.tar.gz (the device tool returns at most 8 files).
+#
+# Usage: benches/gpu/run.sh [DIR] [--fake]
+#   DIR     what pack.sh wrote (default .devrun)
+#   --fake  rehearsal on a machine without a GPU: the driver's test double stands in for
+#           libcuda.so.1 (values of whole models are not compared there; the parts that need
+#           PyTorch/CuPy, compute-sanitizer, Triton's GPU instances or a Vulkan GPU are left out)
+# Environment: OUT (default /tmp/gpu_run), PYTHON (default python3).
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+DIR=""
+FAKE=0
+for a in "$@"; do
+  case $a in
+    --fake) FAKE=1 ;;
+    *) DIR=$a ;;
+  esac
+done
+DIR="$(realpath "${DIR:-$ROOT/.devrun}")"
+OUTD="${OUT:-/tmp/gpu_run}"
+PARTS_OUT="$(mktemp -d)"
+PY="${PYTHON:-python3}"
+FIX="$ROOT/tests/fixtures/cuda"
+mkdir -p "$OUTD"
+cd "$ROOT"
+cp "$DIR/python/_core.abi3.so" python/tvmrt/_core.abi3.so 2>/dev/null || true
+export TVMRT_LIBRARY="$DIR/lib/libtvmrt.so" PYTHONUNBUFFERED=1
+SUITE=() RELAX=() DEVICES=1
+if [[ $FAKE == 1 ]]; then
+  export TVMRT_CUDA_LIBRARY="$DIR/lib/libfake_cuda.so" FAKE_CUDA_DEVICES=1
+  SUITE=(--fake) RELAX=(--no-values)
+  echo "(rehearsal: the driver's test double; timings are not a GPU's)"
+  # NVRTC from the pinned `cuda` venv (.ci/venv.sh cuda), as run_suite.sh --fake takes it.
+  if [[ -z ${TVMRT_NVRTC_LIBRARY:-} ]]; then
+    TVMRT_NVRTC_LIBRARY=$(ls "$ROOT"/.venv/cuda/lib/python3*/site-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so.12 2>/dev/null | head -1)
+  fi
+else
+  nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader
+  # NVRTC: CUDA's toolkit, else the pip package the machine's Python has (tvmrt's own search
+  # looks in both too; naming it makes every part use the same one, and the log say which).
+  if [[ -z ${TVMRT_NVRTC_LIBRARY:-} ]]; then
+    TVMRT_NVRTC_LIBRARY=$(ls /usr/local/cuda/lib64/libnvrtc.so.1[0-9]* 2>/dev/null | grep -v builtins | sort -V | tail -1)
+  fi
+  if [[ -z $TVMRT_NVRTC_LIBRARY ]]; then
+    TVMRT_NVRTC_LIBRARY=$("$PY" -c 'import sys; sys.path.insert(0, "python"); from tvmrt._ffi import find_pip_nvrtc; print(find_pip_nvrtc() or "")')
+  fi
+fi
+export TVMRT_NVRTC_LIBRARY
+echo "NVRTC: ${TVMRT_NVRTC_LIBRARY:-none found}"
+export DIR FIX PY FAKE
+
+declare -a SUMMARY=()
+# part NAME SECONDS CMD...: runs CMD with a time limit, its output to the terminal and OUT/NAME.log
+part() {
+  local name=$1 limit=$2 rc
+  shift 2
+  echo
+  echo "== $name" | tee -a "$OUTD/run.log"
+  local t0=$SECONDS
+  mkdir -p "$PARTS_OUT/$name"
+  OUT="$PARTS_OUT/$name" timeout --kill-after=5 "$limit" "$@" 2>&1 | tee -a "$OUTD/run.log"
+  rc=${PIPESTATUS[0]}
+  local verdict=PASS
+  [[ $rc == 0 ]] || verdict="FAIL (exit $rc)"
+  [[ $rc == 124 || $rc == 137 ]] && verdict="FAIL (over ${limit}s)"
+  SUMMARY+=("$verdict $name ($((SECONDS - t0)) s)")
+}
+
+tool_mlp() {
+  # The tool on cuda:0 against TVM's CPU output, for the PTX and the source payloads.
+  local m tmp
+  for m in mlp_ptx mlp; do
+    tmp=$(mktemp -d)
+    "$DIR/bin/tvmrt" run "$FIX/$m.so" main -i "$FIX/data/mlp.main.in0.npy" --device cuda \
+      --save "$tmp" || return 1
+    "$PY" - "$tmp/output0.npy" "$FIX/data/mlp.main.out0.npy" "$m" "$FAKE" <<'PYEOF' || return 1
+import sys, numpy as np
+got, want = np.load(sys.argv[1]), np.load(sys.argv[2])
+assert got.shape == want.shape, (got.shape, want.shape)
+if sys.argv[4] == "1":
+    print(f"PASS tvmrt run {sys.argv[3]}.so --device cuda: ran, shape {got.shape} (values not compared)")
+else:
+    err = float(np.max(np.abs(got - want)))
+    assert np.allclose(got, want, rtol=1e-4, atol=1e-4), f"max abs diff {err}"
+    print(f"PASS tvmrt run {sys.argv[3]}.so --device cuda: max abs diff {err:.2e}")
+PYEOF
+    rm -rf "$tmp"
+  done
+}
+
+tool_bench() {
+  local m
+  for m in mlp_ptx mlp; do
+    echo "-- $m.so"
+    "$DIR/bin/tvmrt" bench "$FIX/$m.so" main -i "$FIX/data/mlp.main.in0.npy" --device cuda \
+      --repeat 200 || return 1
+  done
+}
+
+part cuda_suite 240 "$PY" benches/cuda/suite.py --library "$TVMRT_LIBRARY" "${SUITE[@]}"
+part c_cuda 60 "$DIR/bin/cuda" "$FIX" "$DEVICES"
+CUDA_MODELS=(mlp_ptx.so:mlp.main mlp.so:mlp.main)
+part c_cuda_relax 120 "$DIR/bin/device_relax" cuda "$FIX" "${CUDA_MODELS[@]}" "${RELAX[@]}"
+export -f tool_mlp tool_bench
+part tool_run 120 bash -c tool_mlp
+if [[ -f benches/cuda/llm.py ]]; then
+  part llm 180 "$PY" benches/cuda/llm.py --library "$TVMRT_LIBRARY" "${SUITE[@]}"
+fi
+if [[ $FAKE == 0 ]]; then
+  part interop 120 "$PY" benches/cuda/interop.py --library "$TVMRT_LIBRARY"
+fi
+part launch_cost 120 "$DIR/bin/cuda_launch" "$FIX" 20000 9
+part mlp_bench 120 bash -c tool_bench
+if [[ $FAKE == 0 ]]; then
+  part sanitizer 240 compute-sanitizer --tool memcheck --error-exitcode 9 --leak-check full \
+    "$DIR/bin/device_relax" cuda "$FIX" "${CUDA_MODELS[@]}"
+fi
+if [[ -f benches/triton/gpu_run.sh && -d $DIR/triton ]]; then
+  if [[ $FAKE == 1 ]]; then
+    part triton 120 bash benches/triton/gpu_run.sh "$DIR/triton" --rehearse
+  else
+    part triton 120 bash benches/triton/gpu_run.sh "$DIR/triton"
+  fi
+fi
+if [[ -f benches/vulkan/gpu_run.sh && -d $DIR/vk && $FAKE == 0 ]]; then
+  part vulkan 150 bash benches/vulkan/gpu_run.sh "$DIR/vk"
+  # After gpu_run.sh has put the Vulkan loader in place: the Relax models from C.
+  part c_vulkan_relax 60 "$DIR/bin/device_relax" vulkan tests/fixtures/vulkan \
+    cnn.so:cnn.main mlp.so:mlp.main
+fi
+
+echo
+echo "== summary"
+printf '%s\n' "${SUMMARY[@]}" | tee "$OUTD/summary.txt"
+tar czf "$OUTD/parts.tar.gz" -C "$PARTS_OUT" .
+grep -qv '^PASS' "$OUTD/summary.txt" && exit 1
+exit 0
