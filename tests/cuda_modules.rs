@@ -91,7 +91,7 @@ fn every_fixture_format_loads_and_is_checked() {
             seen += 1;
         }
     }
-    assert_eq!(seen, 8, "4 elementwise formats, 2 matmul, 2 mlp");
+    assert_eq!(seen, 10, "4 elementwise formats, 2 matmul, 2 mlp, 2 cnn");
 }
 
 #[test]

@@ -6,6 +6,9 @@
 #     compiled by tvmrt with NVRTC, NVRTC's PTX, cubin and fatbin) and the Relax MLP, on cuda:0
 #     through the Python package, compared with numpy's answers as TVM's CPU runtime recorded
 #     them (benches/cuda/suite.py; an sm_80 cubin must be refused on other architectures);
+#     then the tiny LLM of tests/fixtures/llm built for CUDA, greedy decoding on cuda:0 and on
+#     the CPU in one run: tokens equal to TVM's and the CPU's, logits within 1e-3 of max |logit|
+#     (benches/cuda/llm.py);
 #  2. per-launch cost of a tiny kernel: a minimal hand-written driver-API program
 #     (cuLaunchKernel, the floor), tvmrt's kernel function, and the library's host launcher,
 #     same process, same device, alternating rounds (benches/cuda/cuda_launch.c);
@@ -67,6 +70,10 @@ echo "tvmrt $(git -C "$ROOT" rev-parse --short HEAD) ($PROFILE), NVRTC $TVMRT_NV
 echo
 echo "== fixture suite (cuda:0, compared with numpy / TVM's CPU outputs)"
 "$PY" "$ROOT/benches/cuda/suite.py" --library "$LIB/libtvmrt.so" "${SUITE_ARGS[@]}"
+
+echo
+echo "== tiny LLM (tests/fixtures/llm) greedy decoding on cuda:0 and the CPU, same run"
+"$PY" "$ROOT/benches/cuda/llm.py" --library "$LIB/libtvmrt.so" "${SUITE_ARGS[@]}"
 
 echo
 echo "== per-launch cost (median of $ROUNDS rounds of $LAUNCHES launches, alternating)"

@@ -107,7 +107,7 @@ tool_bench() {
 
 part cuda_suite 240 "$PY" benches/cuda/suite.py --library "$TVMRT_LIBRARY" "${SUITE[@]}"
 part c_cuda 60 "$DIR/bin/cuda" "$FIX" "$DEVICES"
-CUDA_MODELS=(mlp_ptx.so:mlp.main mlp.so:mlp.main)
+CUDA_MODELS=(mlp_ptx.so:mlp.main mlp.so:mlp.main cnn_ptx.so:cnn.main cnn.so:cnn.main)
 part c_cuda_relax 120 "$DIR/bin/device_relax" cuda "$FIX" "${CUDA_MODELS[@]}" "${RELAX[@]}"
 export -f tool_mlp tool_bench
 part tool_run 120 bash -c tool_mlp

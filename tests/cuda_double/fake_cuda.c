@@ -130,10 +130,17 @@ static void emulate_scale_kernel(void **params, const unsigned *grid, const unsi
 }
 #undef P
 
-static struct { char name[128]; kernel_impl f; } impls[16] = {
-  {"add_kernel", emulate_add_kernel}, {"axpk_kernel", emulate_axpk_kernel},
-  {"mul_2d_kernel", emulate_mul_2d_kernel}, {"matmul_kernel", emulate_matmul_kernel},
-  {"add_relu_kernel", emulate_add_relu_kernel}, {"scale_kernel", emulate_scale_kernel},
+/* n_params: the parameters of the fixture's kernel (0: any; a cubin's are not read, so 0
+ * there too); buf_bytes: what each of its first three (pointer) parameters must hold (0: not
+ * checked). Another library's kernel of the same name (dlight names a model's plain matmul
+ * `matmul_kernel` too) has other parameters or shapes, so it is not emulated: the fixed-size
+ * 64 x 64 matmul would write past its buffers. */
+static struct { char name[128]; kernel_impl f; int n_params; size_t buf_bytes; } impls[16] = {
+  {"add_kernel", emulate_add_kernel, 4, 0}, {"axpk_kernel", emulate_axpk_kernel, 5, 0},
+  {"mul_2d_kernel", emulate_mul_2d_kernel, 5, 0},
+  {"matmul_kernel", emulate_matmul_kernel, 3, 64 * 64 * sizeof(float)},
+  {"add_relu_kernel", emulate_add_relu_kernel, 4, 0},
+  {"scale_kernel", emulate_scale_kernel, 4, 0},
 };
 static int n_impls = 6;
 
@@ -631,7 +638,12 @@ static CUresult launch(void *f, const unsigned *grid, const unsigned *block, uns
     memcpy(&l->params[i], params[i], k->param_size[i] < 8 ? (size_t)k->param_size[i] : 8);
   }
   for (int i = 0; i < n_impls; i++)
-    if (!strcmp(impls[i].name, k->name)) impl = impls[i].f;
+    if (!strcmp(impls[i].name, k->name) &&
+        (!impls[i].n_params || !k->n_params || k->n_params == impls[i].n_params)) {
+      impl = impls[i].f;
+      for (int j = 0; impls[i].buf_bytes && j < 3; j++)
+        if (!find(*(uintptr_t *)params[j], impls[i].buf_bytes, 0)) impl = NULL;
+    }
   logf_("launch %s grid=(%u,%u,%u) block=(%u,%u,%u) shared=%u attrs=%d", k->name, grid[0],
         grid[1], grid[2], block[0], block[1], block[2], shared, n_attrs);
   pthread_mutex_unlock(&lock);
@@ -696,6 +708,8 @@ void fake_cuda_set_kernel(const char *name, kernel_impl f) {
   if (i < 16) {
     snprintf(impls[i].name, sizeof impls[i].name, "%s", name);
     impls[i].f = f;
+    impls[i].n_params = 0;
+    impls[i].buf_bytes = 0;
   }
   pthread_mutex_unlock(&lock);
 }

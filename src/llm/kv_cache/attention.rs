@@ -9,7 +9,7 @@ use super::forward::{sync_aux, NO_BATCH};
 use super::kernels::{arg, AttnScalars, Kernels};
 use super::state::{Batch, State, Views};
 use super::Shared;
-use crate::abi::DLDataType;
+use crate::abi::{DLDataType, DLDevice};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
@@ -33,7 +33,15 @@ pub fn ready<'a>(st: &'a mut State, sh: &Shared) -> Result<Ready<'a>> {
     })
 }
 
-fn check_dtype(t: &Tensor, want: DLDataType, func: &str, name: &str) -> Result<()> {
+/// Checks a caller's tensor: `want`'s dtype, compact, on the cache's device (the kernels read it
+/// there: host memory for a CPU cache, device memory for a GPU one, as TVM's runtime does).
+fn check_dtype(
+    t: &Tensor,
+    want: DLDataType,
+    device: DLDevice,
+    func: &str,
+    name: &str,
+) -> Result<()> {
     if t.dtype() != want {
         crate::bail_type!(
             "{func}: {name} has dtype {}, the cache holds {}",
@@ -44,7 +52,14 @@ fn check_dtype(t: &Tensor, want: DLDataType, func: &str, name: &str) -> Result<(
     if !t.is_contiguous() {
         crate::bail_value!("{func}: {name} is not a compact tensor");
     }
-    crate::device::require_host(t.device(), func)
+    if t.device() != device {
+        crate::bail_value!(
+            "{func}: {name} is on {}, the KV cache on {}",
+            crate::device::device_name(t.device()),
+            crate::device::device_name(device)
+        );
+    }
+    Ok(())
 }
 
 fn check_shape(t: &Tensor, want: &[Option<i64>], func: &str, name: &str) -> Result<()> {
@@ -89,8 +104,8 @@ impl Shared {
         const F: &str = "vm.builtin.attention_kv_cache_attention_with_fused_qkv";
         let cfg = &self.cfg;
         let local = cfg.local_layer(layer_id, F)?;
-        check_dtype(qkv, cfg.kv_dtype, F, "qkv_data")?;
-        check_dtype(o, cfg.kv_dtype, F, "o_data")?;
+        check_dtype(qkv, cfg.kv_dtype, cfg.device, F, "qkv_data")?;
+        check_dtype(o, cfg.kv_dtype, cfg.device, F, "o_data")?;
         let kind = cfg.kind(layer_id);
         if kind != AttnKind::Mha && kind != AttnKind::MhaSliding {
             crate::bail_value!("{F}: layer {layer_id} is {}, not MHA", kind.name());
@@ -503,9 +518,15 @@ impl Shared {
         let cfg = &self.cfg;
         cfg.local_layer(layer_id, F)?;
         for (t, n) in [(q, "q_data"), (k, "k_data"), (v, "v_data"), (o, "o_data")] {
-            check_dtype(t, cfg.kv_dtype, F, n)?;
+            check_dtype(t, cfg.kv_dtype, cfg.device, F, n)?;
         }
-        check_dtype(lse, crate::dtype::dtypes::FLOAT32, F, "lse_data")?;
+        check_dtype(
+            lse,
+            crate::dtype::dtypes::FLOAT32,
+            cfg.device,
+            F,
+            "lse_data",
+        )?;
         let r = ready(st, self)?;
         let total = r.batch.total_length();
         let (hq, hkv) = (Some(cfg.num_qo_heads), Some(cfg.num_kv_heads));
@@ -545,9 +566,15 @@ impl Shared {
         const F: &str = "vm.builtin.attention_kv_cache_cross_attention";
         let cfg = &self.cfg;
         let local = cfg.local_layer(layer_id, F)?;
-        check_dtype(q, cfg.kv_dtype, F, "q_data")?;
-        check_dtype(o, cfg.kv_dtype, F, "o_data")?;
-        check_dtype(lse, crate::dtype::dtypes::FLOAT32, F, "lse_data")?;
+        check_dtype(q, cfg.kv_dtype, cfg.device, F, "q_data")?;
+        check_dtype(o, cfg.kv_dtype, cfg.device, F, "o_data")?;
+        check_dtype(
+            lse,
+            crate::dtype::dtypes::FLOAT32,
+            cfg.device,
+            F,
+            "lse_data",
+        )?;
         let r = ready(st, self)?;
         let total = r.batch.total_length();
         let hq = Some(cfg.num_qo_heads);
@@ -583,7 +610,7 @@ impl Shared {
             (v, "current_v_data"),
             (o, "o_data"),
         ] {
-            check_dtype(t, cfg.kv_dtype, F, n)?;
+            check_dtype(t, cfg.kv_dtype, cfg.device, F, n)?;
         }
         let kind = cfg.kind(source_layer_id);
         if kind != AttnKind::Mha && kind != AttnKind::MhaSliding {
@@ -606,7 +633,7 @@ impl Shared {
         const F: &str = "vm.builtin.attention_kv_cache_append_mla_kv";
         let cfg = &self.cfg;
         let local = cfg.local_layer(layer_id, F)?;
-        check_dtype(kv, cfg.kv_dtype, F, "kv_data")?;
+        check_dtype(kv, cfg.kv_dtype, cfg.device, F, "kv_data")?;
         if cfg.kind(layer_id) != AttnKind::Mla {
             crate::bail_value!("{F}: layer {layer_id} is not an MLA layer");
         }
