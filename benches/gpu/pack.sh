@@ -15,12 +15,14 @@
 # benches/gpu/run.sh DIR.
 #
 # Usage: benches/gpu/pack.sh [DIR]
+# Environment: PACK_PARTS (default "triton vulkan"): which of the other parts to (re)build; a
+# part left out keeps what DIR already holds for it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DIR="$(realpath -m "${1:-$ROOT/.devrun}")"
 CC="${CC:-cc}"
 cd "$ROOT"
-rm -rf "$DIR"
+rm -rf "$DIR/lib" "$DIR/bin" "$DIR/python"
 mkdir -p "$DIR/lib" "$DIR/bin" "$DIR/python"
 
 cargo build --release -p tvmrt --lib -p tvmrt-cli --bin tvmrt --quiet
@@ -35,7 +37,7 @@ link=(-I include -I c_tests -L "$DIR/lib" -ltvmrt -ldl -Wl,-rpath,'$ORIGIN/../li
 "$CC" -shared -fPIC -O2 -o "$DIR/lib/libfake_cuda.so" tests/cuda_double/fake_cuda.c
 python/build_ext.sh --out "$DIR/python" >/dev/null
 
-for part in triton vulkan; do
+for part in ${PACK_PARTS-triton vulkan}; do
   if [[ -x benches/$part/gpu_pack.sh ]]; then
     dest="$DIR/$part"
     [[ $part == vulkan ]] && dest="$DIR/vk"

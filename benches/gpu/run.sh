@@ -74,14 +74,16 @@ part() {
   SUMMARY+=("$verdict $name ($((SECONDS - t0)) s)")
 }
 
-tool_mlp() {
-  # The tool on cuda:0 against TVM's CPU output, for the PTX and the source payloads.
-  local m tmp
-  for m in mlp_ptx mlp; do
+tool_models() {
+  # The tool on cuda:0 against TVM's CPU output: the MLP and the CNN, PTX and source payloads.
+  local lib m tmp
+  for lib in mlp_ptx:mlp mlp:mlp cnn_ptx:cnn cnn:cnn; do
+    m=${lib#*:}
+    lib=${lib%%:*}
     tmp=$(mktemp -d)
-    "$DIR/bin/tvmrt" run "$FIX/$m.so" main -i "$FIX/data/mlp.main.in0.npy" --device cuda \
+    "$DIR/bin/tvmrt" run "$FIX/$lib.so" main -i "$FIX/data/$m.main.in0.npy" --device cuda \
       --save "$tmp" || return 1
-    "$PY" - "$tmp/output0.npy" "$FIX/data/mlp.main.out0.npy" "$m" "$FAKE" <<'PYEOF' || return 1
+    "$PY" - "$tmp/output0.npy" "$FIX/data/$m.main.out0.npy" "$lib" "$FAKE" <<'PYEOF' || return 1
 import sys, numpy as np
 got, want = np.load(sys.argv[1]), np.load(sys.argv[2])
 assert got.shape == want.shape, (got.shape, want.shape)
@@ -109,8 +111,8 @@ part cuda_suite 240 "$PY" benches/cuda/suite.py --library "$TVMRT_LIBRARY" "${SU
 part c_cuda 60 "$DIR/bin/cuda" "$FIX" "$DEVICES"
 CUDA_MODELS=(mlp_ptx.so:mlp.main mlp.so:mlp.main cnn_ptx.so:cnn.main cnn.so:cnn.main)
 part c_cuda_relax 120 "$DIR/bin/device_relax" cuda "$FIX" "${CUDA_MODELS[@]}" "${RELAX[@]}"
-export -f tool_mlp tool_bench
-part tool_run 120 bash -c tool_mlp
+export -f tool_models tool_bench
+part tool_run 120 bash -c tool_models
 if [[ -f benches/cuda/llm.py ]]; then
   part llm 180 "$PY" benches/cuda/llm.py --library "$TVMRT_LIBRARY" "${SUITE[@]}"
 fi
@@ -127,7 +129,8 @@ if [[ -f benches/triton/gpu_run.sh && -d $DIR/triton ]]; then
   if [[ $FAKE == 1 ]]; then
     part triton 120 bash benches/triton/gpu_run.sh "$DIR/triton" --rehearse
   else
-    part triton 120 bash benches/triton/gpu_run.sh "$DIR/triton"
+    part triton_kind_gpu 120 bash benches/triton/gpu_run.sh "$DIR/triton"
+    part triton_device_param 120 bash benches/triton/gpu_run.sh "$DIR/triton" --device-param
   fi
 fi
 if [[ -f benches/vulkan/gpu_run.sh && -d $DIR/vk && $FAKE == 0 ]]; then
