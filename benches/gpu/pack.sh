@@ -11,6 +11,7 @@
 #   lib/libfake_cuda.so                   the driver's test double, for the rehearsal (--fake)
 #   python/_core.abi3.so                  the Python package's C extension
 #   triton/, vk/                          the Triton and Vulkan parts, where their pack scripts exist
+#   triton_bench/                         the models of benches/triton/compute_bench.py
 # Then: benches/gpu/run.sh DIR --fake (rehearsal here) and, on the GPU machine,
 # benches/gpu/run.sh DIR.
 #
@@ -38,6 +39,14 @@ link=(-I include -I c_tests -L "$DIR/lib" -ltvmrt -ldl -Wl,-rpath,'$ORIGIN/../li
 python/build_ext.sh --out "$DIR/python" >/dev/null
 
 for part in ${PACK_PARTS-triton vulkan}; do
+  if [[ $part == triton ]]; then
+    # benches/triton/compute_bench.py's models, built by TVM 0.27 as benches/triton/run.py's.
+    mkdir -p "$DIR/triton_bench"
+    (cd crates/triton/tests/models && "$(cd "$ROOT" && .ci/venv.sh onnx)" -c "
+import generate
+generate.build(generate.mlp(256, 1024, 16, seed=1), '$DIR/triton_bench/mlp.so')
+generate.build(generate.cnn(3, 32, 10, seed=2), '$DIR/triton_bench/cnn.so')")
+  fi
   if [[ -x benches/$part/gpu_pack.sh ]]; then
     dest="$DIR/$part"
     [[ $part == vulkan ]] && dest="$DIR/vk"

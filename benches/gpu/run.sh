@@ -13,7 +13,8 @@
 #   --fake  rehearsal on a machine without a GPU: the driver's test double stands in for
 #           libcuda.so.1 (values of whole models are not compared there; the parts that need
 #           PyTorch/CuPy, compute-sanitizer, Triton's GPU instances or a Vulkan GPU are left out)
-# Environment: OUT (default /tmp/gpu_run), PYTHON (default python3).
+# Environment: OUT (default /tmp/gpu_run), PYTHON (default python3), ONLY (names of the parts
+# to run, e.g. "triton_kind_gpu vulkan"; default all).
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DIR=""
@@ -33,10 +34,10 @@ mkdir -p "$OUTD"
 cd "$ROOT"
 cp "$DIR/python/_core.abi3.so" python/tvmrt/_core.abi3.so 2>/dev/null || true
 export TVMRT_LIBRARY="$DIR/lib/libtvmrt.so" PYTHONUNBUFFERED=1
-SUITE=() RELAX=() DEVICES=1
+SUITE=() RELAX=() DEVICES=1 TRITON_BENCH_ARGS=()
 if [[ $FAKE == 1 ]]; then
   export TVMRT_CUDA_LIBRARY="$DIR/lib/libfake_cuda.so" FAKE_CUDA_DEVICES=1
-  SUITE=(--fake) RELAX=(--no-values)
+  SUITE=(--fake) RELAX=(--no-values) TRITON_BENCH_ARGS=(--seconds 1 --concurrency 1,4)
   echo "(rehearsal: the driver's test double; timings are not a GPU's)"
   # NVRTC from the pinned `cuda` venv (.ci/venv.sh cuda), as run_suite.sh --fake takes it.
   if [[ -z ${TVMRT_NVRTC_LIBRARY:-} ]]; then
@@ -62,6 +63,9 @@ declare -a SUMMARY=()
 part() {
   local name=$1 limit=$2 rc
   shift 2
+  if [[ -n ${ONLY:-} && " $ONLY " != *" $name "* ]]; then
+    return 0
+  fi
   echo
   echo "== $name" | tee -a "$OUTD/run.log"
   local t0=$SECONDS
@@ -131,6 +135,11 @@ if [[ -f benches/triton/gpu_run.sh && -d $DIR/triton ]]; then
   else
     part triton_kind_gpu 120 bash benches/triton/gpu_run.sh "$DIR/triton"
     part triton_device_param 120 bash benches/triton/gpu_run.sh "$DIR/triton" --device-param
+  fi
+  if [[ -d $DIR/triton_bench ]]; then
+    # Server-side compute against a direct call, on this machine's cores (issue 30).
+    part triton_compute 180 "$PY" benches/triton/compute_bench.py "$DIR/triton" \
+      "$DIR/triton_bench" "$TVMRT_LIBRARY" "${TRITON_BENCH_ARGS[@]}"
   fi
 fi
 if [[ -f benches/vulkan/gpu_run.sh && -d $DIR/vk && $FAKE == 0 ]]; then

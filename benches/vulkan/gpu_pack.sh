@@ -128,10 +128,15 @@ tar -C "$stage" -cf - bin | xz -T0 -9 >"$dir/bin.tar.xz"
 # whatever this machine's architecture.
 echo "== downloading the Debian packages"
 mkdir -p "$dir/debs" /tmp/amd64/partial
-rm -f "$dir"/debs/*.deb
+rm -f "$dir"/debs/*.deb "$dir"/debs/glvnd/*.deb
 o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64)
 apt-get "${o[@]}" update -qq
 (cd "$dir/debs" && apt-get "${o[@]}" download -qq libvulkan1 vulkan-validationlayers glslang-tools)
+# GLVND, which NVIDIA's Vulkan driver (libGLX_nvidia.so.0, its manifest's library) needs
+# (libGLdispatch.so.0); the device tool's README carries the same set.
+mkdir -p "$dir/debs/glvnd"
+(cd "$dir/debs/glvnd" &&
+  apt-get "${o[@]}" download -qq libglvnd0 libglx0 libegl1 libgl1 libopengl0 libgles2)
 
 printf '%s\n' "$root" >"$dir/BUILD_ROOT"
 cp benches/vulkan/gpu_run.sh "$dir/gpu_run.sh"

@@ -104,6 +104,12 @@ setup() (
     unpack_deb "$dir"/debs/libvulkan1_*.deb "$work/root"
     echo "TVMRT_VULKAN_LIBRARY=$(echo "$work"/root/usr/lib/*/libvulkan.so.1)" >>"$work/env"
   fi
+  # GLVND into / as well (the README's set): NVIDIA's driver library needs libGLdispatch.
+  if command -v dpkg >/dev/null && ls "$dir"/debs/glvnd/*.deb >/dev/null 2>&1; then
+    for f in "$dir"/debs/glvnd/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+    ldconfig -p | grep -E 'libGLdispatch|libGLX_nvidia' || true
+  fi
   # The validation layer and glslang elsewhere: other packages can break /.
   for f in "$dir"/debs/vulkan-validationlayers_*.deb "$dir"/debs/glslang-tools_*.deb; do
     unpack_deb "$f" "$work/root"
@@ -182,7 +188,15 @@ device() {
     cat "$work/device.out"
     grep -o 'Vulkan device `[^`]*` (push descriptors: [a-z]*)' "$work/device.out" | head -n 1 |
       tee "$work/device.name"
-    grep -q "$expect" "$work/device.name"
+    if ! grep -q "$expect" "$work/device.name"; then
+      # Why the loader found no driver: its own log of the drivers it tried.
+      VK_LOADER_DEBUG=error,warn,driver timeout 30 "$work/bin/tvmrt" run \
+        tests/fixtures/vulkan/add_scale.so add_scale \
+        -i tests/fixtures/vulkan/data/add_scale.n1.in0.npy \
+        -i tests/fixtures/vulkan/data/add_scale.n1.in1.npy -i float:0.75 -o float32:1 \
+        --device vulkan:0 2>&1 | tail -n 40
+      return 1
+    fi
   else
     # Without the tool: the test that asserts vulkan:0 is the driver asked for.
     TVMRT_TEST_VULKAN_DEVICE=$expect timeout 30 "$work/bin/vulkan_kernels" \

@@ -161,6 +161,26 @@ pub fn autocomplete(
     changed
 }
 
+/// The CUDA ordinal of the first `KIND_GPU` instance group (its first listed GPU, else 0), if
+/// any: where a model whose instances run on GPUs is run at load time (the output probe), so
+/// that code built for CUDA sees its inputs on a CUDA device.
+pub fn first_gpu(config: &Value) -> Option<i64> {
+    let groups = config.get("instance_group")?.as_array()?;
+    let group = groups
+        .iter()
+        .find(|g| g.get("kind").and_then(Value::as_str) == Some("KIND_GPU"))?;
+    let first = group
+        .get("gpus")
+        .and_then(Value::as_array)
+        .and_then(|g| g.first())
+        .map(|v| match v {
+            Value::Number(n) => n.as_i64().unwrap_or(0),
+            Value::String(s) => s.parse().unwrap_or(0),
+            _ => 0,
+        });
+    Some(first.unwrap_or(0))
+}
+
 /// The names and dims (batch dimension excluded) a configuration lists under `key`.
 pub fn listed_tensors(config: &Value, key: &str) -> Vec<(String, Option<String>, Vec<i64>)> {
     let Some(list) = config.get(key).and_then(Value::as_array) else {
@@ -403,6 +423,27 @@ mod tests {
         assert_eq!(
             e,
             "config.pbtxt does not list input `x` (x: float32[n, 16])"
+        );
+    }
+
+    #[test]
+    fn first_gpu_is_the_first_kind_gpu_group_s_first_gpu() {
+        let c = |t: &str| serde_json::from_str::<Value>(t).unwrap();
+        assert_eq!(
+            first_gpu(&c(
+                r#"{"instance_group": [{"kind": "KIND_CPU", "count": 2}]}"#
+            )),
+            None
+        );
+        assert_eq!(first_gpu(&c(r#"{}"#)), None);
+        assert_eq!(
+            first_gpu(&c(r#"{"instance_group": [{"kind": "KIND_CPU"},
+                {"kind": "KIND_GPU", "count": 2, "gpus": [3, 1]}]}"#)),
+            Some(3)
+        );
+        assert_eq!(
+            first_gpu(&c(r#"{"instance_group": [{"kind": "KIND_GPU"}]}"#)),
+            Some(0)
         );
     }
 }

@@ -167,8 +167,17 @@ fn load_model(model: *mut sys::TRITONBACKEND_Model) -> Result<ModelState> {
 
     let listed_outputs = config::listed_tensors(&config, "output");
     if loaded.outputs.is_empty() && (auto_complete && listed_outputs.is_empty()) {
+        // On the device the instances will use: a model built for CUDA refuses host inputs.
+        let probe_device = match device {
+            Some(d) => d,
+            None => match config::first_gpu(&config) {
+                Some(gpu) => tvmrt::device::parse_device(&format!("cuda:{gpu}"))
+                    .map_err(|e| fail(e.message.clone()))?,
+                None => cpu(),
+            },
+        };
         loaded
-            .probe_outputs(device.unwrap_or_else(cpu))
+            .probe_outputs(probe_device)
             .map_err(|e| fail(server::BackendError::from(e).message))?;
     }
     // Batchable: every input and output has the same symbolic first dimension (outputs found
