@@ -76,7 +76,7 @@ static void run_once(VmModel* m, TVMFFIObjectHandle main_fn, DLTensor* input,
 }
 
 static void run_case(const char* dir, const Case* c, int no_values) {
-  char path[4096], err[2048];
+  char path[4096], err[8192];
   VmModel m;
   HostArray in = {0}, want = {0}, bad = {0};
   DLTensor *input = NULL, *wrong = NULL;
