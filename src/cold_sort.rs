@@ -9,7 +9,7 @@
 use std::cmp::Ordering;
 
 /// The order of `len` elements, stably sorted by `cmp` on their indices (the one copy).
-fn sorted_order(len: usize, cmp: &dyn Fn(usize, usize) -> Ordering) -> Vec<usize> {
+pub(crate) fn sorted_order(len: usize, cmp: &dyn Fn(usize, usize) -> Ordering) -> Vec<usize> {
     let mut order: Vec<usize> = (0..len).collect();
     order.sort_by(|&a, &b| cmp(a, b));
     order

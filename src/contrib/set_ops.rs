@@ -11,9 +11,7 @@
 //!   the values followed by the requested `int64` outputs (first indices, inverse indices,
 //!   counts).
 
-use std::cmp::Ordering;
-
-use super::elements::{Key, TensorArg};
+use super::elements::{sort_pairs, TensorArg};
 use crate::dtype::dtypes;
 use crate::error::{Error, Result};
 use crate::function::Function;
@@ -41,9 +39,10 @@ fn nonzero(args: &[AnyView<'_>]) -> Result<Any> {
         x.shape.to_vec()
     };
     let ndim = shape.len();
+    let kind = x.keys()?;
     let mut coords: Vec<Vec<i64>> = vec![Vec::new(); ndim];
     for i in 0..x.numel() {
-        if x.key(i)?.is_nonzero() {
+        if kind.is_nonzero(x.bytes(i)) {
             let mut rest = i as i64;
             for d in (0..ndim).rev() {
                 coords[d].push(rest % shape[d]);
@@ -103,32 +102,31 @@ fn unique(args: &[AnyView<'_>]) -> Result<Any> {
             (x.shape[a] as usize, before, x.shape[a] as usize, after)
         }
     };
-    let item = |k: usize| -> Vec<usize> {
-        let mut v = Vec::with_capacity(before * after);
+    // Each item's order keys, one row of `width` per item, in the order items compare.
+    let width = before * after;
+    let kind = x.keys()?;
+    let mut keys = Vec::with_capacity(count * width);
+    for k in 0..count {
         for i in 0..before {
             for j in 0..after {
-                v.push(i * len * after + k * after + j);
+                keys.push(kind.key(x.bytes(i * len * after + k * after + j)));
             }
         }
-        v
+    }
+    let row = |k: usize| &keys[k * width..(k + 1) * width];
+    // The items in sorted order (stable: equal items in index order).
+    let order: Vec<usize> = if width == 1 {
+        let mut pairs: Vec<(u64, usize)> = keys.iter().copied().zip(0..count).collect();
+        sort_pairs(&mut pairs);
+        pairs.into_iter().map(|p| p.1).collect()
+    } else {
+        crate::cold_sort::sorted_order(count, &|a, b| row(a).cmp(row(b)))
     };
-    let keys: Vec<Vec<Key>> = (0..count)
-        .map(|k| item(k).into_iter().map(|e| x.key(e)).collect())
-        .collect::<Result<_>>()?;
-    let lex = |a: &Vec<Key>, b: &Vec<Key>| {
-        a.iter()
-            .zip(b)
-            .map(|(p, q)| p.total_cmp(q))
-            .find(|o| *o != Ordering::Equal)
-            .unwrap_or(Ordering::Equal)
-    };
-    let mut order: Vec<usize> = (0..count).collect();
-    order.sort_by(|&a, &b| lex(&keys[a], &keys[b]));
     // Groups of equal items, in sorted order: (first index, count); and each item's group.
     let mut groups: Vec<(usize, usize)> = Vec::new();
     let mut group_of = vec![0usize; count];
     for (pos, &k) in order.iter().enumerate() {
-        if pos == 0 || lex(&keys[order[pos - 1]], &keys[k]) != Ordering::Equal {
+        if pos == 0 || row(order[pos - 1]) != row(k) {
             groups.push((k, 0));
         }
         let g = groups.len() - 1;
@@ -138,8 +136,12 @@ fn unique(args: &[AnyView<'_>]) -> Result<Any> {
     // Unsorted: groups in order of first occurrence; inverse indices follow.
     let mut rank: Vec<usize> = (0..groups.len()).collect();
     if !sorted {
-        let mut by_first: Vec<usize> = (0..groups.len()).collect();
-        by_first.sort_by_key(|&g| groups[g].0);
+        // First indices are distinct items: listing the groups by item index orders them.
+        let mut group_at = vec![usize::MAX; count];
+        for (g, &(first, _)) in groups.iter().enumerate() {
+            group_at[first] = g;
+        }
+        let by_first: Vec<usize> = group_at.into_iter().filter(|&g| g != usize::MAX).collect();
         for (r, &g) in by_first.iter().enumerate() {
             rank[g] = r;
         }

@@ -10,9 +10,7 @@
 //!
 //! Indices are written in the output's dtype (integer or float, as TVM allows).
 
-use std::cmp::Ordering;
-
-use super::elements::{write_index, Key, TensorArg};
+use super::elements::{sort_pairs, write_index, KeyKind, TensorArg};
 use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::value::{Any, AnyView};
@@ -45,20 +43,19 @@ fn bool_arg(args: &[AnyView<'_>], i: usize, what: &str) -> Result<bool> {
         .ok_or_else(|| v.type_mismatch("is_ascend", "bool"))
 }
 
-/// Orders (index, key) pairs: by key in the given direction, then (when `by_index`) by index.
-fn order(ascend: bool, by_index: bool) -> impl Fn(&(usize, Key), &(usize, Key)) -> Ordering {
-    move |a, b| {
-        let by_key = if ascend {
-            a.1.total_cmp(&b.1)
-        } else {
-            b.1.total_cmp(&a.1)
-        };
-        if by_index {
-            by_key.then(a.0.cmp(&b.0))
-        } else {
-            by_key
-        }
-    }
+/// Line `base, base + stride, ...` of `len` elements as (order key, index) pairs sorted by key
+/// in the given direction, ties in index order (`!key` reverses the order and keeps ties).
+fn sorted_line(
+    input: &TensorArg<'_>,
+    kind: KeyKind,
+    ascend: bool,
+    (base, len, stride): (usize, usize, usize),
+    line: &mut Vec<(u64, usize)>,
+) {
+    let flip = if ascend { 0 } else { u64::MAX };
+    line.clear();
+    line.extend((0..len).map(|k| (kind.key(input.bytes(base + k * stride)) ^ flip, k)));
+    sort_pairs(line);
 }
 
 fn same_shape(a: &TensorArg<'_>, b: &TensorArg<'_>, what: &str) -> Result<()> {
@@ -97,16 +94,13 @@ fn sort_lines(args: &[AnyView<'_>], values: bool, what: &str) -> Result<Any> {
     let axis = axis_arg(args, 2, input.shape.len(), what)?;
     let ascend = bool_arg(args, 3, what)?;
     let (before, len, after) = lines(input.shape, axis);
-    let mut line: Vec<(usize, Key)> = Vec::with_capacity(len);
+    let kind = input.keys()?;
+    let mut line = Vec::with_capacity(len);
     for i in 0..before {
         for j in 0..after {
             let base = i * len * after + j;
-            line.clear();
-            for k in 0..len {
-                line.push((k, input.key(base + k * after)?));
-            }
-            line.sort_by(order(ascend, false));
-            for (k, &(src, _)) in line.iter().enumerate() {
+            sorted_line(&input, kind, ascend, (base, len, after), &mut line);
+            for (k, &(_, src)) in line.iter().enumerate() {
                 let at = base + k * after;
                 if values {
                     output.write(at, input.bytes(base + src * after));
@@ -168,17 +162,15 @@ fn topk(args: &[AnyView<'_>]) -> Result<Any> {
             );
         }
     }
-    let mut line: Vec<(usize, Key)> = Vec::with_capacity(len);
+    let kind = input.keys()?;
+    let mut line = Vec::with_capacity(len);
     for i in 0..before {
         for j in 0..after {
             let src = i * len * after + j;
             let dst = i * k * after + j;
-            line.clear();
-            for t in 0..len {
-                line.push((t, input.key(src + t * after)?));
-            }
-            line.sort_by(order(ascend, true));
-            for (t, &(from, _)) in line.iter().take(kept).enumerate() {
+            // Ties by the smaller index: the stable order.
+            sorted_line(&input, kind, ascend, (src, len, after), &mut line);
+            for (t, &(_, from)) in line.iter().take(kept).enumerate() {
                 if let Some(v) = &values {
                     v.write(dst + t * after, input.bytes(src + from * after));
                 }
