@@ -171,7 +171,7 @@ pub fn plan(
     pool_threads: usize,
     bind: bool,
 ) -> Result<Plan> {
-    let allowed: BTreeSet<usize> = topo.sorted.iter().copied().collect();
+    let allowed: BTreeSet<usize> = crate::cold_sort::ordered(topo.sorted.iter().copied());
     if mode.needs_cpus() && cpus.is_empty() {
         return Err(Error::value(
             "config_threadpool: this affinity mode needs the list of CPUs to use (argument 2)",

@@ -1,18 +1,21 @@
 //! A report as TVM prints it: `AsJSON` (and back, `FromJSON`), `AsCSV`, `AsTable`.
 
 use super::*;
+use crate::cold_sort::ordered;
 
 fn row_to_json(row: &Row) -> Value {
-    Value::Object(row.iter().map(|(k, v)| (k.clone(), v.to_json())).collect())
+    Value::Object(ordered(row.iter().map(|(k, v)| (k.clone(), v.to_json()))))
 }
 
 fn row_from_json(v: &Value, what: &str) -> Result<Row> {
     let obj = v
         .as_object()
         .ok_or_else(|| Error::value(format!("profiling report: `{what}` must be an object")))?;
-    obj.iter()
-        .map(|(k, x)| Ok((k.clone(), Metric::from_json(x, &format!("{what}.{k}"))?)))
-        .collect()
+    let mut row = Row::new();
+    for (k, x) in obj {
+        row.insert(k.clone(), Metric::from_json(x, &format!("{what}.{k}"))?);
+    }
+    Ok(row)
 }
 
 impl Report {
@@ -20,12 +23,11 @@ impl Report {
     pub fn to_json(&self) -> String {
         let v = serde_json::json!({
             "calls": self.calls.iter().map(row_to_json).collect::<Vec<_>>(),
-            "device_metrics": Value::Object(
+            "device_metrics": Value::Object(ordered(
                 self.device_metrics
                     .iter()
                     .map(|(k, r)| (k.clone(), row_to_json(r)))
-                    .collect()
-            ),
+            )),
             "configuration": row_to_json(&self.configuration),
         });
         v.to_string()
@@ -65,7 +67,7 @@ impl Report {
     /// TVM's `AsCSV`: every call, one column per metric name (sorted), strings quoted.
     pub fn to_csv(&self) -> String {
         let headers: std::collections::BTreeSet<&String> =
-            self.calls.iter().flat_map(|r| r.keys()).collect();
+            ordered(self.calls.iter().flat_map(|r| r.keys()));
         let mut s = headers
             .iter()
             .map(|h| h.as_str())
@@ -118,15 +120,12 @@ impl Report {
                 .map(|k| {
                     let members = &groups[k];
                     let names: std::collections::BTreeSet<&String> =
-                        members.iter().flat_map(|r| r.keys()).collect();
-                    names
-                        .into_iter()
-                        .map(|name| {
-                            let values: Vec<&Metric> =
-                                members.iter().filter_map(|r| r.get(name)).collect();
-                            (name.clone(), aggregate(&values))
-                        })
-                        .collect()
+                        ordered(members.iter().flat_map(|r| r.keys()));
+                    ordered(names.into_iter().map(|name| {
+                        let values: Vec<&Metric> =
+                            members.iter().filter_map(|r| r.get(name)).collect();
+                        (name.clone(), aggregate(&values))
+                    }))
                 })
                 .collect()
         } else {
@@ -175,11 +174,11 @@ impl Report {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        let extra: std::collections::BTreeSet<&String> = rows
-            .iter()
-            .flat_map(|r| r.keys())
-            .filter(|k| !headers.contains(k))
-            .collect();
+        let extra: std::collections::BTreeSet<&String> = ordered(
+            rows.iter()
+                .flat_map(|r| r.keys())
+                .filter(|k| !headers.contains(k)),
+        );
         let extra: Vec<String> = extra.into_iter().cloned().collect();
         headers.extend(extra);
         let cells: Vec<Vec<String>> = rows

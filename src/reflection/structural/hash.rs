@@ -153,7 +153,7 @@ impl Hash {
                 items.push((kh, &e.value));
             }
         }
-        items.sort_by_key(|item| item.0);
+        crate::cold_sort::sort_by_key(&mut items, |item| item.0);
         let mut i = 0;
         while i < items.len() {
             let mut k = i + 1;
