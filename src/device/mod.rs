@@ -298,6 +298,38 @@ pub fn library_error(e: &libloading::Error) -> String {
     }
 }
 
+/// The address of the symbol `name` (NUL-terminated) in a driver library, or the message
+/// `lacks(name without its NUL, libloading's error)`. The one copy of `Library::get` for every
+/// driver function tvmrt looks up: `get::<F>` for each function type was a copy each, with its
+/// own error closure (BENCHMARKS.md, "Library size"); [`function_from`] gives the pointer its
+/// type.
+pub fn library_symbol(
+    library: &libloading::Library,
+    name: &str,
+    lacks: &dyn Fn(&str, String) -> String,
+) -> std::result::Result<*mut std::ffi::c_void, String> {
+    // SAFETY: reading a symbol's address as a data pointer calls nothing; what it points to is
+    // used only through `function_from`, whose caller answers for the signature.
+    unsafe { library.get::<*mut std::ffi::c_void>(name.as_bytes()) }
+        .map(|s| *s)
+        .map_err(|e| lacks(name.trim_end_matches('\0'), e.to_string()))
+}
+
+/// A symbol's address as the function pointer type `F`.
+///
+/// # Safety
+///
+/// `p` is the address of a function whose C signature is `F`'s (a function pointer type).
+pub unsafe fn function_from<F: Copy>(p: *mut std::ffi::c_void) -> F {
+    assert_eq!(
+        std::mem::size_of::<F>(),
+        std::mem::size_of::<*mut std::ffi::c_void>()
+    );
+    // SAFETY: `F` is a function pointer type of a pointer's size (checked), and `p` points to
+    // a function of that signature (the caller's promise).
+    unsafe { std::mem::transmute_copy(&p) }
+}
+
 /// What `module` is as a device module, if a back end loaded it.
 pub fn describe_module(module: &Module) -> Option<DeviceModuleInfo> {
     BACK_ENDS.iter().find_map(|b| (b.describe_module)(module))

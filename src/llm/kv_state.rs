@@ -56,10 +56,12 @@ fn state_arg<'o>(args: &Args<'_, '_>, obj: &'o ObjectRef) -> Result<&'o dyn KvSt
     })
 }
 
+/// A global taking the state as argument 0 and `count` arguments in all; `f` a function
+/// pointer, so that the globals share one wrapper (as `kv_cache::globals::global`).
 fn global(
     name: &'static str,
     count: usize,
-    f: impl Fn(&dyn KvState, &Args<'_, '_>) -> Result<()> + Send + Sync + 'static,
+    f: fn(&dyn KvState, &Args<'_, '_>) -> Result<()>,
 ) -> (&'static str, Function) {
     (
         name,

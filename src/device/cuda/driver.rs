@@ -213,24 +213,21 @@ fn open() -> std::result::Result<Cu, String> {
             e = crate::device::library_error(&e)
         )
     })?;
+    let lacks = |sym: &str, e: String| {
+        format!("CUDA driver `{name}` lacks `{sym}` ({e}): tvmrt needs a driver for CUDA 11 or later")
+    };
     macro_rules! sym {
         ($name:literal) => {{
+            let p = crate::device::library_symbol(&library, concat!($name, "\0"), &lacks)?;
             // SAFETY: the symbol is the driver API function of that name, whose C signature
             // (`cuda.h`) the field's type spells out.
-            let s = unsafe { library.get(concat!($name, "\0").as_bytes()) }.map_err(|e| {
-                format!(
-                    "CUDA driver `{name}` lacks `{}` ({e}): tvmrt needs a driver for CUDA 11 or \
-                     later",
-                    $name
-                )
-            })?;
-            *s
+            unsafe { crate::device::function_from(p) }
         }};
     }
     // SAFETY: as in `sym!`; absent in drivers older than CUDA 12.0, which is allowed.
-    let launch_kernel_ex = unsafe { library.get(b"cuLaunchKernelEx\0") }
+    let launch_kernel_ex = crate::device::library_symbol(&library, "cuLaunchKernelEx\0", &lacks)
         .ok()
-        .map(|s| *s);
+        .map(|p| unsafe { crate::device::function_from(p) });
     let cu = Cu {
         init: sym!("cuInit"),
         driver_get_version: sym!("cuDriverGetVersion"),

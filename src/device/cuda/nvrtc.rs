@@ -210,21 +210,21 @@ fn open() -> std::result::Result<Nvrtc, String> {
         ));
     };
     let shown = path.display().to_string();
+    let lacks = |sym: &str, e: String| format!("NVRTC library `{shown}` lacks `{sym}` ({e})");
     macro_rules! sym {
         ($name:literal) => {{
+            let p = crate::device::library_symbol(&library, concat!($name, "\0"), &lacks)?;
             // SAFETY: the symbol is the NVRTC function of that name, whose C signature
             // (`nvrtc.h`) the field's type spells out.
-            let s = unsafe { library.get(concat!($name, "\0").as_bytes()) }
-                .map_err(|e| format!("NVRTC library `{shown}` lacks `{}` ({e})", $name))?;
-            *s
+            unsafe { crate::device::function_from(p) }
         }};
     }
     macro_rules! optional {
         ($name:literal) => {
-            // SAFETY: as in `sym!`; absent in older NVRTC versions, which is allowed.
-            unsafe { library.get(concat!($name, "\0").as_bytes()) }
+            crate::device::library_symbol(&library, concat!($name, "\0"), &lacks)
                 .ok()
-                .map(|s| *s)
+                // SAFETY: as in `sym!`; absent in older NVRTC versions, which is allowed.
+                .map(|p| unsafe { crate::device::function_from(p) })
         };
     }
     let path_buf = PathBuf::from(&path);

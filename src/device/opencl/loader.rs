@@ -140,17 +140,14 @@ fn open() -> std::result::Result<Cl, String> {
             crate::device::library_error(&e)
         )
     })?;
+    let lacks =
+        |sym: &str, e: String| format!("OpenCL library `{name}` lacks `{sym}` ({e}): tvmrt needs OpenCL 1.2");
     macro_rules! sym {
         ($name:literal) => {{
+            let p = crate::device::library_symbol(&library, concat!($name, "\0"), &lacks)?;
             // SAFETY: the symbol is the OpenCL 1.2 function of that name, whose C signature
             // (Khronos `CL/cl.h`) the field's type spells out.
-            let s = unsafe { library.get(concat!($name, "\0").as_bytes()) }.map_err(|e| {
-                format!(
-                    "OpenCL library `{name}` lacks `{}` ({e}): tvmrt needs OpenCL 1.2",
-                    $name
-                )
-            })?;
-            *s
+            unsafe { crate::device::function_from(p) }
         }};
     }
     Ok(Cl {
