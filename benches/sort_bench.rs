@@ -114,11 +114,22 @@ fn old_sort_line<T: Elem>(x: &[T], ascend: bool, k: usize, out: &mut [i64]) {
     }
 }
 
-/// The old `unique`'s sort of the flattened elements (the first step, which dominates).
-fn old_unique_order<T: Elem>(x: &[T], out: &mut [i64]) {
-    let keys: Vec<Vec<OldKey>> = x.iter().map(|v| vec![v.old_key()]).collect();
-    let mut order: Vec<usize> = (0..x.len()).collect();
-    order.sort_by(|&a, &b| keys[a][0].total_cmp(&keys[b][0]));
+/// The old `unique`'s sort of items of `width` elements (rows of `x`; the first step, which
+/// dominates).
+fn old_unique_order<T: Elem>(x: &[T], width: usize, out: &mut [i64]) {
+    let keys: Vec<Vec<OldKey>> = x
+        .chunks(width)
+        .map(|r| r.iter().map(|v| v.old_key()).collect())
+        .collect();
+    let lex = |a: &Vec<OldKey>, b: &Vec<OldKey>| {
+        a.iter()
+            .zip(b)
+            .map(|(p, q)| p.total_cmp(q))
+            .find(|o| *o != Ordering::Equal)
+            .unwrap_or(Ordering::Equal)
+    };
+    let mut order: Vec<usize> = (0..keys.len()).collect();
+    order.sort_by(|&a, &b| lex(&keys[a], &keys[b]));
     for (o, i) in out.iter_mut().zip(order) {
         *o = i as i64;
     }
@@ -308,6 +319,30 @@ fn main() {
         || {
             black_box(unique.call_values(&uargs).unwrap());
         },
-        || old_unique_order(black_box(&few), black_box(&mut uorder)),
+        || old_unique_order(black_box(&few), 1, black_box(&mut uorder)),
+    );
+
+    // unique rows (axis 0) of a (200k, 4) int64 matrix of 0..3: 81 distinct rows.
+    let (urows, ucols) = (200_000usize, 4usize);
+    let mut mat: Vec<i64> = (0..urows * ucols).map(|_| (lcg(&mut seed) % 3) as i64).collect();
+    let mut ushape = [urows as i64, ucols as i64];
+    let mut ux = tensor(&mut mat, &mut ushape, i64::CODE);
+    let rargs = [
+        Any::dltensor_ptr(&mut ux),
+        Any::from(true),
+        Any::from(false),
+        Any::from(false),
+        Any::from(false),
+        Any::from(0i64),
+    ];
+    unique.call_values(&rargs).unwrap();
+    let mut rorder = vec![0i64; urows];
+    race(
+        "unique rows (axis 0), 200k x 4 int64, 81 distinct",
+        repeats.min(5),
+        || {
+            black_box(unique.call_values(&rargs).unwrap());
+        },
+        || old_unique_order(black_box(&mat), ucols, black_box(&mut rorder)),
     );
 }

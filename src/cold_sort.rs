@@ -2,9 +2,12 @@
 //! lists, report rows): each `slice::sort_by` with its own element type or comparator is a copy
 //! of the standard library's driftsort (8-12 KB of code each; BENCHMARKS.md, "Library size").
 //! These all share one copy: the sort runs over indices with the comparison behind a `dyn`
-//! call, then the elements move into place. Code whose sorts are on a model's path (contrib
-//! sort and set operations, the LLM samplers) keeps the inlined standard sort, and so does the
-//! global registry, which names only the core (`function`, `value`, `error`: CI checks it).
+//! call, then the elements move into place. The sorts on a model's path have their own:
+//! contrib's sort, argsort, topk and unique sort (order key, index) pairs of every dtype with
+//! one sort (`contrib::elements::sort_pairs`), the LLM samplers follow libstdc++'s `std::sort`
+//! (`llm::std_sort`); the global registry, which names only the core (`function`, `value`,
+//! `error`: CI checks it), keeps the standard sort. [`ordered`] builds ordered maps and sets
+//! without the sort their `collect` runs.
 
 use std::cmp::Ordering;
 
