@@ -349,6 +349,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn library_symbols_with_their_type_or_the_message() {
+        // SAFETY: the C library is loaded in every process; opening it again runs nothing new.
+        let libc = unsafe { libloading::Library::new("libc.so.6") }.unwrap();
+        let lacks = |sym: &str, e: String| format!("libc lacks `{sym}` ({e})");
+        let p = library_symbol(&libc, "strlen\0", &lacks).unwrap();
+        // SAFETY: `strlen` has this C signature.
+        let strlen: unsafe extern "C" fn(*const std::ffi::c_char) -> usize =
+            unsafe { function_from(p) };
+        // SAFETY: a NUL-terminated string.
+        assert_eq!(unsafe { strlen(c"four".as_ptr()) }, 4);
+        let e = library_symbol(&libc, "tvmrt_no_such_symbol\0", &lacks).unwrap_err();
+        assert!(e.starts_with("libc lacks `tvmrt_no_such_symbol` ("), "{e}");
+    }
+
+    #[test]
     fn names_and_parsing() {
         assert_eq!(device_name(cpu()), "cpu:0");
         let d = parse_device("opencl:2").unwrap();
