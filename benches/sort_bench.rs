@@ -100,7 +100,11 @@ impl Elem for i64 {
 /// The old `sort_lines`/`topk` of one line: stable sort of (index, key), the first `k`
 /// indices (topk breaks ties by index; the stable sort already does).
 fn old_sort_line<T: Elem>(x: &[T], ascend: bool, k: usize, out: &mut [i64]) {
-    let mut line: Vec<(usize, OldKey)> = x.iter().enumerate().map(|(i, v)| (i, v.old_key())).collect();
+    let mut line: Vec<(usize, OldKey)> = x
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (i, v.old_key()))
+        .collect();
     line.sort_by(|a, b| {
         let by_key = if ascend {
             a.1.total_cmp(&b.1)
@@ -184,8 +188,9 @@ fn main() {
 
     // The samplers' shape: one row of 32k float32 logits.
     let vocab = 32_000usize;
-    let mut logits: Vec<f32> =
-        (0..vocab).map(|_| (lcg(&mut seed) % 20_000) as f32 / 1000.0 - 10.0).collect();
+    let mut logits: Vec<f32> = (0..vocab)
+        .map(|_| (lcg(&mut seed) % 20_000) as f32 / 1000.0 - 10.0)
+        .collect();
     let mut shape = [1, vocab as i64];
     let mut out = vec![0i64; vocab];
     let mut want = vec![0i64; vocab];
@@ -240,7 +245,9 @@ fn main() {
 
     // Many short lines: argsort of (2000, 100) float32 along the last axis.
     let (rows, cols) = (2000usize, 100usize);
-    let mut m: Vec<f32> = (0..rows * cols).map(|_| (lcg(&mut seed) % 1000) as f32 / 7.0).collect();
+    let mut m: Vec<f32> = (0..rows * cols)
+        .map(|_| (lcg(&mut seed) % 1000) as f32 / 7.0)
+        .collect();
     let mut mshape = [rows as i64, cols as i64];
     let mut mout = vec![0i64; rows * cols];
     let mut moshape = mshape;
@@ -256,7 +263,12 @@ fn main() {
     let mut mwant = vec![0i64; rows * cols];
     let old_rows = |want: &mut [i64]| {
         for r in 0..rows {
-            old_sort_line(&m[r * cols..(r + 1) * cols], true, cols, &mut want[r * cols..]);
+            old_sort_line(
+                &m[r * cols..(r + 1) * cols],
+                true,
+                cols,
+                &mut want[r * cols..],
+            );
         }
     };
     old_rows(&mut mwant);
@@ -324,7 +336,9 @@ fn main() {
 
     // unique rows (axis 0) of a (200k, 4) int64 matrix of 0..3: 81 distinct rows.
     let (urows, ucols) = (200_000usize, 4usize);
-    let mut mat: Vec<i64> = (0..urows * ucols).map(|_| (lcg(&mut seed) % 3) as i64).collect();
+    let mut mat: Vec<i64> = (0..urows * ucols)
+        .map(|_| (lcg(&mut seed) % 3) as i64)
+        .collect();
     let mut ushape = [urows as i64, ucols as i64];
     let mut ux = tensor(&mut mat, &mut ushape, i64::CODE);
     let rargs = [

@@ -294,7 +294,10 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             words.push(seed ^ (seed >> 29));
         }
-        words.iter().map(|w| w.to_le_bytes()[..n].to_vec()).collect()
+        words
+            .iter()
+            .map(|w| w.to_le_bytes()[..n].to_vec())
+            .collect()
     }
 
     #[test]

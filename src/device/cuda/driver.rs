@@ -214,7 +214,9 @@ fn open() -> std::result::Result<Cu, String> {
         )
     })?;
     let lacks = |sym: &str, e: String| {
-        format!("CUDA driver `{name}` lacks `{sym}` ({e}): tvmrt needs a driver for CUDA 11 or later")
+        format!(
+            "CUDA driver `{name}` lacks `{sym}` ({e}): tvmrt needs a driver for CUDA 11 or later"
+        )
     };
     macro_rules! sym {
         ($name:literal) => {{

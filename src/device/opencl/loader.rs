@@ -140,8 +140,9 @@ fn open() -> std::result::Result<Cl, String> {
             crate::device::library_error(&e)
         )
     })?;
-    let lacks =
-        |sym: &str, e: String| format!("OpenCL library `{name}` lacks `{sym}` ({e}): tvmrt needs OpenCL 1.2");
+    let lacks = |sym: &str, e: String| {
+        format!("OpenCL library `{name}` lacks `{sym}` ({e}): tvmrt needs OpenCL 1.2")
+    };
     macro_rules! sym {
         ($name:literal) => {{
             let p = crate::device::library_symbol(&library, concat!($name, "\0"), &lacks)?;
