@@ -13,7 +13,7 @@ use once_cell::sync::Lazy;
 use parking_lot::{RwLock, RwLockReadGuard};
 
 use super::address::BuildAddressHasher;
-use super::api::DataRef;
+use super::api::{a_or_an, DataRef};
 use super::device_name;
 use crate::abi::DLDevice;
 use crate::error::{Error, Result};
@@ -72,13 +72,9 @@ impl<D, B: Copy> Registry<D, B> {
     /// The error for a pointer that is not a live descriptor.
     pub fn not_a_buffer(&self, p: *const c_void, what: &str) -> Error {
         Error::value(format!(
-            "{what}: {p:p} is not a{} {} buffer tvmrt allocated (a tensor on another device, or \
+            "{what}: {p:p} is not {} {} buffer tvmrt allocated (a tensor on another device, or \
              one already freed)",
-            if self.kind.starts_with(['A', 'E', 'I', 'O', 'U']) {
-                "n"
-            } else {
-                ""
-            },
+            a_or_an(self.kind),
             self.kind
         ))
     }

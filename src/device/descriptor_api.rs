@@ -1,0 +1,282 @@
+//! The [`DeviceApi`] of back ends whose tensor `data` is a buffer descriptor rather than a
+//! device address (TVM's OpenCL and Vulkan runtimes): what their `DeviceAPI`s share, written
+//! once. A back end implements [`BufferBackEnd`] (its driver's calls: find a device, allocate
+//! and free a buffer, copy, wait) and serves [`BufferDeviceApi`] over it.
+//!
+//! As in TVM: the current device is per thread (`__tvm_set_device`) and kernels launch on it;
+//! each device has one in-order stream and no others (`create_stream` gives null, and syncing a
+//! non-null stream is refused); copies to and from the host have finished when they return,
+//! device-to-device copies are queued; workspaces come from a pool that keeps freed buffers
+//! for reuse (TVM's pooled allocator). The sides of a copy are looked up in the back end's
+//! [`Registry`] of live descriptors and range-checked before the driver sees them.
+
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::marker::PhantomData;
+
+use super::api::{check_device_type, CopyDirection, DataRef, DeviceApi, DeviceAttr, StreamHandle};
+use super::descriptor::{Recorded, Registry};
+use super::pool::WorkspacePool;
+use super::{device_name, MAX_DEVICE_TYPE};
+use crate::abi::{DLDataType, DLDevice};
+use crate::error::{Error, Result};
+use crate::value::Any;
+
+thread_local! {
+    /// The calling thread's current device of each device type these back ends serve (TVM's
+    /// `OpenCLThreadEntry::device`, `VulkanThreadEntry::device`): 0 until set.
+    static CURRENT: [Cell<i32>; MAX_DEVICE_TYPE] =
+        const { [const { Cell::new(0) }; MAX_DEVICE_TYPE] };
+}
+
+/// One side of a copy on the device: the buffer, and the byte offset into it.
+#[derive(Clone, Copy, Debug)]
+pub struct BufferSide<B> {
+    /// What the registry records of the buffer (checked: live, on the tensor's device, holding
+    /// the copied range).
+    pub buffer: B,
+    /// Bytes from the buffer's start to the first byte copied.
+    pub offset: usize,
+}
+
+/// A back end whose data pointers are buffer descriptors: its driver's calls, which
+/// [`BufferDeviceApi`] wraps in the checks and plumbing all such back ends share.
+pub trait BufferBackEnd: 'static {
+    /// The DLPack device type it serves.
+    const DEVICE_TYPE: u32;
+    /// Its name in messages ("OpenCL").
+    const NAME: &'static str;
+    /// Why a stream other than the default one is refused (`stream_sync`).
+    const NO_STREAMS: &'static str;
+
+    /// The loaded driver with its devices.
+    type Driver: 'static;
+    /// What tensors' `data` points at.
+    type Descriptor;
+    /// What the registry records of a live descriptor.
+    type Buffer: Recorded;
+
+    /// The loaded driver, loading it on first use; an error says what is missing.
+    fn driver() -> Result<&'static Self::Driver>;
+    /// How many devices there are, when the driver is loaded already (`None` before).
+    fn known_device_count() -> Option<usize>;
+    /// How many devices the driver has.
+    fn device_count(driver: &Self::Driver) -> usize;
+    /// Fails, naming how many devices there are, unless device `id` exists.
+    fn check_device(driver: &Self::Driver, id: i32) -> Result<()>;
+    /// An attribute of `dev` other than [`DeviceAttr::Exist`].
+    fn attr(driver: &Self::Driver, dev: DLDevice, attr: DeviceAttr) -> Result<Any>;
+    /// The registry of live descriptors.
+    fn live() -> &'static Registry<Self::Descriptor, Self::Buffer>;
+
+    /// A new buffer of `nbytes` on device `device_id`, registered; its descriptor.
+    fn alloc(device_id: i32, nbytes: usize) -> Result<*mut Self::Descriptor>;
+    /// Unregisters and releases a buffer from [`BufferBackEnd::alloc`]; refuses a pointer
+    /// that is not a live descriptor.
+    ///
+    /// # Safety
+    /// Nothing uses the buffer afterwards.
+    unsafe fn free(desc: *mut Self::Descriptor) -> Result<()>;
+
+    /// Queues a copy of `nbytes` between two buffers (on one device, or refused).
+    ///
+    /// # Safety
+    /// Both ranges are inside their buffers (checked by the caller).
+    unsafe fn copy_on_device(
+        driver: &Self::Driver,
+        src: BufferSide<Self::Buffer>,
+        dst: BufferSide<Self::Buffer>,
+        nbytes: usize,
+    ) -> Result<()>;
+
+    /// Copies `nbytes` of a buffer to host memory; done when it returns.
+    ///
+    /// # Safety
+    /// The range is inside the buffer (checked); `host` holds `nbytes` writable bytes.
+    unsafe fn read(
+        driver: &Self::Driver,
+        src: BufferSide<Self::Buffer>,
+        host: *mut u8,
+        nbytes: usize,
+    ) -> Result<()>;
+
+    /// Copies `nbytes` of host memory into a buffer; done when it returns.
+    ///
+    /// # Safety
+    /// The range is inside the buffer (checked); `host` holds `nbytes` readable bytes.
+    unsafe fn write(
+        driver: &Self::Driver,
+        dst: BufferSide<Self::Buffer>,
+        host: *const u8,
+        nbytes: usize,
+    ) -> Result<()>;
+
+    /// Waits until the work queued on device `id` has finished.
+    fn sync(driver: &Self::Driver, id: i32) -> Result<()>;
+}
+
+/// The [`DeviceApi`] of a [`BufferBackEnd`], with its workspace pool.
+pub struct BufferDeviceApi<B> {
+    workspaces: WorkspacePool,
+    _back_end: PhantomData<fn() -> B>,
+}
+
+impl<B: BufferBackEnd> BufferDeviceApi<B> {
+    /// The API, with an empty workspace pool.
+    pub const fn new() -> Self {
+        BufferDeviceApi {
+            workspaces: WorkspacePool::new(),
+            _back_end: PhantomData,
+        }
+    }
+
+    /// The calling thread's current device id (0 until `__tvm_set_device` says otherwise).
+    pub fn current_device(&self) -> i32 {
+        CURRENT.with(|c| c[Self::TYPE_INDEX].get())
+    }
+
+    /// How many buffers the back end holds now for tensors and storage (data spaces): what a
+    /// leak check compares. The workspace pool's buffers, kept for reuse, are not counted.
+    pub fn live_buffers(&self) -> usize {
+        B::live().len() - self.workspaces.held()
+    }
+
+    /// Workspace buffers the pool holds (in use and free).
+    pub fn pooled_workspaces(&self) -> usize {
+        self.workspaces.held()
+    }
+
+    /// The device type as an index of [`CURRENT`], checked when the back end is built.
+    const TYPE_INDEX: usize = {
+        assert!((B::DEVICE_TYPE as usize) < MAX_DEVICE_TYPE);
+        B::DEVICE_TYPE as usize
+    };
+
+    #[inline]
+    fn check_side(dev: DLDevice) -> Result<()> {
+        check_device_type(dev, B::DEVICE_TYPE, B::NAME)
+    }
+}
+
+impl<B: BufferBackEnd> Default for BufferDeviceApi<B> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<B: BufferBackEnd> DeviceApi for BufferDeviceApi<B> {
+    fn set_device(&self, dev: DLDevice) -> Result<()> {
+        Self::check_side(dev)?;
+        // Checked now when the devices are known (one load: host launchers call this before
+        // every launch); otherwise at the first use of the device.
+        if let Some(n) = B::known_device_count() {
+            if dev.device_id as usize >= n {
+                B::check_device(B::driver()?, dev.device_id)?;
+            }
+        }
+        CURRENT.with(|c| c[Self::TYPE_INDEX].set(dev.device_id));
+        Ok(())
+    }
+
+    fn check_exists(&self, dev: DLDevice) -> Result<()> {
+        Self::check_side(dev)?;
+        B::check_device(B::driver()?, dev.device_id)
+    }
+
+    fn get_attr(&self, dev: DLDevice, attr: DeviceAttr) -> Result<Any> {
+        if attr == DeviceAttr::Exist {
+            // Asking is not an error: no driver or no such device is 0.
+            let n = B::driver().map_or(0, B::device_count);
+            return Ok(Any::from(i64::from((dev.device_id as usize) < n)));
+        }
+        B::attr(B::driver()?, dev, attr)
+    }
+
+    fn alloc_data_space(
+        &self,
+        dev: DLDevice,
+        nbytes: usize,
+        _alignment: usize,
+        _type_hint: DLDataType,
+    ) -> Result<*mut c_void> {
+        Self::check_side(dev)?;
+        // The driver aligns buffers itself; the descriptor is 64-byte aligned.
+        Ok(B::alloc(dev.device_id, nbytes)?.cast())
+    }
+
+    unsafe fn free_data_space(&self, _dev: DLDevice, ptr: *mut c_void) -> Result<()> {
+        if ptr.is_null() {
+            return Ok(());
+        }
+        // SAFETY: per the trait's contract; `free` refuses anything but a live descriptor.
+        unsafe { B::free(ptr.cast()) }
+    }
+
+    unsafe fn copy_bytes(
+        &self,
+        from: DataRef,
+        to: DataRef,
+        nbytes: usize,
+        _type_hint: DLDataType,
+        _stream: StreamHandle,
+    ) -> Result<()> {
+        if nbytes == 0 {
+            return Ok(());
+        }
+        let driver = B::driver()?;
+        let live = B::live();
+        let side = |r: &DataRef, what| -> Result<BufferSide<B::Buffer>> {
+            Ok(BufferSide {
+                buffer: live.copy_side(r, nbytes, what)?,
+                offset: r.offset,
+            })
+        };
+        match CopyDirection::of(&from, &to, B::DEVICE_TYPE) {
+            Some(CopyDirection::OnDevice) => {
+                let (src, dst) = (side(&from, "copy source")?, side(&to, "copy destination")?);
+                // SAFETY: both ranges checked.
+                unsafe { B::copy_on_device(driver, src, dst, nbytes) }
+            }
+            Some(CopyDirection::ToHost) => {
+                let src = side(&from, "copy source")?;
+                // SAFETY: the range was checked; the host side holds `nbytes` writable bytes
+                // (trait contract).
+                unsafe { B::read(driver, src, to.host_address(), nbytes) }
+            }
+            Some(CopyDirection::FromHost) => {
+                let dst = side(&to, "copy destination")?;
+                // SAFETY: the range was checked; the host side holds `nbytes` readable bytes
+                // (trait contract).
+                unsafe { B::write(driver, dst, from.host_address(), nbytes) }
+            }
+            None => Err(Error::value(format!(
+                "{n} copies go between {n} and the CPU: cannot copy from {} to {}",
+                device_name(from.device),
+                device_name(to.device),
+                n = B::NAME,
+            ))),
+        }
+    }
+
+    fn stream_sync(&self, dev: DLDevice, stream: StreamHandle) -> Result<()> {
+        Self::check_side(dev)?;
+        if !stream.is_null() {
+            return Err(Error::value(B::NO_STREAMS));
+        }
+        B::sync(B::driver()?, dev.device_id)
+    }
+
+    fn alloc_workspace(
+        &self,
+        dev: DLDevice,
+        nbytes: usize,
+        type_hint: DLDataType,
+    ) -> Result<*mut c_void> {
+        Self::check_side(dev)?;
+        self.workspaces.alloc(self, dev, nbytes, type_hint)
+    }
+
+    unsafe fn free_workspace(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()> {
+        self.workspaces.free(dev, ptr)
+    }
+}
