@@ -280,3 +280,286 @@ impl<B: BufferBackEnd> DeviceApi for BufferDeviceApi<B> {
         self.workspaces.free(dev, ptr)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::abi::DLDeviceType;
+    use crate::dtype::dtypes;
+
+    /// A back end whose buffers are host memory, on `ext_dev` (12), with two devices.
+    struct Fake;
+
+    /// Not zero-sized: the registry keys descriptors by their boxes' addresses.
+    struct Descriptor {
+        _mem: usize,
+    }
+
+    #[derive(Clone, Copy, Debug)]
+    struct FakeBuffer {
+        mem: usize,
+        device_id: i32,
+        nbytes: usize,
+    }
+
+    impl Recorded for FakeBuffer {
+        fn device_id(&self) -> i32 {
+            self.device_id
+        }
+        fn nbytes(&self) -> usize {
+            self.nbytes
+        }
+    }
+
+    static LIVE: Registry<Descriptor, FakeBuffer> = Registry::new("Fake");
+    static SYNCS: AtomicUsize = AtomicUsize::new(0);
+    static API: BufferDeviceApi<Fake> = BufferDeviceApi::new();
+
+    impl BufferBackEnd for Fake {
+        const DEVICE_TYPE: u32 = 12;
+        const NAME: &'static str = "Fake";
+        const NO_STREAMS: &'static str = "Fake has no streams";
+        type Driver = usize;
+        type Descriptor = Descriptor;
+        type Buffer = FakeBuffer;
+
+        fn driver() -> Result<&'static usize> {
+            Ok(&2)
+        }
+        fn known_device_count() -> Option<usize> {
+            Some(2)
+        }
+        fn device_count(n: &usize) -> usize {
+            *n
+        }
+        fn check_device(n: &usize, id: i32) -> Result<()> {
+            if !(0..*n as i32).contains(&id) {
+                crate::bail_value!("Fake device {id} does not exist");
+            }
+            Ok(())
+        }
+        fn attr(_: &usize, _: DLDevice, _: DeviceAttr) -> Result<Any> {
+            Ok(Any::from("fake"))
+        }
+        fn live() -> &'static Registry<Descriptor, FakeBuffer> {
+            &LIVE
+        }
+        fn alloc(device_id: i32, nbytes: usize) -> Result<*mut Descriptor> {
+            let mem = Box::into_raw(vec![0u8; nbytes].into_boxed_slice()).cast::<u8>() as usize;
+            Ok(LIVE.register(
+                Descriptor { _mem: mem },
+                FakeBuffer {
+                    mem,
+                    device_id,
+                    nbytes,
+                },
+            ))
+        }
+        unsafe fn free(desc: *mut Descriptor) -> Result<()> {
+            // SAFETY: per the contract.
+            let b = unsafe { LIVE.unregister(desc)? };
+            let slice = std::ptr::slice_from_raw_parts_mut(b.mem as *mut u8, b.nbytes);
+            // SAFETY: the boxed slice `alloc` made, freed once (unregistered).
+            drop(unsafe { Box::from_raw(slice) });
+            Ok(())
+        }
+        unsafe fn copy_on_device(
+            _: &usize,
+            src: BufferSide<FakeBuffer>,
+            dst: BufferSide<FakeBuffer>,
+            nbytes: usize,
+        ) -> Result<()> {
+            let (s, d) = (src.buffer.mem + src.offset, dst.buffer.mem + dst.offset);
+            // SAFETY: both ranges checked inside their buffers.
+            unsafe { std::ptr::copy(s as *const u8, d as *mut u8, nbytes) };
+            Ok(())
+        }
+        unsafe fn read(
+            _: &usize,
+            src: BufferSide<FakeBuffer>,
+            host: *mut u8,
+            nbytes: usize,
+        ) -> Result<()> {
+            let s = (src.buffer.mem + src.offset) as *const u8;
+            // SAFETY: the range is checked; `host` holds `nbytes` (the contract).
+            unsafe { std::ptr::copy_nonoverlapping(s, host, nbytes) };
+            Ok(())
+        }
+        unsafe fn write(
+            _: &usize,
+            dst: BufferSide<FakeBuffer>,
+            host: *const u8,
+            nbytes: usize,
+        ) -> Result<()> {
+            let d = (dst.buffer.mem + dst.offset) as *mut u8;
+            // SAFETY: as `read`, the other way.
+            unsafe { std::ptr::copy_nonoverlapping(host, d, nbytes) };
+            Ok(())
+        }
+        fn sync(_: &usize, _: i32) -> Result<()> {
+            SYNCS.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+    }
+
+    fn fake(id: i32) -> DLDevice {
+        DLDevice {
+            device_type: DLDeviceType(12),
+            device_id: id,
+        }
+    }
+
+    fn side(data: *mut c_void, offset: usize, device: DLDevice) -> DataRef {
+        DataRef {
+            data,
+            offset,
+            device,
+        }
+    }
+
+    #[test]
+    fn current_device_is_per_thread_and_checked() {
+        assert_eq!(API.current_device(), 0);
+        API.set_device(fake(1)).unwrap();
+        assert_eq!(API.current_device(), 1);
+        std::thread::spawn(|| assert_eq!(API.current_device(), 0))
+            .join()
+            .unwrap();
+        let e = API.set_device(fake(2)).unwrap_err();
+        assert!(e.message.contains("Fake device 2 does not exist"), "{e}");
+        let e = API.set_device(crate::device::cpu()).unwrap_err();
+        assert_eq!(e.message, "expected a Fake device, got cpu:0");
+        assert_eq!(API.current_device(), 1);
+        assert!(API.check_exists(fake(1)).is_ok());
+        assert!(API.check_exists(fake(-1)).is_err());
+        let exists = |id| {
+            API.get_attr(fake(id), DeviceAttr::Exist)
+                .unwrap()
+                .view()
+                .as_i64()
+        };
+        assert_eq!(exists(1), Some(1));
+        assert_eq!(exists(2), Some(0));
+        assert_eq!(exists(-1), Some(0));
+        let e = API.stream_sync(fake(0), 8 as StreamHandle).unwrap_err();
+        assert_eq!(e.message, "Fake has no streams");
+        let before = SYNCS.load(Ordering::Relaxed);
+        API.stream_sync(fake(0), std::ptr::null_mut()).unwrap();
+        assert_eq!(SYNCS.load(Ordering::Relaxed), before + 1);
+    }
+
+    #[test]
+    fn copies_go_by_direction_with_checked_ranges() {
+        let cpu = crate::device::cpu();
+        let f32 = dtypes::FLOAT32;
+        let a = API.alloc_data_space(fake(0), 16, 64, f32).unwrap();
+        let b = API.alloc_data_space(fake(0), 16, 64, f32).unwrap();
+        let mut host: Vec<u8> = (0..16).collect();
+        let h = host.as_mut_ptr().cast::<c_void>();
+        // SAFETY: live buffers of 16 bytes and a 16-byte host vector; ranges inside them.
+        unsafe {
+            API.copy_bytes(
+                side(h, 0, cpu),
+                side(a, 0, fake(0)),
+                16,
+                f32,
+                std::ptr::null_mut(),
+            )
+            .unwrap();
+            API.copy_bytes(
+                side(a, 4, fake(0)),
+                side(b, 8, fake(0)),
+                8,
+                f32,
+                std::ptr::null_mut(),
+            )
+            .unwrap();
+            host.fill(0xff);
+            let h = host.as_mut_ptr().cast::<c_void>();
+            API.copy_bytes(
+                side(b, 8, fake(0)),
+                side(h, 2, cpu),
+                8,
+                f32,
+                std::ptr::null_mut(),
+            )
+            .unwrap();
+        }
+        assert_eq!(&host[..12], &[255, 255, 4, 5, 6, 7, 8, 9, 10, 11, 255, 255]);
+        let h = host.as_mut_ptr().cast::<c_void>();
+        let copy = |from, to, n| {
+            // SAFETY: every refused copy is refused before any memory is touched.
+            unsafe { API.copy_bytes(from, to, n, f32, std::ptr::null_mut()) }
+                .unwrap_err()
+                .message
+                .clone()
+        };
+        let e = copy(side(a, 9, fake(0)), side(h, 0, cpu), 8);
+        assert!(
+            e.contains("8 bytes at offset 9 exceed the Fake buffer's 16"),
+            "{e}"
+        );
+        let e = copy(side(h, 0, cpu), side(a, 0, fake(1)), 8);
+        assert!(e.contains("the tensor says ext_dev:1"), "{e}");
+        let e = copy(side(h, 0, cpu), side(h, 0, fake(0)), 8);
+        assert!(e.contains("is not a Fake buffer"), "{e}");
+        let opencl = DLDevice {
+            device_type: DLDeviceType(4),
+            device_id: 0,
+        };
+        let e = copy(side(a, 0, fake(0)), side(h, 0, opencl), 8);
+        assert!(
+            e.starts_with("Fake copies go between Fake and the CPU: cannot copy from ext_dev:0"),
+            "{e}"
+        );
+        // Nothing to copy is no copy: no side is looked at.
+        // SAFETY: zero bytes.
+        unsafe {
+            API.copy_bytes(
+                side(h, 0, cpu),
+                side(h, 0, opencl),
+                0,
+                f32,
+                std::ptr::null_mut(),
+            )
+        }
+        .unwrap();
+
+        // Workspaces are pooled and not counted as live data.
+        let live = API.live_buffers();
+        let w = API.alloc_workspace(fake(0), 100, f32).unwrap();
+        // SAFETY: in use, returned once.
+        unsafe { API.free_workspace(fake(0), w).unwrap() };
+        assert_eq!(API.alloc_workspace(fake(0), 50, f32).unwrap(), w);
+        assert_eq!(API.live_buffers(), live);
+        assert_eq!(API.pooled_workspaces(), 1);
+        // SAFETY: as above; then the data spaces, each once.
+        unsafe {
+            API.free_workspace(fake(0), w).unwrap();
+            API.free_data_space(fake(0), a).unwrap();
+            API.free_data_space(fake(0), b).unwrap();
+            API.free_data_space(fake(0), std::ptr::null_mut()).unwrap();
+            assert!(API.free_data_space(fake(0), a).is_err());
+        }
+        assert_eq!(API.live_buffers(), live - 2);
+    }
+
+    #[test]
+    fn directions_and_articles() {
+        let cpu = crate::device::cpu();
+        let p = std::ptr::null_mut();
+        let dir = |a, b| CopyDirection::of(&side(p, 0, a), &side(p, 0, b), 12);
+        assert_eq!(dir(fake(0), fake(1)), Some(CopyDirection::OnDevice));
+        assert_eq!(dir(fake(0), cpu), Some(CopyDirection::ToHost));
+        assert_eq!(dir(cpu, fake(0)), Some(CopyDirection::FromHost));
+        assert_eq!(dir(cpu, cpu), None);
+        assert_eq!(side(8 as *mut c_void, 3, cpu).host_address() as usize, 11);
+        assert_eq!(
+            check_device_type(cpu, 4, "OpenCL").unwrap_err().message,
+            "expected an OpenCL device, got cpu:0"
+        );
+        assert!(check_device_type(cpu, 1, "cpu").is_ok());
+    }
+}
