@@ -16,6 +16,7 @@ use std::marker::PhantomData;
 
 use super::api::{check_device_type, CopyDirection, DataRef, DeviceApi, DeviceAttr, StreamHandle};
 use super::descriptor::{Recorded, Registry};
+use super::loaded::{device_by_id, Devices};
 use super::pool::WorkspacePool;
 use super::{device_name, MAX_DEVICE_TYPE};
 use crate::abi::{DLDataType, DLDevice};
@@ -50,7 +51,7 @@ pub trait BufferBackEnd: 'static {
     const NO_STREAMS: &'static str;
 
     /// The loaded driver with its devices.
-    type Driver: 'static;
+    type Driver: Devices + 'static;
     /// What tensors' `data` points at.
     type Descriptor;
     /// What the registry records of a live descriptor.
@@ -60,10 +61,6 @@ pub trait BufferBackEnd: 'static {
     fn driver() -> Result<&'static Self::Driver>;
     /// How many devices there are, when the driver is loaded already (`None` before).
     fn known_device_count() -> Option<usize>;
-    /// How many devices the driver has.
-    fn device_count(driver: &Self::Driver) -> usize;
-    /// Fails, naming how many devices there are, unless device `id` exists.
-    fn check_device(driver: &Self::Driver, id: i32) -> Result<()>;
     /// An attribute of `dev` other than [`DeviceAttr::Exist`].
     fn attr(driver: &Self::Driver, dev: DLDevice, attr: DeviceAttr) -> Result<Any>;
     /// The registry of live descriptors.
@@ -156,6 +153,11 @@ impl<B: BufferBackEnd> BufferDeviceApi<B> {
     fn check_side(dev: DLDevice) -> Result<()> {
         check_device_type(dev, B::DEVICE_TYPE, B::NAME)
     }
+
+    /// Fails, naming how many devices there are, unless device `id` exists.
+    fn check_device(driver: &B::Driver, id: i32) -> Result<()> {
+        device_by_id(driver.devices(), id, B::DEVICE_TYPE, B::NAME).map(drop)
+    }
 }
 
 impl<B: BufferBackEnd> Default for BufferDeviceApi<B> {
@@ -171,7 +173,7 @@ impl<B: BufferBackEnd> DeviceApi for BufferDeviceApi<B> {
         // every launch); otherwise at the first use of the device.
         if let Some(n) = B::known_device_count() {
             if dev.device_id as usize >= n {
-                B::check_device(B::driver()?, dev.device_id)?;
+                Self::check_device(B::driver()?, dev.device_id)?;
             }
         }
         CURRENT.with(|c| c[Self::TYPE_INDEX].set(dev.device_id));
@@ -180,13 +182,13 @@ impl<B: BufferBackEnd> DeviceApi for BufferDeviceApi<B> {
 
     fn check_exists(&self, dev: DLDevice) -> Result<()> {
         Self::check_side(dev)?;
-        B::check_device(B::driver()?, dev.device_id)
+        Self::check_device(B::driver()?, dev.device_id)
     }
 
     fn get_attr(&self, dev: DLDevice, attr: DeviceAttr) -> Result<Any> {
         if attr == DeviceAttr::Exist {
             // Asking is not an error: no driver or no such device is 0.
-            let n = B::driver().map_or(0, B::device_count);
+            let n = B::driver().map_or(0, |d| d.devices().len());
             return Ok(Any::from(i64::from((dev.device_id as usize) < n)));
         }
         B::attr(B::driver()?, dev, attr)
@@ -313,6 +315,15 @@ mod tests {
         }
     }
 
+    struct TwoDevices;
+
+    impl Devices for TwoDevices {
+        type Device = ();
+        fn devices(&self) -> &[()] {
+            &[(), ()]
+        }
+    }
+
     static LIVE: Registry<Descriptor, FakeBuffer> = Registry::new("Fake");
     static SYNCS: AtomicUsize = AtomicUsize::new(0);
     static API: BufferDeviceApi<Fake> = BufferDeviceApi::new();
@@ -321,26 +332,17 @@ mod tests {
         const DEVICE_TYPE: u32 = 12;
         const NAME: &'static str = "Fake";
         const NO_STREAMS: &'static str = "Fake has no streams";
-        type Driver = usize;
+        type Driver = TwoDevices;
         type Descriptor = Descriptor;
         type Buffer = FakeBuffer;
 
-        fn driver() -> Result<&'static usize> {
-            Ok(&2)
+        fn driver() -> Result<&'static TwoDevices> {
+            Ok(&TwoDevices)
         }
         fn known_device_count() -> Option<usize> {
             Some(2)
         }
-        fn device_count(n: &usize) -> usize {
-            *n
-        }
-        fn check_device(n: &usize, id: i32) -> Result<()> {
-            if !(0..*n as i32).contains(&id) {
-                crate::bail_value!("Fake device {id} does not exist");
-            }
-            Ok(())
-        }
-        fn attr(_: &usize, _: DLDevice, _: DeviceAttr) -> Result<Any> {
+        fn attr(_: &TwoDevices, _: DLDevice, _: DeviceAttr) -> Result<Any> {
             Ok(Any::from("fake"))
         }
         fn live() -> &'static Registry<Descriptor, FakeBuffer> {
@@ -366,7 +368,7 @@ mod tests {
             Ok(())
         }
         unsafe fn copy_on_device(
-            _: &usize,
+            _: &TwoDevices,
             src: BufferSide<FakeBuffer>,
             dst: BufferSide<FakeBuffer>,
             nbytes: usize,
@@ -377,7 +379,7 @@ mod tests {
             Ok(())
         }
         unsafe fn read(
-            _: &usize,
+            _: &TwoDevices,
             src: BufferSide<FakeBuffer>,
             host: *mut u8,
             nbytes: usize,
@@ -388,7 +390,7 @@ mod tests {
             Ok(())
         }
         unsafe fn write(
-            _: &usize,
+            _: &TwoDevices,
             dst: BufferSide<FakeBuffer>,
             host: *const u8,
             nbytes: usize,
@@ -398,7 +400,7 @@ mod tests {
             unsafe { std::ptr::copy_nonoverlapping(host, d, nbytes) };
             Ok(())
         }
-        fn sync(_: &usize, _: i32) -> Result<()> {
+        fn sync(_: &TwoDevices, _: i32) -> Result<()> {
             SYNCS.fetch_add(1, Ordering::Relaxed);
             Ok(())
         }
@@ -428,7 +430,10 @@ mod tests {
             .join()
             .unwrap();
         let e = API.set_device(fake(2)).unwrap_err();
-        assert!(e.message.contains("Fake device 2 does not exist"), "{e}");
+        assert_eq!(
+            e.message,
+            "Fake device 2 does not exist: this machine has 2 Fake devices (ext_dev:0 to ext_dev:1)"
+        );
         let e = API.set_device(crate::device::cpu()).unwrap_err();
         assert_eq!(e.message, "expected a Fake device, got cpu:0");
         assert_eq!(API.current_device(), 1);

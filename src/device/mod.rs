@@ -23,7 +23,7 @@
 //!
 //! Shared by the GPU back ends: [`descriptor`] (buffer descriptors and their registry, for
 //! OpenCL and Vulkan), [`descriptor_api`] (the device API of such back ends over their driver's
-//! calls), [`launch`] (function tables, launch extents, argument kinds),
+//! calls), [`loaded`] (a driver opened on first use, with its devices), [`launch`] (function tables, launch extents, argument kinds),
 //! [`payload`] (the `[fmt][table][code]` payload and its two loaders), [`pool`] (workspaces).
 
 pub mod address;
@@ -35,6 +35,7 @@ pub mod descriptor;
 pub mod descriptor_api;
 mod globals;
 pub mod launch;
+pub mod loaded;
 pub mod memory;
 #[cfg(feature = "opencl")]
 pub mod opencl;

@@ -49,14 +49,6 @@ impl BufferBackEnd for OpenCl {
         platform::known_device_count()
     }
 
-    fn device_count(p: &Platform) -> usize {
-        p.devices.len()
-    }
-
-    fn check_device(p: &Platform, id: i32) -> Result<()> {
-        p.device(id).map(drop)
-    }
-
     fn live() -> &'static Registry<BufferDescriptor, Buffer> {
         &buffer::LIVE
     }

@@ -55,14 +55,6 @@ impl BufferBackEnd for Vulkan {
         context::known_device_count()
     }
 
-    fn device_count(c: &Context) -> usize {
-        c.devices.len()
-    }
-
-    fn check_device(c: &Context, id: i32) -> Result<()> {
-        c.device(id).map(drop)
-    }
-
     fn live() -> &'static Registry<BufferDescriptor, Buffer> {
         &buffer::LIVE
     }
