@@ -638,19 +638,7 @@ impl Kernel {
         let mut infos = Infos::new(self.num_buffers + 1);
         for (i, v) in args[..self.num_buffers].iter().enumerate() {
             let what = || format!("Vulkan kernel `{}` argument {i}", self.name);
-            let ptr = v
-                .as_opaque_ptr()
-                .ok_or_else(|| v.type_mismatch(&what(), "a buffer (opaque pointer)"))?;
-            let b = live
-                .get(ptr)
-                .ok_or_else(|| LIVE.not_a_buffer(ptr, &what()))?;
-            if b.device_id != device_id {
-                crate::bail_value!(
-                    "{}: its buffer is on vulkan:{}, the kernel runs on vulkan:{device_id}",
-                    what(),
-                    b.device_id
-                );
-            }
+            let b = live.kernel_arg(v, super::DEVICE_TYPE, device_id, what)?;
             infos.push(vk::DescriptorBufferInfo {
                 buffer: b.buffer,
                 offset: 0,
