@@ -1,0 +1,185 @@
+//! Libraries built by TVM's OWN SPIR-V code generator (tests/fixtures/vulkan/tvm_codegen:
+//! apache-tvm 0.26.0 with its src/backend/vulkan/codegen built as a plug-in, exported by
+//! `export_library` as a USE_VULKAN=ON build exports them), run on the Vulkan back end with the
+//! validation layer on: elementwise with a scalar over dynamic sizes, a kernel whose 19
+//! scalars TVM put in a uniform buffer, a 2-D grid, a reduction across threads through shared
+//! memory, float64/int32, and the Relax MLP and CNN. Expected outputs: TVM's CPU runtime on the
+//! same computations built for llvm (recorded by the fixture's generate.py).
+
+#![cfg(feature = "vulkan")]
+
+mod vulkan_support;
+
+use serde_json::Value;
+use tvmrt::abi::DLDataType;
+use tvmrt::dtype::dtypes;
+use tvmrt::module::{load_from_file, Module};
+use tvmrt::tensor::Tensor;
+use tvmrt::value::Any;
+use vulkan_support::*;
+
+fn fixtures() -> std::path::PathBuf {
+    dir().join("tvm_codegen")
+}
+
+fn manifest() -> Value {
+    let text = std::fs::read_to_string(fixtures().join("manifest.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn dtype_of(descr: &str) -> DLDataType {
+    match descr {
+        "<f4" => dtypes::FLOAT32,
+        "<f8" => F64,
+        "<i4" => I32,
+        "<i8" => I64,
+        other => panic!("npy dtype {other}"),
+    }
+}
+
+/// A device tensor holding the `.npy` file `rel` (zeros of its shape when `zero`) and the file.
+fn device_tensor(rel: &str, zero: bool) -> (Tensor, Npy) {
+    let n = read_npy(&fixtures().join(rel));
+    let t = Tensor::empty(&n.shape, dtype_of(&n.descr), vulkan(0)).unwrap();
+    if zero {
+        t.copy_from_bytes(&vec![0u8; n.data.len()]).unwrap();
+    } else {
+        t.copy_from_bytes(&n.data).unwrap();
+    }
+    (t, n)
+}
+
+/// Compares `got` (bytes of a tensor) with the recorded `want`: integers exactly, floats within
+/// a few ulps (a driver may contract `a * b + c` into one rounding; TVM's CPU build may not).
+fn assert_close(case: &str, want: &Npy, got: &[u8]) {
+    assert_eq!(got.len(), want.data.len(), "{case}: size");
+    match want.descr.as_str() {
+        "<f4" => {
+            let (g, w) = (to_f32s(got), to_f32s(&want.data));
+            for (i, (g, w)) in g.iter().zip(&w).enumerate() {
+                let limit = 1e-5 * w.abs().max(1.0);
+                assert!((g - w).abs() <= limit, "{case} element {i}: {g} vs TVM's {w}");
+            }
+        }
+        "<f8" => {
+            for (i, (g, w)) in got.chunks_exact(8).zip(want.data.chunks_exact(8)).enumerate() {
+                let g = f64::from_le_bytes(g.try_into().unwrap());
+                let w = f64::from_le_bytes(w.try_into().unwrap());
+                let limit = 1e-12 * w.abs().max(1.0);
+                assert!((g - w).abs() <= limit, "{case} element {i}: {g} vs TVM's {w}");
+            }
+        }
+        _ => assert_eq!(got, &want.data[..], "{case}"),
+    }
+}
+
+/// The `vulkan` modules imported by `m` and its imports.
+fn vulkan_modules(m: &Module, out: &mut Vec<Module>) {
+    if m.kind() == "vulkan" {
+        out.push(m.clone());
+    }
+    for i in m.imports() {
+        vulkan_modules(&i, out);
+    }
+}
+
+/// Runs every case of `library` in the manifest: its arguments built from the recorded inputs
+/// (outputs zeroed), the host function called (through the Relax VM for models), every output
+/// compared with TVM's CPU result.
+fn run_library(library: &str) {
+    let _s = serial();
+    let before = live_buffers();
+    let lib = load_from_file(fixtures().join(library).to_str().unwrap(), "").unwrap();
+    let mut vk = Vec::new();
+    vulkan_modules(&lib, &mut vk);
+    assert_eq!(vk.len(), 1, "{library}: one vulkan import");
+    let info = tvmrt::device::describe_module(&vk[0]).unwrap();
+    assert_eq!(info.format, "vulkan");
+    let manifest = manifest();
+    let cases: Vec<&Value> = manifest["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["library"] == library)
+        .collect();
+    assert!(!cases.is_empty(), "{library}: no cases");
+    for case in cases {
+        let name = case["name"].as_str().unwrap();
+        let relax = case["relax"].as_bool().unwrap_or(false);
+        let mut args = Vec::new();
+        let mut outs = Vec::new();
+        for a in case["args"].as_array().unwrap() {
+            if let Some(rel) = a["in"].as_str() {
+                args.push(Any::from(device_tensor(rel, false).0));
+            } else if let Some(rel) = a["out"].as_str() {
+                let (t, want) = device_tensor(rel, true);
+                if !relax {
+                    args.push(Any::from(t.clone()));
+                }
+                outs.push((t, want));
+            } else {
+                let v = &a["scalar"];
+                args.push(match a["dtype"].as_str().unwrap() {
+                    "float32" | "float64" => Any::from(v.as_f64().unwrap()),
+                    _ => Any::from(v.as_i64().unwrap()),
+                });
+            }
+        }
+        if relax {
+            // As TVM 0.26 initializes a VM for Vulkan device 0: the device, then the CPU
+            // host, pooled allocators.
+            let vm = new_vm(&lib);
+            func(&vm, "vm_initialization")
+                .call_values(&[7i64, 0, 2, 1, 0, 2].map(Any::from))
+                .unwrap();
+            let y = call(&func(&vm, "main"), &args).unwrap();
+            let y = Tensor::from_any_view(&y.view(), "output").unwrap();
+            assert_eq!(y.device(), vulkan(0), "{name}: the output stays on the device");
+            assert_eq!(y.shape(), &outs[0].1.shape[..], "{name}");
+            assert_close(name, &outs[0].1, &y.to_vec().unwrap());
+        } else {
+            call(&func(&lib, case["function"].as_str().unwrap()), &args).unwrap();
+            for (t, want) in &outs {
+                assert_close(name, want, &t.to_vec().unwrap());
+            }
+        }
+    }
+    drop((lib, vk));
+    assert_eq!(live_buffers(), before, "{library}: device memory left behind");
+    assert_no_validation_errors();
+}
+
+#[test]
+fn elementwise_with_a_scalar_over_dynamic_sizes() {
+    run_library("add_scale.so");
+}
+
+#[test]
+fn nineteen_scalars_through_tvms_uniform_buffer() {
+    run_library("many_scalars.so");
+}
+
+#[test]
+fn a_2d_grid() {
+    run_library("grid2d.so");
+}
+
+#[test]
+fn a_reduction_through_shared_memory_and_barriers() {
+    run_library("row_sum.so");
+}
+
+#[test]
+fn float64_and_int32_buffers_and_scalars() {
+    run_library("int_f64.so");
+}
+
+#[test]
+fn the_relax_mlp() {
+    run_library("mlp.so");
+}
+
+#[test]
+fn the_relax_cnn() {
+    run_library("cnn.so");
+}
