@@ -2,9 +2,12 @@
 //! apache-tvm 0.26.0 with its src/backend/vulkan/codegen built as a plug-in, exported by
 //! `export_library` as a USE_VULKAN=ON build exports them), run on the Vulkan back end with the
 //! validation layer on: elementwise with a scalar over dynamic sizes, a kernel whose 19
-//! scalars TVM put in a uniform buffer, a 2-D grid, a reduction across threads through shared
-//! memory, float64/int32, and the Relax MLP and CNN. Expected outputs: TVM's CPU runtime on the
-//! same computations built for llvm (recorded by the fixture's generate.py).
+//! scalars TVM put in a uniform buffer (also 40 launches of it before one sync), a 2-D grid, a
+//! reduction across threads through shared memory, float64/int32, and the Relax MLP and CNN.
+//! Expected outputs: TVM's CPU runtime on the same computations built for llvm (recorded by the
+//! fixture's generate.py). Where TVM put each kernel's scalars (the shader flag) is checked
+//! too. On a driver without float64/int64 (SwiftShader) the kernels that need them must be
+//! refused by name.
 
 #![cfg(feature = "vulkan")]
 
@@ -230,6 +233,36 @@ fn elementwise_with_a_scalar_over_dynamic_sizes() {
 #[test]
 fn nineteen_scalars_through_tvms_uniform_buffer() {
     run_library("many_scalars.so", true);
+    // 40 launches with different scalars recorded before one sync: each must read its own.
+    let _s = serial();
+    let before = live_buffers();
+    let lib = load_from_file(fixtures().join("many_scalars.so").to_str().unwrap(), "").unwrap();
+    let f = func(&lib, "many_scalars");
+    let (a, n) = device_tensor("data/many_scalars.n300.arg0.npy", false);
+    let host_a = to_f32s(&n.data);
+    let outs: Vec<Tensor> = (0..40)
+        .map(|k| {
+            let out = Tensor::empty(&[300], dtypes::FLOAT32, vulkan(0)).unwrap();
+            let mut args = vec![Any::from(a.clone())];
+            args.extend((0..18).map(|j| Any::from(if j == 0 { k as f64 } else { j as f64 })));
+            args.push(Any::from(out.clone()));
+            call(&f, &args).unwrap();
+            out
+        })
+        .collect();
+    for (k, out) in outs.iter().enumerate() {
+        let got = to_f32s(&out.to_vec().unwrap());
+        for (i, (g, x)) in got.iter().zip(&host_a).enumerate() {
+            let w = (1..18).fold(x * k as f32, |acc, j| acc + j as f32);
+            assert!(
+                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+                "launch {k} element {i}: {g} vs {w}"
+            );
+        }
+    }
+    drop((outs, a, f, lib));
+    assert_eq!(live_buffers(), before);
+    assert_no_validation_errors();
 }
 
 #[test]
