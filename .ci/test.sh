@@ -101,7 +101,8 @@ run "cargo test" cargo test --no-fail-fast
 # descriptors off, and on a second driver, SwiftShader (no push descriptors, no float64/int64:
 # .ci/swiftshader.sh takes its library out of Debian's chromium-common). The binaries are built
 # by the step above; about 10 s each.
-VULKAN_TESTS=(--test vulkan_kernels --test vulkan_device --test vulkan_host --test vulkan_graph)
+VULKAN_TESTS=(--test vulkan_kernels --test vulkan_device --test vulkan_host --test vulkan_graph
+  --test vulkan_tvm_codegen)
 run "Vulkan suite on lavapipe, descriptor sets" env TVM_VULKAN_DISABLE_PUSH_DESCRIPTOR=1 \
   TVMRT_TEST_VULKAN_DEVICE=llvmpipe,sets cargo test --no-fail-fast "${VULKAN_TESTS[@]}"
 vulkan_swiftshader() {

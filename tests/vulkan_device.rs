@@ -590,6 +590,28 @@ fn payloads_truncated_malformed_or_unrunnable_are_refused() {
             "cut {cut}: {e:?}"
         );
     }
+    // TVM 0.22/0.23's layout, each shader without its byte length before it: the same kernels.
+    let specs = kernels();
+    let table: Vec<_> = specs.iter().map(info).collect();
+    let bare: Vec<_> = specs
+        .iter()
+        .map(|k| {
+            let words = compile(k.file, k.name);
+            let shader = tvmrt::device::vulkan::module::Shader {
+                flag: k.flag,
+                words,
+            };
+            (k.name.to_string(), shader)
+        })
+        .collect();
+    let write_in = tvmrt::device::vulkan::module::write_payload_in;
+    let old = load_bytes(&write_in("vulkan", &table, &bare, false)).unwrap();
+    let new = load_bytes(&payload).unwrap();
+    assert_eq!(
+        tvmrt::device::describe_module(&old).unwrap().kernels.len(),
+        tvmrt::device::describe_module(&new).unwrap().kernels.len()
+    );
+    assert_eq!(old.save_to_bytes().unwrap().len(), payload.len());
     let mut longer = payload.clone();
     longer.push(0);
     let e = load_bytes(&longer).unwrap_err();

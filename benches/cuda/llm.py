@@ -29,6 +29,8 @@ import sys
 import time
 from pathlib import Path
 
+from tally import Tally
+
 ROOT = Path(__file__).resolve().parents[2]
 LLM = ROOT / "tests" / "fixtures" / "llm"
 CUDA = ROOT / "tests" / "fixtures" / "cuda"
@@ -96,13 +98,8 @@ def main():
 
     lines = (LLM / "greedy.txt").read_text().splitlines()
     prompt, want = read_ids(lines[0]), read_ids(lines[1])
-    passed = failed = 0
-
-    def report(ok, what, detail=""):
-        nonlocal passed, failed
-        passed += ok
-        failed += not ok
-        print(f"{'PASS' if ok else 'FAIL'} {what}{': ' + detail if detail else ''}", flush=True)
+    tally = Tally()
+    report = tally.report
 
     def run(name, library, dev, forced=None):
         try:
@@ -143,8 +140,7 @@ def main():
         report(worst <= args.tolerance, f"llm {name} logits vs cpu",
                f"max |diff| / max |logit| = {worst:.3g} over {steps} steps "
                f"(tolerance {args.tolerance:g})")
-    print(f"cuda llm: {passed} passed, {failed} failed")
-    return 0 if failed == 0 and passed > 0 else 1
+    return tally.finish("cuda llm")
 
 
 if __name__ == "__main__":

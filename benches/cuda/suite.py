@@ -26,6 +26,8 @@ import sys
 import traceback
 from pathlib import Path
 
+from tally import Tally
+
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "cuda"
 
@@ -49,13 +51,8 @@ def main():
     version = attr(2, 0, 4)
     sm = int(version.replace(".", ""))
     print(f"device: {attr(2, 0, 5)} (compute capability {version}), driver {attr(2, 0, 12)}")
-    passed = failed = 0
-
-    def report(ok, what, detail=""):
-        nonlocal passed, failed
-        passed += ok
-        failed += not ok
-        print(f"{'PASS' if ok else 'FAIL'} {what}{': ' + detail if detail else ''}", flush=True)
+    tally = Tally()
+    report = tally.report
 
     for case in manifest["cases"]:
         lib_info = manifest["libraries"][case["library"]]
@@ -118,8 +115,7 @@ def main():
         report(True, what)
     except Exception as e:  # noqa: BLE001
         report(False, what, str(e).splitlines()[0] if str(e) else type(e).__name__)
-    print(f"cuda suite: {passed} passed, {failed} failed")
-    return 0 if failed == 0 and passed > 0 else 1
+    return tally.finish("cuda suite")
 
 
 if __name__ == "__main__":

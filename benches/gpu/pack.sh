@@ -10,6 +10,7 @@
 #   bin/cuda_launch                       benches/cuda/cuda_launch.c (per-launch cost)
 #   lib/libfake_cuda.so                   the driver's test double, for the rehearsal (--fake)
 #   python/_core.abi3.so                  the Python package's C extension
+#   bin/serve_bench                       crates/serve/benches/serve.rs (tvmrt serve on cuda:0)
 #   triton/, vk/                          the Triton and Vulkan parts, where their pack scripts exist
 #   triton_bench/                         the models of benches/triton/compute_bench.py
 # Then: benches/gpu/run.sh DIR --fake (rehearsal here) and, on the GPU machine,
@@ -37,6 +38,14 @@ link=(-I include -I c_tests -L "$DIR/lib" -ltvmrt -ldl -Wl,-rpath,'$ORIGIN/../li
 "$CC" -O2 -o "$DIR/bin/cuda_launch" benches/cuda/cuda_launch.c "${link[@]}"
 "$CC" -shared -fPIC -O2 -o "$DIR/lib/libfake_cuda.so" tests/cuda_double/fake_cuda.c
 python/build_ext.sh --out "$DIR/python" >/dev/null
+# The serve benchmark (issue 31) as a binary: cargo names it serve-HASH.
+serve_bench=$(cargo bench -p tvmrt-serve --bench serve --no-run --message-format=json 2>/dev/null |
+  python3 -c 'import json, sys
+for m in map(json.loads, sys.stdin):
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "serve":
+        print(m["executable"])' | tail -1)
+cp "$serve_bench" "$DIR/bin/serve_bench"
+strip "$DIR/bin/serve_bench"
 
 for part in ${PACK_PARTS-triton vulkan}; do
   if [[ $part == triton ]]; then

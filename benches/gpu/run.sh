@@ -129,6 +129,13 @@ if [[ $FAKE == 0 ]]; then
   part sanitizer 240 compute-sanitizer --tool memcheck --error-exitcode 9 --leak-check full \
     "$DIR/bin/device_relax" cuda "$FIX" "${CUDA_MODELS[@]}"
 fi
+if [[ -x $DIR/bin/serve_bench && $FAKE == 0 ]]; then
+  # tvmrt serve's engine and HTTP front on cuda:0 with the MLC fixture built for CUDA (issue
+  # 31): greedy tokens against TVM's first, then tokens/s at concurrency 1, 4, 16 against one
+  # stream, time per output token against the bare decode step.
+  part serve_cuda 300 env TVMRT_SERVE_DEVICE=cuda:0 "$DIR/bin/serve_bench" \
+    tests/fixtures/mlc/model tests/fixtures/mlc/model/lib_cuda.so --check
+fi
 if [[ -f benches/triton/gpu_run.sh && -d $DIR/triton ]]; then
   if [[ $FAKE == 1 ]]; then
     part triton 120 bash benches/triton/gpu_run.sh "$DIR/triton" --rehearse

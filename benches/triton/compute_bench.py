@@ -22,7 +22,6 @@ import json
 import multiprocessing as mp
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tarfile
@@ -34,6 +33,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
+from direct_call import direct_times  # noqa: E402
 from gpu_run import Http, free_ports, stop  # noqa: E402
 
 SHAPES = {"mlp": (256,), "cnn": (3, 32, 32)}
@@ -100,24 +100,6 @@ def load(port, model, conc, seconds, client_cpus=None):
             "batches": {b: v for b, v in delta.items() if v[0] > 0}}
 
 
-def direct(lib, shape, sizes, repeat=200):
-    import tvmrt
-
-    f = tvmrt.VirtualMachine(tvmrt.load_module(lib), tvmrt.cpu())["main"]
-    out = {}
-    for b in sizes:
-        x = np.random.default_rng(b).standard_normal((b, *shape), dtype=np.float32)
-        for _ in range(10):
-            f(tvmrt.tensor(x)).numpy()
-        ts = []
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            f(tvmrt.tensor(x)).numpy()
-            ts.append(time.perf_counter() - t0)
-        out[b] = statistics.median(ts)
-    return out
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("pack")
@@ -181,7 +163,7 @@ def main():
     sizes = sorted({b for r in results.values() for b in r["batches"]})
     if server_cpus:
         os.sched_setaffinity(0, server_cpus)
-    times = {n: direct(os.path.join(args.models_dir, f"{n}.so"), SHAPES[n], sizes) for n in names}
+    times = {n: direct_times(os.path.join(args.models_dir, f"{n}.so"), SHAPES[n], sizes) for n in names}
     print()
     print("| model | clients | req/s | p50 / p99 ms | executions by batch size | "
           "compute / direct per execution (weighted) |")

@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tarfile
@@ -31,6 +30,10 @@ import urllib.error
 import urllib.request
 
 import numpy as np
+
+# The free-port helper of the backend's own tests (stdlib only, as this script must be).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "crates", "triton", "tests"))
+from server import free_ports  # noqa: E402
 
 TOL = 1e-4
 FAILED = []
@@ -48,18 +51,6 @@ def check(name, f):
         report(True, name, detail or "")
     except Exception as e:  # every failure is a FAIL line, and the run goes on
         report(False, name, f"{type(e).__name__}: {e}"[:800])
-
-
-def free_ports(n):
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 class Http:

@@ -18,7 +18,6 @@ import json
 import multiprocessing as mp
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -29,6 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "crates", "triton", "tests"))
 sys.path.insert(0, os.path.join(ROOT, "crates", "triton", "tests", "models"))
+from direct_call import direct_times  # noqa: E402
 import generate  # noqa: E402
 import server as triton  # noqa: E402
 
@@ -100,28 +100,6 @@ def load(port, model, shape, conc, seconds):
         "p99_ms": 1e3 * all_lat[min(len(all_lat) - 1, int(len(all_lat) * 0.99))],
         "batches": delta,
     }
-
-
-def direct_times(lib, runtime, shape, sizes, repeat=200):
-    """Median seconds of a direct tvmrt call per batch size (tensor in, call, copy out)."""
-    os.environ["TVMRT_LIBRARY"] = runtime
-    sys.path.insert(0, os.path.join(ROOT, "python"))
-    import tvmrt
-
-    vm = tvmrt.VirtualMachine(tvmrt.load_module(lib), tvmrt.cpu())
-    f = vm["main"]
-    out = {}
-    for b in sizes:
-        x = np.random.default_rng(b).standard_normal((b, *shape), dtype=np.float32)
-        for _ in range(10):
-            f(tvmrt.tensor(x)).numpy()
-        ts = []
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            f(tvmrt.tensor(x)).numpy()
-            ts.append(time.perf_counter() - t0)
-        out[b] = statistics.median(ts)
-    return out
 
 
 def python_backend(libs, ports, threads):
@@ -208,7 +186,7 @@ def main():
     os.environ["TVM_NUM_THREADS"] = str(args.threads)
     os.environ["TVMRT_NUM_THREADS"] = str(args.threads)
     sizes = sorted({b for r in results["tvmrt"].values() for b in r["batches"]})
-    direct = {name: direct_times(libs[name], os.path.abspath(args.runtime), MODELS[name][1], sizes)
+    direct = {name: direct_times(libs[name], MODELS[name][1], sizes, runtime=os.path.abspath(args.runtime))
               for name in libs}
     results["direct_s"] = {n: {str(b): v for b, v in d.items()} for n, d in direct.items()}
     results["table"] = table(results, direct, concs)

@@ -96,6 +96,73 @@ pub struct DataRef {
     pub device: DLDevice,
 }
 
+impl DataRef {
+    /// The host address of the first byte copied, for a side in host-accessible memory.
+    pub fn host_address(&self) -> *mut u8 {
+        self.data.cast::<u8>().wrapping_add(self.offset)
+    }
+}
+
+/// Which way a copy goes for a back end of one device type: the device-side checks and driver
+/// call differ, the rest (host addresses, offsets) does not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyDirection {
+    /// Both sides on the back end's device type.
+    OnDevice,
+    /// From the back end's device type to host-accessible memory.
+    ToHost,
+    /// From host-accessible memory to the back end's device type.
+    FromHost,
+}
+
+impl CopyDirection {
+    /// The direction of a copy from `from` to `to` for the back end of `device_type`, or
+    /// `None` when it is none of the three (the back end refuses it, as TVM's do: another
+    /// device type on either side, or no side on this one).
+    pub fn of(from: &DataRef, to: &DataRef, device_type: u32) -> Option<CopyDirection> {
+        let from_dev = from.device.device_type.0 == device_type;
+        let to_dev = to.device.device_type.0 == device_type;
+        if from_dev && to_dev {
+            Some(CopyDirection::OnDevice)
+        } else if from_dev && super::is_host_accessible(to.device) {
+            Some(CopyDirection::ToHost)
+        } else if to_dev && super::is_host_accessible(from.device) {
+            Some(CopyDirection::FromHost)
+        } else {
+            None
+        }
+    }
+}
+
+/// Fails unless `dev` is of `device_type`, which messages call `name` ("OpenCL"): a back end's
+/// API is asked only about its own devices, but the C API passes what the caller says.
+#[inline]
+pub fn check_device_type(dev: DLDevice, device_type: u32, name: &str) -> Result<()> {
+    if dev.device_type.0 != device_type {
+        return Err(wrong_device_type(dev, name));
+    }
+    Ok(())
+}
+
+#[cold]
+fn wrong_device_type(dev: DLDevice, name: &str) -> Error {
+    Error::value(format!(
+        "expected {} {name} device, got {}",
+        a_or_an(name),
+        super::device_name(dev)
+    ))
+}
+
+/// The indefinite article before `word` in messages (by its first letter: "an OpenCL", "a
+/// Vulkan").
+pub fn a_or_an(word: &str) -> &'static str {
+    if word.starts_with(['A', 'E', 'I', 'O', 'U', 'a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    }
+}
+
 /// TVM's `DeviceAPI`: memory, copies, streams and workspaces of one device type.
 ///
 /// Methods taking raw pointers are `unsafe`: the pointers must come from this API (or, for the

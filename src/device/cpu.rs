@@ -194,11 +194,9 @@ impl DeviceApi for CpuDeviceApi {
         if nbytes == 0 {
             return Ok(());
         }
-        let src = from.data.cast::<u8>().wrapping_add(from.offset);
-        let dst = to.data.cast::<u8>().wrapping_add(to.offset);
         // SAFETY: both sides hold `nbytes` from their offsets (trait contract); `copy` allows
         // overlap (a tensor copied onto itself).
-        unsafe { std::ptr::copy(src.cast_const(), dst, nbytes) };
+        unsafe { std::ptr::copy(from.host_address().cast_const(), to.host_address(), nbytes) };
         Ok(())
     }
 

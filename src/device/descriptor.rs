@@ -13,10 +13,11 @@ use once_cell::sync::Lazy;
 use parking_lot::{RwLock, RwLockReadGuard};
 
 use super::address::BuildAddressHasher;
-use super::api::DataRef;
+use super::api::{a_or_an, DataRef};
 use super::device_name;
-use crate::abi::DLDevice;
+use crate::abi::{DLDevice, DLDeviceType};
 use crate::error::{Error, Result};
+use crate::value::AnyView;
 
 /// What a registry records of a descriptor, as far as the shared checks read it.
 pub trait Recorded: Copy {
@@ -71,22 +72,16 @@ impl<D, B: Copy> Registry<D, B> {
 
     /// The error for a pointer that is not a live descriptor.
     pub fn not_a_buffer(&self, p: *const c_void, what: &str) -> Error {
-        Error::value(format!(
-            "{what}: {p:p} is not a{} {} buffer tvmrt allocated (a tensor on another device, or \
-             one already freed)",
-            if self.kind.starts_with(['A', 'E', 'I', 'O', 'U']) {
-                "n"
-            } else {
-                ""
-            },
-            self.kind
-        ))
+        not_a_buffer(self.kind, p, what)
     }
 
     /// The registry, read-locked: look several descriptors up under one lock (a launch holds
     /// it until its buffers are bound, so none can be freed in between).
     pub fn lock(&self) -> Live<'_, B> {
-        Live(self.live.read())
+        Live {
+            map: self.live.read(),
+            kind: self.kind,
+        }
     }
 
     /// What `p` is, or an error saying it is not a live descriptor.
@@ -136,12 +131,113 @@ impl<D, B: Recorded> Registry<D, B> {
     }
 }
 
+#[cold]
+fn not_a_buffer(kind: &str, p: *const c_void, what: &str) -> Error {
+    Error::value(format!(
+        "{what}: {p:p} is not {} {kind} buffer tvmrt allocated (a tensor on another device, or \
+         one already freed)",
+        a_or_an(kind),
+    ))
+}
+
 /// A read-locked [`Registry`].
-pub struct Live<'a, B>(RwLockReadGuard<'a, Map<B>>);
+pub struct Live<'a, B> {
+    map: RwLockReadGuard<'a, Map<B>>,
+    kind: &'static str,
+}
 
 impl<B: Copy> Live<'_, B> {
     /// What `p` is, if it is a live descriptor.
     pub fn get(&self, p: *const c_void) -> Option<B> {
-        self.0.get(&(p as usize)).copied()
+        self.map.get(&(p as usize)).copied()
+    }
+}
+
+impl<B: Recorded> Live<'_, B> {
+    /// The buffer a kernel's buffer argument `v` names: an opaque pointer to a live descriptor
+    /// of the device the kernel runs on (`device_id` of `device_type`). `what` names the
+    /// argument in messages.
+    pub fn kernel_arg(
+        &self,
+        v: &AnyView<'_>,
+        device_type: u32,
+        device_id: i32,
+        what: impl Fn() -> String,
+    ) -> Result<B> {
+        let ptr = v
+            .as_opaque_ptr()
+            .ok_or_else(|| v.type_mismatch(&what(), "a buffer (opaque pointer)"))?;
+        let b = self
+            .get(ptr)
+            .ok_or_else(|| not_a_buffer(self.kind, ptr, &what()))?;
+        if b.device_id() != device_id {
+            let dev = |device_id| DLDevice {
+                device_type: DLDeviceType(device_type),
+                device_id,
+            };
+            return Err(Error::value(format!(
+                "{}: its buffer is on {}, the kernel runs on {}",
+                what(),
+                device_name(dev(b.device_id())),
+                device_name(dev(device_id))
+            )));
+        }
+        Ok(b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::Any;
+
+    #[derive(Clone, Copy, Debug)]
+    struct Rec(i32, usize);
+
+    impl Recorded for Rec {
+        fn device_id(&self) -> i32 {
+            self.0
+        }
+        fn nbytes(&self) -> usize {
+            self.1
+        }
+    }
+
+    /// Not zero-sized: descriptors are keyed by their boxes' addresses.
+    struct Desc {
+        _handle: u64,
+    }
+
+    #[test]
+    fn kernel_arguments_are_live_buffers_of_the_launch_device() {
+        let reg: Registry<Desc, Rec> = Registry::new("OpenCL");
+        let p = reg.register(Desc { _handle: 1 }, Rec(1, 64));
+        let arg = Any::opaque_ptr(p.cast());
+        let what = || "kernel `k` argument 0".to_string();
+        let live = reg.lock();
+        assert_eq!(live.kernel_arg(&arg.view(), 4, 1, what).unwrap().1, 64);
+        let e = live.kernel_arg(&arg.view(), 4, 0, what).unwrap_err();
+        assert_eq!(
+            e.message,
+            "kernel `k` argument 0: its buffer is on opencl:1, the kernel runs on opencl:0"
+        );
+        let e = live
+            .kernel_arg(&Any::from(3i64).view(), 4, 1, what)
+            .unwrap_err();
+        assert!(
+            e.message.contains("expected a buffer (opaque pointer)"),
+            "{e}"
+        );
+        let stranger = Any::opaque_ptr(std::ptr::null_mut::<u8>().wrapping_add(64).cast());
+        let e = live.kernel_arg(&stranger.view(), 4, 1, what).unwrap_err();
+        assert!(
+            e.message
+                .contains("0x40 is not an OpenCL buffer tvmrt allocated"),
+            "{e}"
+        );
+        drop(live);
+        // SAFETY: registered above, not used afterwards.
+        assert_eq!(unsafe { reg.unregister(p) }.unwrap().0, 1);
+        assert!(reg.is_empty());
     }
 }

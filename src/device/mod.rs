@@ -22,7 +22,8 @@
 //!   time (feature `vulkan`, on by default).
 //!
 //! Shared by the GPU back ends: [`descriptor`] (buffer descriptors and their registry, for
-//! OpenCL and Vulkan), [`launch`] (function tables, launch extents, argument kinds),
+//! OpenCL and Vulkan), [`descriptor_api`] (the device API of such back ends over their driver's
+//! calls), [`loaded`] (a driver opened on first use, with its devices), [`launch`] (function tables, launch extents, argument kinds),
 //! [`payload`] (the `[fmt][table][code]` payload and its two loaders), [`pool`] (workspaces).
 
 pub mod address;
@@ -31,8 +32,10 @@ pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod descriptor;
+pub mod descriptor_api;
 mod globals;
 pub mod launch;
+pub mod loaded;
 pub mod memory;
 #[cfg(feature = "opencl")]
 pub mod opencl;
@@ -126,7 +129,7 @@ pub struct KernelInfo {
 
 /// Device types below this are DLPack's and TVM's (`TVMDeviceExtType_End`); higher ones are
 /// RPC sessions, which tvmrt has none of.
-const MAX_DEVICE_TYPE: usize = 36;
+pub(crate) const MAX_DEVICE_TYPE: usize = 36;
 
 type ApiTable = [Option<&'static dyn DeviceApi>; MAX_DEVICE_TYPE];
 

@@ -43,7 +43,7 @@ enum {
 
 #define MAX_ALLOCS 4096
 #define MAX_PARAMS 32
-#define MAX_KERNELS 64
+#define MAX_KERNELS 256
 #define MAX_LAUNCHES 1024
 #define LOG_SIZE 65536
 

@@ -29,7 +29,7 @@ pub use device_support::*;
 mod reliability_support;
 pub use reliability_support::fixtures;
 #[allow(unused_imports)] // used by some of the binaries that include this module
-pub use reliability_support::module_support::{new_vm, read_npy};
+pub use reliability_support::module_support::{new_vm, read_npy, Npy};
 #[allow(unused_imports)]
 pub use reliability_support::{in_child, spawn_test, ChildOutcome};
 

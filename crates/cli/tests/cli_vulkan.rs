@@ -1,7 +1,8 @@
 //! The `tvmrt` tool on the Vulkan fixture (tests/fixtures/vulkan/add_scale.so: host code TVM
 //! 0.27 compiled for target vulkan, importing a `vulkan` module of SPIR-V shaders):
 //! `run` with `--device vulkan[:N]` (a kernel, and the Relax MLP and CNN of mlp.so and cnn.so), `inspect` listing
-//! the Vulkan kernels, and one-line errors for a wrong device.
+//! the Vulkan kernels, and one-line errors for a wrong device; and a library whose `vulkan`
+//! module TVM's own SPIR-V code generator wrote (tests/fixtures/vulkan/tvm_codegen/row_sum.so).
 
 #![cfg(feature = "vulkan")]
 
@@ -112,4 +113,35 @@ fn inspect_lists_vulkan_kernels() {
     let text = ok(&["inspect", &f("add_scale.so")]);
     assert!(text.contains("vulkan"), "{text}");
     assert!(text.contains("add_scale_kernel"), "{text}");
+}
+
+/// A library whose `vulkan` module TVM's own SPIR-V code generator wrote
+/// (tests/fixtures/vulkan/tvm_codegen): a row sum reduced across threads, run by the tool and
+/// compared with TVM's CPU result; `inspect` lists its kernel.
+#[test]
+fn run_tvms_own_spirv() {
+    let dir = out_dir("cli_vulkan", "tvm_codegen");
+    let d = dir.to_str().unwrap();
+    let text = ok(&[
+        "run",
+        &f("tvm_codegen/row_sum.so"),
+        "row_sum",
+        "-i",
+        &f("tvm_codegen/data/row_sum.m7.arg0.npy"),
+        "-o",
+        "float32:7",
+        "--device",
+        "vulkan:0",
+        "--save",
+        d,
+    ]);
+    assert!(text.contains("output0.npy (float32[7])"), "{text}");
+    let got = npy_f32(&dir.join("output0.npy"));
+    let want = npy_f32(Path::new(&f("tvm_codegen/data/row_sum.m7.arg1.npy")));
+    assert_eq!(got.len(), 7);
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "{g} vs {w}");
+    }
+    let text = ok(&["inspect", &f("tvm_codegen/row_sum.so")]);
+    assert!(text.contains("row_sum_kernel"), "{text}");
 }

@@ -6,6 +6,9 @@
 //!     cargo bench -p tvmrt-serve --bench serve -- [MODEL_DIR LIB PROMPTS_JSON_OUT]
 //!     cargo bench -p tvmrt-serve --bench serve -- --profile   # per-kernel batch_decode
 //!
+//! `TVMRT_SERVE_DEVICE=cuda:0` with `lib_cuda.so` runs it on a GPU (benches/gpu/run.sh);
+//! `--check` first compares greedy tokens with TVM's (expected.json), exiting 1 if any differ.
+//!
 //! Every request: a random prompt of 16 to 48 token ids (fixed seed), 64 new tokens (the stop
 //! token is masked with logit_bias, so every answer has exactly 64). The prompts are written
 //! to PROMPTS_JSON_OUT for TVM's sequential reference (benches/serve/tvm_reference.py).
@@ -24,6 +27,13 @@ use tvmrt_serve::model::Model;
 use tvmrt_serve::sampler::Rng;
 
 const NEW_TOKENS: usize = 64;
+
+/// Where the model runs: `TVMRT_SERVE_DEVICE` (`cpu`, `cuda:0`, ...; the library must be built
+/// for it), the CPU by default.
+fn device() -> tvmrt::abi::DLDevice {
+    let text = std::env::var("TVMRT_SERVE_DEVICE").unwrap_or_else(|_| "cpu".into());
+    tvmrt::device::parse_device(&text).unwrap()
+}
 
 fn percentile(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -57,7 +67,7 @@ fn prefilled(model: &Model, batch: usize) -> (ObjectRef, Vec<i64>, Vec<i32>) {
 
 /// The median time of one `batch_decode` step of `batch` sequences.
 fn bare_decode(dir: &Path, lib: &Path, batch: usize) -> Duration {
-    let model = Model::load(lib, dir).unwrap();
+    let model = Model::load(lib, dir, device()).unwrap();
     let (cache, seqs, tokens) = prefilled(&model, batch);
     let mut times = Vec::new();
     for _ in 0..NEW_TOKENS {
@@ -72,7 +82,7 @@ fn bare_decode(dir: &Path, lib: &Path, batch: usize) -> Duration {
 /// tvmrt's profiler on one `batch_decode` step of `batch` sequences (after a few warm-up
 /// steps): where the step's time goes, kernel by kernel.
 fn profile_decode(dir: &Path, lib: &Path, batch: usize) -> String {
-    let model = Model::load_profiling(lib, dir).unwrap();
+    let model = Model::load_profiling(lib, dir, device()).unwrap();
     let (cache, seqs, tokens) = prefilled(&model, batch);
     for _ in 0..8 {
         model.decode(&cache, &seqs, &tokens).unwrap();
@@ -83,7 +93,7 @@ fn profile_decode(dir: &Path, lib: &Path, batch: usize) -> String {
 /// The median cost of the engine's per-token work besides the forward: the model's logit-bias
 /// kernel on one row, argmax, and the incremental detokenization of one token.
 fn per_token_costs(dir: &Path, lib: &Path) {
-    let model = Model::load(lib, dir).unwrap();
+    let model = Model::load(lib, dir, device()).unwrap();
     let codec = tvmrt_serve::text::TextCodec::load(dir).unwrap();
     let row: Vec<f32> = (0..model.vocab_size).map(|i| (i % 7) as f32).collect();
     let median = |f: &mut dyn FnMut()| {
@@ -133,6 +143,7 @@ fn engine_tpot(dir: &Path, lib: &Path) -> f64 {
             prefill_chunk_size: 128,
             max_queue: 256,
             prefix_cache_max_num_recycling_seqs: 0,
+            device: device(),
         },
     )
     .unwrap();
@@ -168,6 +179,82 @@ fn engine_tpot(dir: &Path, lib: &Path) -> f64 {
         }
     }
     percentile(&mut gaps, 0.5)
+}
+
+/// Greedy tokens of expected.json's prompts (TVM's runtime driving the CPU build) through the
+/// engine on `device()`, all at once in one batch, compared token for token up to TVM's first
+/// stop token; prints a PASS or FAIL line per prompt and returns whether all passed. On a GPU
+/// the logits differ from the CPU's by rounding, so a late token may differ where two logits
+/// are within that rounding: the line says where the first difference is.
+fn check_greedy(dir: &Path, lib: &Path) -> bool {
+    use tvmrt_serve::engine::{Event, Request};
+    use tvmrt_serve::sampler::SamplingParams;
+    let text = std::fs::read_to_string(dir.join("../expected.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let ids = |x: &serde_json::Value| -> Vec<i32> {
+        x.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_i64().unwrap() as i32)
+            .collect()
+    };
+    let engine = Engine::start(
+        lib.to_path_buf(),
+        dir.to_path_buf(),
+        EngineConfig {
+            max_num_sequence: 16,
+            max_total_sequence_length: 8704,
+            prefill_chunk_size: 128,
+            max_queue: 256,
+            prefix_cache_max_num_recycling_seqs: 0,
+            device: device(),
+        },
+    )
+    .unwrap();
+    let mut runs = Vec::new();
+    for case in v["cases"].as_array().unwrap() {
+        let want: Vec<i32> = ids(&case["greedy"])
+            .into_iter()
+            .take_while(|&t| t != 2)
+            .collect();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let params = SamplingParams {
+            temperature: 0.0,
+            max_tokens: Some(want.len().max(1)),
+            ..Default::default()
+        };
+        let prompt = ids(&case["prompt_ids"]);
+        engine
+            .submit(Request {
+                prompt,
+                params,
+                events: tx,
+            })
+            .unwrap();
+        runs.push((want, rx));
+    }
+    let mut all = true;
+    for (i, (want, mut rx)) in runs.into_iter().enumerate() {
+        let mut got = Vec::new();
+        while let Some(e) = rx.blocking_recv() {
+            match e {
+                Event::Delta { token: Some(t), .. } => got.push(t),
+                Event::Done { .. } => break,
+                Event::Error(e) => panic!("{e}"),
+                _ => {}
+            }
+        }
+        let same = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
+        let ok = got == want;
+        all &= ok;
+        println!(
+            "{} greedy tokens of case {i} on {}: {same} of {} equal to TVM's",
+            if ok { "PASS" } else { "FAIL" },
+            tvmrt::device::device_name(device()),
+            want.len()
+        );
+    }
+    all
 }
 
 /// One streamed completion: (time to first token, time per output token after the first,
@@ -228,6 +315,9 @@ fn main() {
         .unwrap();
     }
 
+    if std::env::args().any(|a| a == "--check") && !check_greedy(&dir, &lib) {
+        std::process::exit(1);
+    }
     if std::env::args().any(|a| a == "--profile") {
         for batch in [1, 16] {
             println!(
@@ -264,6 +354,7 @@ fn main() {
             prefill_chunk_size: 128,
             max_queue: 256,
             prefix_cache_max_num_recycling_seqs: 16,
+            device: device(),
         },
     )
     .unwrap();

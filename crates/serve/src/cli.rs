@@ -67,6 +67,11 @@ pub struct Args {
     /// fork them instead of prefilling (default: max_num_sequence; 0: off).
     #[arg(long, value_name = "N")]
     pub prefix_cache_max_num_recycling_seqs: Option<usize>,
+
+    /// Where the model runs: cpu, or opencl/cuda/vulkan[:ID] for a library MLC-LLM compiled
+    /// for that device (`mlc_llm compile --device opencl`).
+    #[arg(long, value_name = "DEVICE", default_value = "cpu")]
+    pub device: String,
 }
 
 /// Reads the model's limits from `mlc-chat-config.json` to fill in the defaults.
@@ -97,6 +102,7 @@ fn engine_config(a: &Args, chat: &ChatConfig, max_batch: Option<i64>) -> Result<
         prefix_cache_max_num_recycling_seqs: a
             .prefix_cache_max_num_recycling_seqs
             .unwrap_or(max_num_sequence),
+        device: tvmrt::device::parse_device(&a.device)?,
     })
 }
 
@@ -129,9 +135,10 @@ pub fn main(a: Args) -> Result<()> {
             .map_err(|e| Error::runtime(e.to_string()))?;
         let info = &app.engine.info;
         eprintln!(
-            "tvmrt serve: {} on http://{addr} (context {}, max_num_sequence {}, \
+            "tvmrt serve: {} on {} at http://{addr} (context {}, max_num_sequence {}, \
              max_total_seq_length {}, prefill_chunk_size {})",
             app.model_id,
+            tvmrt::device::device_name(info.config.device),
             info.context_window,
             info.config.max_num_sequence,
             info.config.max_total_sequence_length,

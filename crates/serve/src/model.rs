@@ -5,11 +5,16 @@
 //! `kv_state_begin_forward`, `embed` + `batch_prefill` or `batch_decode`,
 //! `kv_state_end_forward`. Sampling uses the model's own `softmax_with_temperature`.
 //!
+//! The model runs on one device (the CPU, or a GPU back end tvmrt has: `opencl:0`, `cuda:0`,
+//! `vulkan:0`), with the host as the VM's second device, as MLC's engine sets it up: weights,
+//! KV cache, token ids and logit processing there; logits come back to the host for sampling.
+//!
 //! Everything here calls into tvmrt's public API; a [`Model`] is not `Send` (it holds runtime
 //! objects) and lives on the engine's thread.
 
 use std::path::Path;
 
+use tvmrt::abi::DLDevice;
 use tvmrt::dtype::dtypes;
 use tvmrt::function::registry;
 use tvmrt::module::{load_from_file, Module};
@@ -85,6 +90,8 @@ pub struct Model {
     remove_sequence: Function,
     fork_sequence: Function,
     available_pages: Function,
+    /// Where the weights, the KV cache and the forward passes live.
+    pub device: DLDevice,
     pub metadata: Metadata,
     pub hidden_size: i64,
     pub vocab_size: i64,
@@ -100,13 +107,18 @@ fn shape(v: &[i64]) -> Any {
 
 /// A float32 host tensor of `shape` holding `values`.
 pub fn tensor_f32(values: &[f32], shape: &[i64]) -> Result<Tensor> {
-    let t = Tensor::empty(shape, dtypes::FLOAT32, cpu())?;
+    tensor_f32_on(values, shape, cpu())
+}
+
+/// A float32 tensor of `shape` on `device` holding `values`.
+fn tensor_f32_on(values: &[f32], shape: &[i64], device: DLDevice) -> Result<Tensor> {
+    let t = Tensor::empty(shape, dtypes::FLOAT32, device)?;
     let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
     t.copy_from_bytes(&bytes)?;
     Ok(t)
 }
 
-/// The float32 values of a host tensor.
+/// The float32 values of a tensor (copied to the host where it lives on a device).
 pub fn read_f32(t: &Tensor) -> Result<Vec<f32>> {
     if t.dtype() != dtypes::FLOAT32 {
         tvmrt::bail_type!("expected a float32 tensor");
@@ -118,19 +130,24 @@ pub fn read_f32(t: &Tensor) -> Result<Vec<f32>> {
 }
 
 impl Model {
-    /// Loads `library` (MLC's `compile` output) and the weights of `model_dir`
-    /// (`tensor-cache.json` and its shards).
-    pub fn load(library: &Path, model_dir: &Path) -> Result<Model> {
-        Self::load_vm(library, model_dir, false)
+    /// Loads `library` (MLC's `compile` output, built for `device`'s kind) and the weights of
+    /// `model_dir` (`tensor-cache.json` and its shards) onto `device`.
+    pub fn load(library: &Path, model_dir: &Path, device: DLDevice) -> Result<Model> {
+        Self::load_vm(library, model_dir, device, false)
     }
 
     /// [`Model::load`] on a profiling VM (`vm_profiler_load_executable`): for
     /// [`Model::profile_decode`].
-    pub fn load_profiling(library: &Path, model_dir: &Path) -> Result<Model> {
-        Self::load_vm(library, model_dir, true)
+    pub fn load_profiling(library: &Path, model_dir: &Path, device: DLDevice) -> Result<Model> {
+        Self::load_vm(library, model_dir, device, true)
     }
 
-    fn load_vm(library: &Path, model_dir: &Path, profiling: bool) -> Result<Model> {
+    fn load_vm(
+        library: &Path,
+        model_dir: &Path,
+        device: DLDevice,
+        profiling: bool,
+    ) -> Result<Model> {
         let lib = library
             .to_str()
             .ok_or_else(|| Error::value("the library path is not UTF-8"))?;
@@ -158,16 +175,22 @@ impl Model {
                 ))
             })
         };
-        // CPU, device 0, the pooled allocator (as MLC's engine and TVM's Python VM).
-        func("vm_initialization")?.call(&[
-            AnyView::from(1i64),
-            AnyView::from(0i64),
-            AnyView::from(2i64),
-        ])?;
+        // The device, then the host, each with the pooled allocator (as MLC's engine and TVM's
+        // Python VM); on the CPU the host alone.
+        let pooled = AnyView::from(2i64);
+        let mut init = vec![
+            AnyView::from(device.device_type.0 as i64),
+            AnyView::from(device.device_id as i64),
+            pooled,
+        ];
+        if device != cpu() {
+            init.extend([AnyView::from(1i64), AnyView::from(0i64), pooled]);
+        }
+        func("vm_initialization")?.call(&init)?;
         let meta_text = func("_metadata")?.call_values(&[])?;
         let meta_text = meta_text.view().expect_str("_metadata()")?.to_string();
         let metadata = Metadata::parse(&meta_text)?;
-        tvmrt::llm::tensor_cache::load(model_dir, cpu())?;
+        tvmrt::llm::tensor_cache::load(model_dir, device)?;
         let weights = tvmrt::llm::tensor_cache::params_by_name(&metadata.params)?;
         let embed_table = weights.first().map(|t| t.shape().to_vec());
         let (vocab_size, hidden_size) = match embed_table.as_deref() {
@@ -192,6 +215,7 @@ impl Model {
             _exec: exec,
             _vm: vm,
             params,
+            device,
             metadata,
             hidden_size,
             vocab_size,
@@ -268,7 +292,7 @@ impl Model {
                 self.vocab_size
             );
         }
-        let ids = tvmrt::llm::transfer::tensor_from_i32(tokens, cpu())?;
+        let ids = tvmrt::llm::transfer::tensor_from_i32(tokens, self.device)?;
         let e = self
             .embed
             .call_values(&[Any::from(ids), Any::from_object(self.params.clone())])?;
@@ -295,7 +319,7 @@ impl Model {
         }
         self.in_forward(cache, seqs, &lengths, || {
             let emb = self.embeddings(&flat, [1, flat.len() as i64, self.hidden_size])?;
-            let pos = tvmrt::llm::transfer::tensor_from_i32(&pos, cpu())?;
+            let pos = tvmrt::llm::transfer::tensor_from_i32(&pos, self.device)?;
             Self::logits_of(self.batch_prefill.call_values(&[
                 Any::from(emb),
                 Any::from(pos),
@@ -389,17 +413,18 @@ impl Model {
         }
         let n = rows.len() as i64;
         let flat: Vec<f32> = rows.iter().flatten().copied().collect();
-        let logits = tensor_f32(&flat, &[n, self.vocab_size])?;
-        let ints = |v: Vec<i32>| tvmrt::llm::transfer::tensor_from_i32(&v, cpu());
+        let logits = tensor_f32_on(&flat, &[n, self.vocab_size], self.device)?;
+        let ints = |v: Vec<i32>| tvmrt::llm::transfer::tensor_from_i32(&v, self.device);
         let logits_arg = || Any::from(logits.clone());
         if !bias.is_empty() {
             self.apply_logit_bias.call_values(&[
                 logits_arg(),
                 Any::from(ints(bias.iter().map(|b| b.0).collect())?),
                 Any::from(ints(bias.iter().map(|b| b.1).collect())?),
-                Any::from(tensor_f32(
+                Any::from(tensor_f32_on(
                     &bias.iter().map(|b| b.2).collect::<Vec<_>>(),
                     &[bias.len() as i64],
+                    self.device,
                 )?),
             ])?;
         }
@@ -411,7 +436,7 @@ impl Model {
                 Any::from(ints(counts.iter().map(|c| c.0).collect())?),
                 Any::from(ints(counts.iter().map(|c| c.1).collect())?),
                 Any::from(ints(counts.iter().map(|c| c.2).collect())?),
-                Any::from(tensor_f32(&flat_pen, &[n, 3])?),
+                Any::from(tensor_f32_on(&flat_pen, &[n, 3], self.device)?),
             ])?;
         }
         let out = read_f32(&logits)?;
@@ -427,8 +452,8 @@ impl Model {
         let n = rows.len() as i64;
         let v = self.vocab_size;
         let flat: Vec<f32> = rows.iter().flatten().copied().collect();
-        let logits = tensor_f32(&flat, &[n, 1, v])?;
-        let temps = tensor_f32(temperatures, &[n])?;
+        let logits = tensor_f32_on(&flat, &[n, 1, v], self.device)?;
+        let temps = tensor_f32_on(temperatures, &[n], self.device)?;
         let probs = self
             .softmax
             .call_values(&[Any::from(logits), Any::from(temps)])?;

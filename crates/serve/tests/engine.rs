@@ -19,6 +19,7 @@ fn engine(max_queue: usize) -> Engine {
         prefill_chunk_size: 0,
         max_queue,
         prefix_cache_max_num_recycling_seqs: 0,
+        device: tvmrt::tensor::layout::cpu(),
     })
 }
 
@@ -233,7 +234,7 @@ fn the_models_logit_processors_follow_openai() {
     use tvmrt_serve::model::Model;
     use tvmrt_serve::sampler::{process_logits, Rng};
     let dir = fixture().join("model");
-    let model = Model::load(&dir.join("lib.so"), &dir).unwrap();
+    let model = Model::load(&dir.join("lib.so"), &dir, tvmrt::tensor::layout::cpu()).unwrap();
     let vocab = model.vocab_size as usize;
     let mut rng = Rng::new(3);
     let mut rows: Vec<Vec<f32>> = (0..3)
@@ -299,6 +300,7 @@ fn preemption_when_pages_run_out_keeps_every_answer() {
             prefill_chunk_size: 64,
             max_queue: 64,
             prefix_cache_max_num_recycling_seqs: pool,
+            device: tvmrt::tensor::layout::cpu(),
         });
         let cases = expected();
         let jobs: Vec<_> = (0..16)
@@ -355,6 +357,7 @@ fn preemption_when_pages_run_out_keeps_every_answer() {
         prefill_chunk_size: 64,
         max_queue: 64,
         prefix_cache_max_num_recycling_seqs: 0,
+        device: tvmrt::tensor::layout::cpu(),
     });
     let cases = expected();
     // A request that cannot fit even alone is refused up front.
@@ -375,6 +378,7 @@ fn prompts_fork_shared_prefixes() {
         prefill_chunk_size: 0,
         max_queue: 64,
         prefix_cache_max_num_recycling_seqs: 4,
+        device: tvmrt::tensor::layout::cpu(),
     });
     let cases = expected();
     // A finished sequence's prompt and generated tokens: its continuation forks them.

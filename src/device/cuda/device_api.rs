@@ -18,9 +18,11 @@ use super::driver::{
 };
 use super::memory::{self, Block};
 use crate::abi::{DLDataType, DLDevice};
-use crate::device::api::{DataRef, DeviceApi, DeviceAttr, StreamHandle};
+use crate::device::api::{
+    check_device_type, CopyDirection, DataRef, DeviceApi, DeviceAttr, StreamHandle,
+};
+use crate::device::device_name;
 use crate::device::pool::WorkspacePool;
-use crate::device::{device_name, is_host_accessible};
 use crate::error::{Error, Result};
 use crate::value::Any;
 
@@ -33,14 +35,7 @@ pub struct CudaHostApi;
 static WORKSPACES: WorkspacePool = WorkspacePool::new();
 
 fn check_cuda_side(dev: DLDevice, expected: u32) -> Result<()> {
-    if dev.device_type.0 != expected {
-        return Err(Error::value(format!(
-            "expected a {} device, got {}",
-            crate::device::device_type_name(expected),
-            device_name(dev)
-        )));
-    }
-    Ok(())
+    check_device_type(dev, expected, crate::device::device_type_name(expected))
 }
 
 /// The device address of one side of a copy, range-checked when tvmrt allocated it.
@@ -227,10 +222,9 @@ impl DeviceApi for CudaDeviceApi {
         if nbytes == 0 {
             return Ok(());
         }
-        let from_cuda = from.device.device_type.0 == super::DEVICE_TYPE;
-        let to_cuda = to.device.device_type.0 == super::DEVICE_TYPE;
         let c = cu()?;
-        if from_cuda && to_cuda {
+        let direction = CopyDirection::of(&from, &to, super::DEVICE_TYPE);
+        if direction == Some(CopyDirection::OnDevice) {
             let src = device_side(&from, nbytes, "copy source")?;
             let dst = device_side(&to, nbytes, "copy destination")?;
             bind(from.device.device_id)?;
@@ -254,10 +248,10 @@ impl DeviceApi for CudaDeviceApi {
                     "cuMemcpyPeerAsync",
                 )
             }
-        } else if from_cuda && is_host_accessible(to.device) {
+        } else if direction == Some(CopyDirection::ToHost) {
             let src = device_side(&from, nbytes, "copy source")?;
             bind(from.device.device_id)?;
-            let host = to.data.cast::<u8>().wrapping_add(to.offset);
+            let host = to.host_address();
             // SAFETY: `host` holds `nbytes` writable bytes (trait contract); the source range
             // is device memory of the bound context.
             check(
@@ -265,10 +259,10 @@ impl DeviceApi for CudaDeviceApi {
                 "cuMemcpyDtoHAsync",
             )?;
             sync(stream)
-        } else if to_cuda && is_host_accessible(from.device) {
+        } else if direction == Some(CopyDirection::FromHost) {
             let dst = device_side(&to, nbytes, "copy destination")?;
             bind(to.device.device_id)?;
-            let host = from.data.cast::<u8>().wrapping_add(from.offset);
+            let host = from.host_address();
             // SAFETY: `host` holds `nbytes` readable bytes (trait contract); the destination
             // range is device memory of the bound context.
             check(

@@ -1,61 +1,69 @@
-//! `device_api.opencl` (TVM `opencl_device_api.cc`): buffers, copies, the per-device queue,
-//! device attributes, workspaces.
+//! `device_api.opencl` (TVM `opencl_device_api.cc`): the OpenCL calls under the device API
+//! that OpenCL shares with other back ends whose data pointers are buffer descriptors
+//! ([`crate::device::descriptor_api`]: the current device, copies by direction, the one stream,
+//! workspaces).
 //!
-//! As in TVM: a data pointer is a [`BufferDescriptor`]; the current device is per thread
-//! (`__tvm_set_device`), and kernels launch on it; each device has one in-order queue and no
-//! other streams (`create_stream` gives null, and syncing a non-null stream is refused); copies
-//! to and from the host have finished when they return, device-to-device copies are queued;
-//! workspaces come from a pool that keeps freed buffers for reuse (TVM's pooled allocator).
-//! Only global memory: TVM's image (texture) scopes are refused.
+//! As in TVM: a data pointer is a [`BufferDescriptor`]; each device has one in-order queue;
+//! copies to and from the host block, device-to-device copies are queued. Only global memory:
+//! TVM's image (texture) scopes are refused.
 
-use std::cell::Cell;
-use std::ffi::c_void;
-
-use super::buffer::{self, BufferDescriptor};
-use super::error::{cl_error, CL_SUCCESS};
-use super::platform::{self, info_scalar, info_string, platform};
-use crate::abi::{DLDataType, DLDevice};
-use crate::device::api::{DataRef, DeviceApi, DeviceAttr, StreamHandle};
-use crate::device::pool::WorkspacePool;
-use crate::device::{device_name, is_host_accessible};
+use super::buffer::{self, Buffer, BufferDescriptor};
+use super::error::{cl_error, ClInt, CL_SUCCESS};
+use super::platform::{self, info_scalar, info_string, platform, Platform};
+use crate::abi::DLDevice;
+use crate::device::api::DeviceAttr;
+use crate::device::descriptor::Registry;
+use crate::device::descriptor_api::{BufferBackEnd, BufferDeviceApi, BufferSide};
 use crate::error::{Error, Result};
 use crate::value::Any;
 
-thread_local! {
-    /// The calling thread's current OpenCL device (TVM's `OpenCLThreadEntry::device`).
-    static CURRENT: Cell<i32> = const { Cell::new(0) };
-}
+/// OpenCL's device API.
+pub static API: OpenClDeviceApi = BufferDeviceApi::new();
+
+/// The OpenCL device API.
+pub type OpenClDeviceApi = BufferDeviceApi<OpenCl>;
+
+/// OpenCL's calls under [`OpenClDeviceApi`].
+pub struct OpenCl;
 
 /// The calling thread's current OpenCL device id (0 until `__tvm_set_device` says otherwise).
 pub fn current_device() -> i32 {
-    CURRENT.with(Cell::get)
+    API.current_device()
 }
 
-/// Kernel workspaces, kept for reuse (TVM's pooled allocator).
-static WORKSPACES: WorkspacePool = WorkspacePool::new();
+impl BufferBackEnd for OpenCl {
+    const DEVICE_TYPE: u32 = super::DEVICE_TYPE;
+    const NAME: &'static str = "OpenCL";
+    const NO_STREAMS: &'static str =
+        "OpenCL has one command queue per device and no other streams: pass a null stream";
 
-/// The OpenCL device API.
-pub struct OpenClDeviceApi;
+    type Driver = Platform;
+    type Descriptor = BufferDescriptor;
+    type Buffer = Buffer;
 
-#[inline]
-fn check_opencl_side(dev: DLDevice) -> Result<()> {
-    if dev.device_type.0 != super::DEVICE_TYPE {
-        return Err(not_opencl(dev));
+    fn driver() -> Result<&'static Platform> {
+        platform()
     }
-    Ok(())
-}
 
-#[cold]
-fn not_opencl(dev: DLDevice) -> Error {
-    Error::value(format!(
-        "expected an OpenCL device, got {}",
-        device_name(dev)
-    ))
-}
+    fn known_device_count() -> Option<usize> {
+        platform::known_device_count()
+    }
 
-impl OpenClDeviceApi {
-    fn attr(&self, dev: DLDevice, attr: DeviceAttr) -> Result<Any> {
-        let p = platform()?;
+    fn live() -> &'static Registry<BufferDescriptor, Buffer> {
+        &buffer::LIVE
+    }
+
+    fn alloc(device_id: i32, nbytes: usize) -> Result<*mut BufferDescriptor> {
+        // OpenCL aligns buffers itself (CL_DEVICE_MEM_BASE_ADDR_ALIGN).
+        buffer::alloc(device_id, nbytes)
+    }
+
+    unsafe fn free(desc: *mut BufferDescriptor) -> Result<()> {
+        // SAFETY: per the contract.
+        unsafe { buffer::free(desc) }
+    }
+
+    fn attr(p: &Platform, dev: DLDevice, attr: DeviceAttr) -> Result<Any> {
         let d = p.device(dev.device_id)?;
         let get = p.cl.get_device_info;
         const CALL: &str = "clGetDeviceInfo";
@@ -131,186 +139,96 @@ impl OpenClDeviceApi {
             | DeviceAttr::AvailableGlobalMemory => Any::none(),
         })
     }
-}
 
-impl DeviceApi for OpenClDeviceApi {
-    fn set_device(&self, dev: DLDevice) -> Result<()> {
-        check_opencl_side(dev)?;
-        // Checked now when the devices are known (one load: host launchers call this before
-        // every launch); otherwise at the first use of the device.
-        if let Some(n) = platform::known_device_count() {
-            if dev.device_id as usize >= n {
-                platform()?.device(dev.device_id)?;
-            }
-        }
-        CURRENT.with(|c| c.set(dev.device_id));
-        Ok(())
-    }
-
-    fn check_exists(&self, dev: DLDevice) -> Result<()> {
-        check_opencl_side(dev)?;
-        platform()?.device(dev.device_id).map(drop)
-    }
-
-    fn get_attr(&self, dev: DLDevice, attr: DeviceAttr) -> Result<Any> {
-        if attr == DeviceAttr::Exist {
-            // Asking is not an error: no OpenCL, no platform or no such device is 0.
-            let n = platform().map_or(0, |p| p.devices.len());
-            return Ok(Any::from(i64::from((dev.device_id as usize) < n)));
-        }
-        self.attr(dev, attr)
-    }
-
-    fn alloc_data_space(
-        &self,
-        dev: DLDevice,
+    unsafe fn copy_on_device(
+        p: &Platform,
+        src: BufferSide<Buffer>,
+        dst: BufferSide<Buffer>,
         nbytes: usize,
-        _alignment: usize,
-        _type_hint: DLDataType,
-    ) -> Result<*mut c_void> {
-        check_opencl_side(dev)?;
-        // OpenCL aligns buffers itself (CL_DEVICE_MEM_BASE_ADDR_ALIGN); the descriptor is
-        // 64-byte aligned.
-        Ok(buffer::alloc(dev.device_id, nbytes)?.cast())
-    }
-
-    unsafe fn free_data_space(&self, _dev: DLDevice, ptr: *mut c_void) -> Result<()> {
-        if ptr.is_null() {
-            return Ok(());
-        }
-        // SAFETY: per the trait's contract; `free` refuses anything but a live descriptor.
-        unsafe { buffer::free(ptr.cast::<BufferDescriptor>()) }
-    }
-
-    unsafe fn copy_bytes(
-        &self,
-        from: DataRef,
-        to: DataRef,
-        nbytes: usize,
-        _type_hint: DLDataType,
-        _stream: StreamHandle,
     ) -> Result<()> {
-        if nbytes == 0 {
-            return Ok(());
-        }
-        let p = platform()?;
-        let cl = p.cl;
-        let from_cl = from.device.device_type.0 == super::DEVICE_TYPE;
-        let to_cl = to.device.device_type.0 == super::DEVICE_TYPE;
-        let rc;
-        let call;
-        if from_cl && to_cl {
-            let (src, dst) = (
-                buffer::LIVE.copy_side(&from, nbytes, "copy source")?,
-                buffer::LIVE.copy_side(&to, nbytes, "copy destination")?,
-            );
-            let (ds, dd) = (p.device(src.device_id)?, p.device(dst.device_id)?);
-            if ds.context != dd.context {
-                return Err(Error::value(format!(
-                    "cannot copy from opencl:{} to opencl:{} directly: they are on different \
-                     OpenCL platforms; copy through the CPU",
-                    src.device_id, dst.device_id
-                )));
-            }
-            call = "clEnqueueCopyBuffer";
-            // SAFETY: both buffers are live (checked) and the ranges inside them.
-            rc = unsafe {
-                (cl.enqueue_copy_buffer)(
-                    dd.queue,
-                    src.mem,
-                    dst.mem,
-                    from.offset,
-                    to.offset,
-                    nbytes,
-                    0,
-                    std::ptr::null(),
-                    std::ptr::null_mut(),
-                )
-            };
-        } else if from_cl && is_host_accessible(to.device) {
-            let src = buffer::LIVE.copy_side(&from, nbytes, "copy source")?;
-            let host = to.data.cast::<u8>().wrapping_add(to.offset);
-            call = "clEnqueueReadBuffer";
-            // SAFETY: the buffer is live and the range inside it; `host` holds `nbytes`
-            // writable bytes (trait contract). Blocking: done when it returns.
-            rc = unsafe {
-                (cl.enqueue_read_buffer)(
-                    p.device(src.device_id)?.queue,
-                    src.mem,
-                    1,
-                    from.offset,
-                    nbytes,
-                    host.cast(),
-                    0,
-                    std::ptr::null(),
-                    std::ptr::null_mut(),
-                )
-            };
-        } else if to_cl && is_host_accessible(from.device) {
-            let dst = buffer::LIVE.copy_side(&to, nbytes, "copy destination")?;
-            let host = from.data.cast::<u8>().wrapping_add(from.offset);
-            call = "clEnqueueWriteBuffer";
-            // SAFETY: the buffer is live and the range inside it; `host` holds `nbytes`
-            // readable bytes (trait contract). Blocking: done when it returns.
-            rc = unsafe {
-                (cl.enqueue_write_buffer)(
-                    p.device(dst.device_id)?.queue,
-                    dst.mem,
-                    1,
-                    to.offset,
-                    nbytes,
-                    host.cast(),
-                    0,
-                    std::ptr::null(),
-                    std::ptr::null_mut(),
-                )
-            };
-        } else {
+        let (s, d) = (src.buffer, dst.buffer);
+        let (ds, dd) = (p.device(s.device_id)?, p.device(d.device_id)?);
+        if ds.context != dd.context {
             return Err(Error::value(format!(
-                "OpenCL copies go between OpenCL and the CPU: cannot copy from {} to {}",
-                device_name(from.device),
-                device_name(to.device)
+                "cannot copy from opencl:{} to opencl:{} directly: they are on different \
+                 OpenCL platforms; copy through the CPU",
+                s.device_id, d.device_id
             )));
         }
-        if rc != CL_SUCCESS {
-            return Err(cl_error(rc, call));
-        }
-        Ok(())
+        // SAFETY: both buffers are live (checked) and the ranges inside them.
+        let rc = unsafe {
+            (p.cl.enqueue_copy_buffer)(
+                dd.queue,
+                s.mem,
+                d.mem,
+                src.offset,
+                dst.offset,
+                nbytes,
+                0,
+                std::ptr::null(),
+                std::ptr::null_mut(),
+            )
+        };
+        check(rc, "clEnqueueCopyBuffer")
     }
 
-    fn stream_sync(&self, dev: DLDevice, stream: StreamHandle) -> Result<()> {
-        check_opencl_side(dev)?;
-        if !stream.is_null() {
-            return Err(Error::value(
-                "OpenCL has one command queue per device and no other streams: pass a null \
-                 stream",
-            ));
-        }
-        let p = platform()?;
-        // SAFETY: a queue of the platform.
-        let rc = unsafe { (p.cl.finish)(p.device(dev.device_id)?.queue) };
-        if rc != CL_SUCCESS {
-            return Err(cl_error(rc, "clFinish"));
-        }
-        Ok(())
-    }
-
-    fn alloc_workspace(
-        &self,
-        dev: DLDevice,
+    unsafe fn read(
+        p: &Platform,
+        src: BufferSide<Buffer>,
+        host: *mut u8,
         nbytes: usize,
-        type_hint: DLDataType,
-    ) -> Result<*mut c_void> {
-        check_opencl_side(dev)?;
-        WORKSPACES.alloc(self, dev, nbytes, type_hint)
+    ) -> Result<()> {
+        // SAFETY: the buffer is live and the range inside it; `host` holds `nbytes` writable
+        // bytes (the contract). Blocking: done when it returns.
+        let rc = unsafe {
+            (p.cl.enqueue_read_buffer)(
+                p.device(src.buffer.device_id)?.queue,
+                src.buffer.mem,
+                1,
+                src.offset,
+                nbytes,
+                host.cast(),
+                0,
+                std::ptr::null(),
+                std::ptr::null_mut(),
+            )
+        };
+        check(rc, "clEnqueueReadBuffer")
     }
 
-    unsafe fn free_workspace(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()> {
-        WORKSPACES.free(dev, ptr)
+    unsafe fn write(
+        p: &Platform,
+        dst: BufferSide<Buffer>,
+        host: *const u8,
+        nbytes: usize,
+    ) -> Result<()> {
+        // SAFETY: the buffer is live and the range inside it; `host` holds `nbytes` readable
+        // bytes (the contract). Blocking: done when it returns.
+        let rc = unsafe {
+            (p.cl.enqueue_write_buffer)(
+                p.device(dst.buffer.device_id)?.queue,
+                dst.buffer.mem,
+                1,
+                dst.offset,
+                nbytes,
+                host.cast(),
+                0,
+                std::ptr::null(),
+                std::ptr::null_mut(),
+            )
+        };
+        check(rc, "clEnqueueWriteBuffer")
+    }
+
+    fn sync(p: &Platform, id: i32) -> Result<()> {
+        // SAFETY: a queue of the platform.
+        check(unsafe { (p.cl.finish)(p.device(id)?.queue) }, "clFinish")
     }
 }
 
-/// Workspace buffers the pool holds (in use and free).
-pub fn pooled_workspaces() -> usize {
-    WORKSPACES.held()
+fn check(rc: ClInt, call: &str) -> Result<()> {
+    if rc != CL_SUCCESS {
+        return Err(cl_error(rc, call));
+    }
+    Ok(())
 }

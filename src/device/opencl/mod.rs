@@ -24,12 +24,10 @@ use super::BackEnd;
 /// `kDLOpenCL`.
 pub const DEVICE_TYPE: u32 = 4;
 
-static API: device_api::OpenClDeviceApi = device_api::OpenClDeviceApi;
-
 /// The OpenCL back end.
 pub static BACK_END: BackEnd = BackEnd {
     name: "opencl",
-    devices: &[(DEVICE_TYPE, &API)],
+    devices: &[(DEVICE_TYPE, &device_api::API)],
     globals: module::loaders,
     describe_module: module::describe,
 };
@@ -37,5 +35,5 @@ pub static BACK_END: BackEnd = BackEnd {
 /// How many OpenCL buffers tvmrt holds now for tensors and storage (data spaces): what a leak
 /// check compares. The workspace pool's buffers, kept for reuse, are not counted.
 pub fn live_buffers() -> usize {
-    buffer::live_count() - device_api::pooled_workspaces()
+    device_api::API.live_buffers()
 }

@@ -290,19 +290,7 @@ impl Kernel {
             let mut bytes = [0u8; 8];
             let size = match kind {
                 ArgKind::Buffer => {
-                    let ptr = v
-                        .as_opaque_ptr()
-                        .ok_or_else(|| v.type_mismatch(&what(), "a buffer (opaque pointer)"))?;
-                    let b = live
-                        .get(ptr)
-                        .ok_or_else(|| LIVE.not_a_buffer(ptr, &what()))?;
-                    if b.device_id != device_id {
-                        crate::bail_value!(
-                            "{}: its buffer is on opencl:{}, the kernel runs on opencl:{device_id}",
-                            what(),
-                            b.device_id
-                        );
-                    }
+                    let b = live.kernel_arg(v, super::DEVICE_TYPE, device_id, what)?;
                     let handle = (b.mem as usize).to_ne_bytes();
                     bytes[..handle.len()].copy_from_slice(&handle);
                     handle.len()

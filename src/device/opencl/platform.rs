@@ -6,12 +6,9 @@
 
 use std::ffi::c_void;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-use once_cell::sync::OnceCell;
-
 use super::error::{cl_error, ClInt, CL_DEVICE_NOT_FOUND, CL_PLATFORM_NOT_FOUND_KHR, CL_SUCCESS};
 use super::loader::{cl, Cl, ClBitfield, ClUint, Handle};
+use crate::device::loaded::{device_by_id, Devices, LoadedDriver};
 use crate::error::{Error, Result};
 
 pub const CL_PLATFORM_VERSION: ClUint = 0x0901;
@@ -63,54 +60,32 @@ unsafe impl Send for Platform {}
 // SAFETY: as above.
 unsafe impl Sync for Platform {}
 
-static PLATFORM: OnceCell<std::result::Result<Platform, Error>> = OnceCell::new();
-
-/// How many devices were found (0 until they have been looked for, or when none were): read
-/// on every `__tvm_set_device`, so it is one atomic load.
-static DEVICE_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// The platform's devices, found on first use.
+static PLATFORM: LoadedDriver<Platform> = LoadedDriver::new();
 
 /// The devices, found on first use; the same error every time when there are none (no
 /// `libOpenCL.so.1`, no driver, no device).
 pub fn platform() -> Result<&'static Platform> {
-    PLATFORM
-        .get_or_init(|| {
-            let found = find();
-            if let Ok(p) = &found {
-                DEVICE_COUNT.store(p.devices.len(), Ordering::Release);
-            }
-            found
-        })
-        .as_ref()
-        .map_err(Clone::clone)
+    PLATFORM.get_or_load(find)
 }
 
 /// The number of devices when they have been found already, without looking for them.
 pub fn known_device_count() -> Option<usize> {
-    match DEVICE_COUNT.load(Ordering::Acquire) {
-        0 => None,
-        n => Some(n),
+    PLATFORM.known_device_count()
+}
+
+impl Devices for Platform {
+    type Device = Device;
+
+    fn devices(&self) -> &[Device] {
+        &self.devices
     }
 }
 
 impl Platform {
     /// Device `id`, or an error naming how many there are.
     pub fn device(&self, id: i32) -> Result<&Device> {
-        usize::try_from(id)
-            .ok()
-            .and_then(|i| self.devices.get(i))
-            .ok_or_else(|| {
-                Error::value(format!(
-                    "OpenCL device {id} does not exist: this machine has {} OpenCL device{} \
-                     (opencl:0{})",
-                    self.devices.len(),
-                    if self.devices.len() == 1 { "" } else { "s" },
-                    if self.devices.len() > 1 {
-                        format!(" to opencl:{}", self.devices.len() - 1)
-                    } else {
-                        String::new()
-                    }
-                ))
-            })
+        device_by_id(&self.devices, id, super::DEVICE_TYPE, "OpenCL")
     }
 }
 

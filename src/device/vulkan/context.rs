@@ -14,10 +14,10 @@ use std::ffi::{c_void, CStr, CString};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ash::vk;
-use once_cell::sync::OnceCell;
 use parking_lot::Mutex;
 
 use super::stream::Stream;
+use crate::device::loaded::{device_by_id, Devices, LoadedDriver};
 use crate::error::{Error, Result};
 
 /// The Khronos validation layer.
@@ -94,10 +94,8 @@ unsafe impl Send for Context {}
 // SAFETY: as above.
 unsafe impl Sync for Context {}
 
-static CONTEXT: OnceCell<std::result::Result<Context, Error>> = OnceCell::new();
-
-/// How many devices were found (0 until they have been looked for, or when none were).
-static DEVICE_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// The instance and its devices, made on first use.
+static CONTEXT: LoadedDriver<Context> = LoadedDriver::new();
 
 /// Messages of severity error the validation layer reported.
 static VALIDATION_ERRORS: AtomicUsize = AtomicUsize::new(0);
@@ -108,28 +106,24 @@ static VALIDATION_MESSAGES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 /// The instance and devices, made on first use; the same error every time when there are none
 /// (no `libvulkan.so.1`, no driver, no device).
 pub fn context() -> Result<&'static Context> {
-    CONTEXT
-        .get_or_init(|| {
-            let found = create();
-            if let Ok(c) = &found {
-                DEVICE_COUNT.store(c.devices.len(), Ordering::Release);
-            }
-            found
-        })
-        .as_ref()
-        .map_err(Clone::clone)
+    CONTEXT.get_or_load(create)
 }
 
 /// The context if it has been made already, without making it.
 pub fn existing() -> Option<&'static Context> {
-    CONTEXT.get().and_then(|c| c.as_ref().ok())
+    CONTEXT.get()
 }
 
 /// The number of devices when they have been found already, without looking for them.
 pub fn known_device_count() -> Option<usize> {
-    match DEVICE_COUNT.load(Ordering::Acquire) {
-        0 => None,
-        n => Some(n),
+    CONTEXT.known_device_count()
+}
+
+impl Devices for Context {
+    type Device = Device;
+
+    fn devices(&self) -> &[Device] {
+        &self.devices
     }
 }
 
@@ -150,22 +144,7 @@ impl Context {
 
     /// Device `id`, or an error naming how many there are.
     pub fn device(&self, id: i32) -> Result<&Device> {
-        usize::try_from(id)
-            .ok()
-            .and_then(|i| self.devices.get(i))
-            .ok_or_else(|| {
-                let n = self.devices.len();
-                Error::value(format!(
-                    "Vulkan device {id} does not exist: this machine has {n} Vulkan device{} \
-                     (vulkan:0{})",
-                    if n == 1 { "" } else { "s" },
-                    if n > 1 {
-                        format!(" to vulkan:{}", n - 1)
-                    } else {
-                        String::new()
-                    }
-                ))
-            })
+        device_by_id(&self.devices, id, super::DEVICE_TYPE, "Vulkan")
     }
 }
 

@@ -1,61 +1,75 @@
-//! `device_api.vulkan` (TVM `vulkan_device_api.cc`): buffers, copies, the per-device stream,
-//! device attributes, workspaces.
+//! `device_api.vulkan` (TVM `vulkan_device_api.cc`): the Vulkan calls under the device API
+//! that Vulkan shares with other back ends whose data pointers are buffer descriptors
+//! ([`crate::device::descriptor_api`]: the current device, copies by direction, the one stream,
+//! workspaces).
 //!
-//! As in TVM: a data pointer is a [`BufferDescriptor`]; the current device is per thread
-//! (`__tvm_set_device`) and kernels launch on it; each device has one stream (`create_stream`
-//! gives null, and syncing a non-null stream is refused); copies to and from the host go
-//! through a host-visible staging buffer and have finished when they return; device-to-device
-//! copies are recorded on the stream; workspaces come from a pool that keeps freed buffers.
-
-use std::cell::Cell;
-use std::ffi::c_void;
+//! As in TVM: a data pointer is a [`BufferDescriptor`]; each device has one stream; copies to
+//! and from the host go through a host-visible staging buffer and have finished when they
+//! return; device-to-device copies are recorded on the stream.
 
 use ash::vk;
 
 use super::buffer::{self, Buffer, BufferDescriptor};
-use super::context::{self, context, Device};
+use super::context::{self, context, Context, Device};
 use super::stream::STAGING_CHUNK;
-use crate::abi::{DLDataType, DLDevice};
-use crate::device::api::{DataRef, DeviceApi, DeviceAttr, StreamHandle};
-use crate::device::pool::WorkspacePool;
-use crate::device::{device_name, is_host_accessible};
-use crate::error::{Error, Result};
+use crate::abi::DLDevice;
+use crate::device::api::DeviceAttr;
+use crate::device::descriptor::Registry;
+use crate::device::descriptor_api::{BufferBackEnd, BufferDeviceApi, BufferSide};
+use crate::error::Result;
 use crate::value::Any;
 
-thread_local! {
-    /// The calling thread's current Vulkan device (TVM's `VulkanThreadEntry::device`).
-    static CURRENT: Cell<i32> = const { Cell::new(0) };
-}
+/// Vulkan's device API.
+pub static API: VulkanDeviceApi = BufferDeviceApi::new();
+
+/// The Vulkan device API.
+pub type VulkanDeviceApi = BufferDeviceApi<Vulkan>;
+
+/// Vulkan's calls under [`VulkanDeviceApi`].
+pub struct Vulkan;
 
 /// The calling thread's current Vulkan device id (0 until `__tvm_set_device` says otherwise).
 pub fn current_device() -> i32 {
-    CURRENT.with(Cell::get)
-}
-
-/// Kernel workspaces, kept for reuse (TVM's pooled allocator).
-static WORKSPACES: WorkspacePool = WorkspacePool::new();
-
-/// The Vulkan device API.
-pub struct VulkanDeviceApi;
-
-#[inline]
-fn check_vulkan_side(dev: DLDevice) -> Result<()> {
-    if dev.device_type.0 != super::DEVICE_TYPE {
-        return Err(Error::value(format!(
-            "expected a Vulkan device, got {}",
-            device_name(dev)
-        )));
-    }
-    Ok(())
+    API.current_device()
 }
 
 fn version_string(v: u32) -> String {
     format!("{}.{}", vk::api_version_major(v), vk::api_version_minor(v))
 }
 
-impl VulkanDeviceApi {
-    fn attr(&self, dev: DLDevice, attr: DeviceAttr) -> Result<Any> {
-        let d = context()?.device(dev.device_id)?;
+impl BufferBackEnd for Vulkan {
+    const DEVICE_TYPE: u32 = super::DEVICE_TYPE;
+    const NAME: &'static str = "Vulkan";
+    const NO_STREAMS: &'static str =
+        "Vulkan has one stream per device in tvmrt and no others: pass a null stream";
+
+    type Driver = Context;
+    type Descriptor = BufferDescriptor;
+    type Buffer = Buffer;
+
+    fn driver() -> Result<&'static Context> {
+        context()
+    }
+
+    fn known_device_count() -> Option<usize> {
+        context::known_device_count()
+    }
+
+    fn live() -> &'static Registry<BufferDescriptor, Buffer> {
+        &buffer::LIVE
+    }
+
+    fn alloc(device_id: i32, nbytes: usize) -> Result<*mut BufferDescriptor> {
+        buffer::alloc(device_id, nbytes)
+    }
+
+    unsafe fn free(desc: *mut BufferDescriptor) -> Result<()> {
+        // SAFETY: per the contract.
+        unsafe { buffer::free(desc) }
+    }
+
+    fn attr(c: &Context, dev: DLDevice, attr: DeviceAttr) -> Result<Any> {
+        let d = c.device(dev.device_id)?;
         let limits = &d.props.limits;
         Ok(match attr {
             DeviceAttr::Exist => Any::from(1i64),
@@ -94,6 +108,62 @@ impl VulkanDeviceApi {
             | DeviceAttr::AvailableGlobalMemory
             | DeviceAttr::ImagePitchAlignment => Any::none(),
         })
+    }
+
+    unsafe fn copy_on_device(
+        c: &Context,
+        src: BufferSide<Buffer>,
+        dst: BufferSide<Buffer>,
+        nbytes: usize,
+    ) -> Result<()> {
+        let (sb, db) = (src.buffer, dst.buffer);
+        if sb.device_id != db.device_id {
+            crate::bail_value!(
+                "cannot copy from vulkan:{} to vulkan:{} directly: copy through the CPU",
+                sb.device_id,
+                db.device_id
+            );
+        }
+        let d = c.device(sb.device_id)?;
+        let mut s = d.stream.lock();
+        let cmd = s.cmd(d)?;
+        let region = [vk::BufferCopy {
+            src_offset: src.offset as u64,
+            dst_offset: dst.offset as u64,
+            size: nbytes as u64,
+        }];
+        // SAFETY: both buffers live, the regions inside them (checked).
+        unsafe { d.device.cmd_copy_buffer(cmd, sb.buffer, db.buffer, &region) };
+        s.barrier(d)
+    }
+
+    unsafe fn read(
+        c: &Context,
+        src: BufferSide<Buffer>,
+        host: *mut u8,
+        nbytes: usize,
+    ) -> Result<()> {
+        let d = c.device(src.buffer.device_id)?;
+        // SAFETY: the range was checked; `host` holds `nbytes` writable bytes (contract).
+        unsafe { copy_host(d, &src.buffer, src.offset, host, nbytes, true) }
+    }
+
+    unsafe fn write(
+        c: &Context,
+        dst: BufferSide<Buffer>,
+        host: *const u8,
+        nbytes: usize,
+    ) -> Result<()> {
+        let d = c.device(dst.buffer.device_id)?;
+        // SAFETY: the range was checked; `host` holds `nbytes` readable bytes (contract); it
+        // is only read when `to_host` is false.
+        unsafe { copy_host(d, &dst.buffer, dst.offset, host.cast_mut(), nbytes, false) }
+    }
+
+    fn sync(c: &Context, id: i32) -> Result<()> {
+        let d = c.device(id)?;
+        let r = d.stream.lock().sync(d);
+        r
     }
 }
 
@@ -143,156 +213,4 @@ unsafe fn copy_host(
         done += n;
     }
     Ok(())
-}
-
-impl DeviceApi for VulkanDeviceApi {
-    fn set_device(&self, dev: DLDevice) -> Result<()> {
-        check_vulkan_side(dev)?;
-        if let Some(n) = context::known_device_count() {
-            if dev.device_id as usize >= n {
-                context()?.device(dev.device_id)?;
-            }
-        }
-        CURRENT.with(|c| c.set(dev.device_id));
-        Ok(())
-    }
-
-    fn check_exists(&self, dev: DLDevice) -> Result<()> {
-        check_vulkan_side(dev)?;
-        context()?.device(dev.device_id).map(drop)
-    }
-
-    fn get_attr(&self, dev: DLDevice, attr: DeviceAttr) -> Result<Any> {
-        if attr == DeviceAttr::Exist {
-            // Asking is not an error: no loader, no driver or no such device is 0.
-            let n = context().map_or(0, |c| c.devices.len());
-            return Ok(Any::from(i64::from((dev.device_id as usize) < n)));
-        }
-        self.attr(dev, attr)
-    }
-
-    fn alloc_data_space(
-        &self,
-        dev: DLDevice,
-        nbytes: usize,
-        _alignment: usize,
-        _type_hint: DLDataType,
-    ) -> Result<*mut c_void> {
-        check_vulkan_side(dev)?;
-        Ok(buffer::alloc(dev.device_id, nbytes)?.cast())
-    }
-
-    unsafe fn free_data_space(&self, _dev: DLDevice, ptr: *mut c_void) -> Result<()> {
-        if ptr.is_null() {
-            return Ok(());
-        }
-        // SAFETY: per the trait's contract; `free` refuses anything but a live descriptor.
-        unsafe { buffer::free(ptr.cast::<BufferDescriptor>()) }
-    }
-
-    unsafe fn copy_bytes(
-        &self,
-        from: DataRef,
-        to: DataRef,
-        nbytes: usize,
-        _type_hint: DLDataType,
-        _stream: StreamHandle,
-    ) -> Result<()> {
-        if nbytes == 0 {
-            return Ok(());
-        }
-        let ctx = context()?;
-        let from_vk = from.device.device_type.0 == super::DEVICE_TYPE;
-        let to_vk = to.device.device_type.0 == super::DEVICE_TYPE;
-        if from_vk && to_vk {
-            let src = buffer::LIVE.copy_side(&from, nbytes, "copy source")?;
-            let dst = buffer::LIVE.copy_side(&to, nbytes, "copy destination")?;
-            if src.device_id != dst.device_id {
-                crate::bail_value!(
-                    "cannot copy from vulkan:{} to vulkan:{} directly: copy through the CPU",
-                    src.device_id,
-                    dst.device_id
-                );
-            }
-            let d = ctx.device(src.device_id)?;
-            let mut s = d.stream.lock();
-            let cmd = s.cmd(d)?;
-            let region = [vk::BufferCopy {
-                src_offset: from.offset as u64,
-                dst_offset: to.offset as u64,
-                size: nbytes as u64,
-            }];
-            // SAFETY: both buffers live, the regions inside them (checked).
-            unsafe {
-                d.device
-                    .cmd_copy_buffer(cmd, src.buffer, dst.buffer, &region)
-            };
-            s.barrier(d)
-        } else if from_vk && is_host_accessible(to.device) {
-            let src = buffer::LIVE.copy_side(&from, nbytes, "copy source")?;
-            let host = to.data.cast::<u8>().wrapping_add(to.offset);
-            // SAFETY: the range was checked; `host` holds `nbytes` writable bytes (contract).
-            unsafe {
-                copy_host(
-                    ctx.device(src.device_id)?,
-                    &src,
-                    from.offset,
-                    host,
-                    nbytes,
-                    true,
-                )
-            }
-        } else if to_vk && is_host_accessible(from.device) {
-            let dst = buffer::LIVE.copy_side(&to, nbytes, "copy destination")?;
-            let host = from.data.cast::<u8>().wrapping_add(from.offset);
-            // SAFETY: the range was checked; `host` holds `nbytes` readable bytes (contract).
-            unsafe {
-                copy_host(
-                    ctx.device(dst.device_id)?,
-                    &dst,
-                    to.offset,
-                    host,
-                    nbytes,
-                    false,
-                )
-            }
-        } else {
-            Err(Error::value(format!(
-                "Vulkan copies go between Vulkan and the CPU: cannot copy from {} to {}",
-                device_name(from.device),
-                device_name(to.device)
-            )))
-        }
-    }
-
-    fn stream_sync(&self, dev: DLDevice, stream: StreamHandle) -> Result<()> {
-        check_vulkan_side(dev)?;
-        if !stream.is_null() {
-            crate::bail_value!(
-                "Vulkan has one stream per device in tvmrt and no others: pass a null stream"
-            );
-        }
-        let d = context()?.device(dev.device_id)?;
-        let r = d.stream.lock().sync(d);
-        r
-    }
-
-    fn alloc_workspace(
-        &self,
-        dev: DLDevice,
-        nbytes: usize,
-        type_hint: DLDataType,
-    ) -> Result<*mut c_void> {
-        check_vulkan_side(dev)?;
-        WORKSPACES.alloc(self, dev, nbytes, type_hint)
-    }
-
-    unsafe fn free_workspace(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()> {
-        WORKSPACES.free(dev, ptr)
-    }
-}
-
-/// Workspace buffers the pool holds (in use and free).
-pub fn pooled_workspaces() -> usize {
-    WORKSPACES.held()
 }

@@ -23,12 +23,10 @@ use super::BackEnd;
 /// `kDLVulkan`.
 pub const DEVICE_TYPE: u32 = 7;
 
-static API: device_api::VulkanDeviceApi = device_api::VulkanDeviceApi;
-
 /// The Vulkan back end.
 pub static BACK_END: BackEnd = BackEnd {
     name: "vulkan",
-    devices: &[(DEVICE_TYPE, &API)],
+    devices: &[(DEVICE_TYPE, &device_api::API)],
     globals: module::loaders,
     describe_module: module::describe,
 };
@@ -36,7 +34,7 @@ pub static BACK_END: BackEnd = BackEnd {
 /// How many Vulkan buffers tvmrt holds now for tensors and storage (data spaces): what a leak
 /// check compares. The workspace pool's buffers, kept for reuse, are not counted.
 pub fn live_buffers() -> usize {
-    buffer::live_count() - device_api::pooled_workspaces()
+    device_api::API.live_buffers()
 }
 
 /// How many errors the validation layer reported (`TVM_VULKAN_ENABLE_VALIDATION_LAYERS=1`),

@@ -3,10 +3,14 @@
 //! record the kernels' dispatches on the current device's stream.
 //!
 //! Payload (`SaveToBytes`, and `SaveToBinary` before TVM 0.21, the same bytes but for the
-//! function table): `[String fmt = "vulkan"][Map<String, FunctionInfo>][Map<String, Shader>]`,
-//! a shader being `u32 flag, u64 nwords, nwords x u32` SPIR-V words; flag bit 0 says the
-//! kernel's scalars are in a uniform buffer instead of push constants. Map order is not
-//! guaranteed.
+//! function table): `[String fmt = "vulkan"][Map<String, FunctionInfo>][shader map]`, a shader
+//! being `u32 flag, u64 nwords, nwords x u32` SPIR-V words; flag bit 0 says the kernel's
+//! scalars are in a uniform buffer instead of push constants. Up to TVM 0.23 the map holds the
+//! shaders themselves (`unordered_map<string, SPIRVShader>`); from TVM 0.24 on it is a
+//! `Map<String, Bytes>` whose values are the shaders serialized, so each shader comes after a
+//! `u64` byte length (found by running libraries TVM's own SPIR-V codegen exported:
+//! tests/fixtures/vulkan/tvm_codegen). Both are read, told apart per shader; the 0.24+ layout
+//! is written. Map order is not guaranteed.
 //!
 //! Kernel ABI (TVM's SPIR-V code generator): the buffers come first, each a storage buffer at
 //! descriptor set 0, binding i; then the scalars, each in an 8-byte slot (32-bit values in the
@@ -187,7 +191,21 @@ impl std::fmt::Debug for VulkanModule {
     }
 }
 
-/// Reads the shader map.
+/// Whether the shader at `r` is in TVM 0.24+'s layout, the serialized shader as `Bytes` (a
+/// `u64` byte length first), rather than the shader itself (TVM <= 0.23). The length is then
+/// exactly `12 + 4 * nwords`; read the other way, the first `u64` would be a flag of 0 or 1
+/// with a word count above it, which can never match.
+fn length_prefixed(r: &Reader<'_>) -> bool {
+    let mut p = r.clone();
+    match (p.read_u64(), p.read_u32(), p.read_u64()) {
+        (Ok(len), Ok(_flag), Ok(nwords)) => {
+            nwords.checked_mul(4).and_then(|b| b.checked_add(12)) == Some(len)
+        }
+        _ => false,
+    }
+}
+
+/// Reads the shader map, in either layout.
 fn read_shaders(r: &mut Reader<'_>) -> Result<Vec<(String, Shader)>> {
     let n = r.read_u64()?;
     // Each entry holds at least a name length, a flag and a word count.
@@ -197,6 +215,9 @@ fn read_shaders(r: &mut Reader<'_>) -> Result<Vec<(String, Shader)>> {
     let mut out: Vec<(String, Shader)> = Vec::with_capacity(n as usize);
     for _ in 0..n {
         let name = r.read_string()?.to_string();
+        if length_prefixed(r) {
+            r.read_u64()?;
+        }
         let flag = r.read_u32()?;
         let nwords = r.read_u64()?;
         if nwords > (r.remaining() / 4) as u64 {
@@ -215,14 +236,28 @@ fn read_shaders(r: &mut Reader<'_>) -> Result<Vec<(String, Shader)>> {
     Ok(out)
 }
 
-/// Writes a payload from its parts, as TVM does.
+/// Writes a payload from its parts, as TVM 0.24+ does (each shader as `Bytes`).
 pub fn write_payload(fmt: &str, table: &[FunctionInfo], shaders: &[(String, Shader)]) -> Vec<u8> {
+    write_payload_in(fmt, table, shaders, true)
+}
+
+/// Writes a payload; `prefixed`: each shader after its byte length (TVM 0.24+), else bare
+/// (TVM <= 0.23).
+pub fn write_payload_in(
+    fmt: &str,
+    table: &[FunctionInfo],
+    shaders: &[(String, Shader)],
+    prefixed: bool,
+) -> Vec<u8> {
     let mut w = Writer::new();
     w.write_string(fmt);
     write_function_table(&mut w, table);
     w.write_u64(shaders.len() as u64);
     for (name, s) in shaders {
         w.write_string(name);
+        if prefixed {
+            w.write_u64(12 + 4 * s.words.len() as u64);
+        }
         w.write_u32(s.flag);
         w.write_u64(s.words.len() as u64);
         for &word in &s.words {
@@ -638,19 +673,7 @@ impl Kernel {
         let mut infos = Infos::new(self.num_buffers + 1);
         for (i, v) in args[..self.num_buffers].iter().enumerate() {
             let what = || format!("Vulkan kernel `{}` argument {i}", self.name);
-            let ptr = v
-                .as_opaque_ptr()
-                .ok_or_else(|| v.type_mismatch(&what(), "a buffer (opaque pointer)"))?;
-            let b = live
-                .get(ptr)
-                .ok_or_else(|| LIVE.not_a_buffer(ptr, &what()))?;
-            if b.device_id != device_id {
-                crate::bail_value!(
-                    "{}: its buffer is on vulkan:{}, the kernel runs on vulkan:{device_id}",
-                    what(),
-                    b.device_id
-                );
-            }
+            let b = live.kernel_arg(v, super::DEVICE_TYPE, device_id, what)?;
             infos.push(vk::DescriptorBufferInfo {
                 buffer: b.buffer,
                 offset: 0,
@@ -845,6 +868,18 @@ mod tests {
         assert_eq!(n, bytes.len());
         assert_eq!(back.functions(), m.functions());
         assert_eq!(back.shaders, shaders);
+        // TVM <= 0.23's layout (no byte length before each shader) reads the same, with a
+        // flag set too; it is 8 bytes shorter per shader.
+        let mut flagged = shaders.clone();
+        flagged[0].1.flag = 1;
+        let bare = write_payload_in("vulkan", &table(), &flagged, false);
+        assert_eq!(bare.len() + 8, bytes.len());
+        let (old, n) = VulkanModule::read(&bare, InfoFormat::WithExtraTags).unwrap();
+        assert_eq!(n, bare.len());
+        assert_eq!(old.shaders, flagged);
+        for cut in 0..bare.len() {
+            assert!(VulkanModule::read(&bare[..cut], InfoFormat::WithExtraTags).is_err());
+        }
         for cut in 0..bytes.len() {
             assert!(
                 VulkanModule::read(&bytes[..cut], InfoFormat::WithExtraTags).is_err(),

@@ -4,7 +4,7 @@
 //! `MHACrossAttnInternal`, `MLACrossAttnInternal`): which kernel runs on which arrays, in
 //! TVM's order, with the same merges of partial results.
 
-use super::config::AttnKind;
+use super::config::{AttnKind, Config};
 use super::forward::{sync_aux, NO_BATCH};
 use super::kernels::{arg, AttnScalars, Kernels};
 use super::state::{Batch, State, Views};
@@ -520,13 +520,7 @@ impl Shared {
         for (t, n) in [(q, "q_data"), (k, "k_data"), (v, "v_data"), (o, "o_data")] {
             check_dtype(t, cfg.kv_dtype, cfg.device, F, n)?;
         }
-        check_dtype(
-            lse,
-            crate::dtype::dtypes::FLOAT32,
-            cfg.device,
-            F,
-            "lse_data",
-        )?;
+        check_lse_dtype(lse, cfg, F)?;
         let r = ready(st, self)?;
         let total = r.batch.total_length();
         let (hq, hkv) = (Some(cfg.num_qo_heads), Some(cfg.num_kv_heads));
@@ -568,13 +562,7 @@ impl Shared {
         let local = cfg.local_layer(layer_id, F)?;
         check_dtype(q, cfg.kv_dtype, cfg.device, F, "q_data")?;
         check_dtype(o, cfg.kv_dtype, cfg.device, F, "o_data")?;
-        check_dtype(
-            lse,
-            crate::dtype::dtypes::FLOAT32,
-            cfg.device,
-            F,
-            "lse_data",
-        )?;
+        check_lse_dtype(lse, cfg, F)?;
         let r = ready(st, self)?;
         let total = r.batch.total_length();
         let hq = Some(cfg.num_qo_heads);
@@ -678,4 +666,10 @@ impl Shared {
         let r = ready(st, self)?;
         Ok(r.views.q_rope_position_map.clone())
     }
+}
+
+/// The log-sum-exp output every attention entry takes: float32 on the cache's device.
+fn check_lse_dtype(lse: &Tensor, cfg: &Config, f: &str) -> Result<()> {
+    use crate::dtype::dtypes::FLOAT32;
+    check_dtype(lse, FLOAT32, cfg.device, f, "lse_data")
 }

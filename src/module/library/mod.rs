@@ -64,9 +64,10 @@ pub use context::register_context_symbol;
 pub(crate) use context::{context_symbols, env_lookup, LibraryContext};
 pub(crate) use dso::open_dso;
 pub use function::LibraryFunction;
-pub(crate) use function::{
-    invoke_classic, library_classic_safe_call, library_function_of, take_classic_result,
-};
+// The graph executor calls classic kernels directly.
+#[cfg(feature = "graph")]
+pub(crate) use function::invoke_classic;
+pub(crate) use function::{library_classic_safe_call, library_function_of, take_classic_result};
 pub use state::{LibraryModule, LibraryState};
 
 use std::ffi::c_void;

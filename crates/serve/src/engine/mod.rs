@@ -26,6 +26,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
 use tokio::sync::mpsc::UnboundedSender;
+use tvmrt::abi::DLDevice;
 use tvmrt::{Error, Result};
 
 use crate::metrics::Metrics;
@@ -53,6 +54,9 @@ pub struct EngineConfig {
     /// `prefix_cache_max_num_recycling_seqs`); 0 turns prefix sharing with finished requests
     /// off (live ones are still shared).
     pub prefix_cache_max_num_recycling_seqs: usize,
+    /// Where the model runs (`--device`: the CPU, or `opencl:N`, `cuda:N`, `vulkan:N` for a
+    /// library MLC-LLM built for that device).
+    pub device: DLDevice,
 }
 
 /// What the engine knows of its model, for the HTTP front.
@@ -155,7 +159,7 @@ impl Engine {
             .spawn(move || {
                 let _guard = guard;
                 let setup = || -> Result<Worker> {
-                    let model = Model::load(&library, &model_dir)?;
+                    let model = Model::load(&library, &model_dir, config.device)?;
                     let mut config = config;
                     config.max_num_sequence = config.max_num_sequence.max(1);
                     if config.prefill_chunk_size <= 0 {
