@@ -480,7 +480,7 @@ impl Hasher {
                     self.hash(&e.value.view())?,
                 ));
             }
-            each.sort_unstable();
+            crate::cold_sort::sort(&mut each);
             for e in each {
                 h = combine(h, e);
             }
