@@ -65,6 +65,24 @@ fn prefilled(model: &Model, batch: usize) -> (ObjectRef, Vec<i64>, Vec<i32>) {
     (cache, seqs, vec![7i32; batch])
 }
 
+/// The benchmark's engine on `device()`: 16 sequences, `recycling` finished ones kept for
+/// prefix sharing.
+fn start_engine(dir: &Path, lib: &Path, recycling: usize) -> Engine {
+    Engine::start(
+        lib.to_path_buf(),
+        dir.to_path_buf(),
+        EngineConfig {
+            max_num_sequence: 16,
+            max_total_sequence_length: 8704,
+            prefill_chunk_size: 128,
+            max_queue: 256,
+            prefix_cache_max_num_recycling_seqs: recycling,
+            device: device(),
+        },
+    )
+    .unwrap()
+}
+
 /// The median time of one `batch_decode` step of `batch` sequences.
 fn bare_decode(dir: &Path, lib: &Path, batch: usize) -> Duration {
     let model = Model::load(lib, dir, device()).unwrap();
@@ -134,19 +152,7 @@ fn per_token_costs(dir: &Path, lib: &Path) {
 fn engine_tpot(dir: &Path, lib: &Path) -> f64 {
     use tvmrt_serve::engine::{Event, Request};
     use tvmrt_serve::sampler::SamplingParams;
-    let engine = Engine::start(
-        lib.to_path_buf(),
-        dir.to_path_buf(),
-        EngineConfig {
-            max_num_sequence: 16,
-            max_total_sequence_length: 8704,
-            prefill_chunk_size: 128,
-            max_queue: 256,
-            prefix_cache_max_num_recycling_seqs: 0,
-            device: device(),
-        },
-    )
-    .unwrap();
+    let engine = start_engine(dir, lib, 0);
     let mut gaps = Vec::new();
     for p in prompts(16) {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -198,19 +204,7 @@ fn check_greedy(dir: &Path, lib: &Path) -> bool {
             .map(|t| t.as_i64().unwrap() as i32)
             .collect()
     };
-    let engine = Engine::start(
-        lib.to_path_buf(),
-        dir.to_path_buf(),
-        EngineConfig {
-            max_num_sequence: 16,
-            max_total_sequence_length: 8704,
-            prefill_chunk_size: 128,
-            max_queue: 256,
-            prefix_cache_max_num_recycling_seqs: 0,
-            device: device(),
-        },
-    )
-    .unwrap();
+    let engine = start_engine(dir, lib, 0);
     let mut runs = Vec::new();
     for case in v["cases"].as_array().unwrap() {
         let want: Vec<i32> = ids(&case["greedy"])
@@ -345,19 +339,7 @@ fn main() {
         engine_alone * 1e6,
         engine_alone / step1.as_secs_f64()
     );
-    let engine = Engine::start(
-        lib.clone(),
-        dir.clone(),
-        EngineConfig {
-            max_num_sequence: 16,
-            max_total_sequence_length: 8704,
-            prefill_chunk_size: 128,
-            max_queue: 256,
-            prefix_cache_max_num_recycling_seqs: 16,
-            device: device(),
-        },
-    )
-    .unwrap();
+    let engine = start_engine(&dir, &lib, 16);
     let metrics = engine.metrics.clone();
     let app = Arc::new(App::new(engine, chat, "model".into(), None));
     let rt = tokio::runtime::Runtime::new().unwrap();
