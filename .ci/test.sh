@@ -86,11 +86,14 @@ run "the registry names no subsystem" \
   python3 .ci/import_graph.py --only function::registry=function,value,error
 run "cargo fmt --check" cargo fmt --all -- --check
 run "cargo clippy --all-targets -D warnings" cargo clippy --all-targets -- -D warnings
-# The minimal deployment build (CPU, Relax VM; no LLM state, graph executor, contrib or device
-# back ends: BENCHMARKS.md sizes it) still compiles, warning-free: about 1 min (only the library
-# itself is checked again; its dependencies are the ones the step above checked).
-run "minimal features: clippy --no-default-features --features vm" \
-  cargo clippy --lib --no-default-features --features vm -- -D warnings
+# The minimal deployment build (CPU, Relax VM; no LLM state, graph executor, contrib,
+# profiling or device back ends: BENCHMARKS.md sizes it) compiles warning-free, and its unit
+# tests (the panic boundary's among them) and every Relax model fixture (tests/vm_models.rs)
+# pass: about 2 min. `-p tvmrt` matters: without it
+# the workspace's other crates are selected too and turn tvmrt's features back on.
+run "minimal features: clippy, unit tests, vm_models, -p tvmrt --no-default-features --features vm" \
+  bash -c 'cargo clippy -p tvmrt --lib --no-default-features --features vm -- -D warnings &&
+    cargo test -p tvmrt --lib --test vm_models --no-default-features --features vm'
 # NVRTC, CUDA's headers and nvfatbin from PyPI (.ci/requirements/cuda.txt, ~95 MB download
 # once): the CUDA tests compile TVM's CUDA source with it. No GPU or NVIDIA driver is needed:
 # those tests open a test double of the driver (tests/cuda_double/fake_cuda.c).

@@ -2,7 +2,7 @@
 # The size of the stripped libtvmrt.so, default features and the minimal deployment build
 # (BENCHMARKS.md, "Library size"), and what each part of it costs.
 #
-#   benches/lib_size.sh [--profile release] [--top N]
+#   benches/lib_size.sh [--profile release] [--top N] [--build-std]
 #
 # Builds each feature set (one after the other in cargo's target directory: only tvmrt itself is
 # rebuilt between them), strips a copy of the library (`strip`, as a package would ship it,
@@ -10,25 +10,43 @@
 # sums the sizes of the code symbols by owner (tvmrt's modules two levels deep, std, each
 # dependency), as `cargo bloat --crates` would (cargo bloat itself refuses a package whose
 # library has several crate types: cdylib + staticlib + rlib).
+#
+# --build-std adds the smallest deployment build (README, "Smaller builds"): the minimal
+# features, profile release-small, and the standard library rebuilt by a pinned nightly
+# (`-Z build-std`) without its backtrace symbolizer (std's `backtrace` feature: a panic message
+# still reaches the C boundary, a backtrace prints addresses only) and with `optimize_for_size`.
+# It installs that toolchain with rust-src through rustup if missing, builds into
+# target/build-std, and checks the build: the library's unit tests (the panic boundary's among
+# them) and every Relax model fixture (tests/vm_models.rs) run on the same std and profile.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 profile=release
 top=25
+build_std=0
 while [ $# -gt 0 ]; do
   case $1 in
     --profile) profile=$2; shift 2 ;;
     --top) top=$2; shift 2 ;;
-    *) echo "usage: $0 [--profile release] [--top N]" >&2; exit 2 ;;
+    --build-std) build_std=1; shift ;;
+    *) echo "usage: $0 [--profile release] [--top N] [--build-std]" >&2; exit 2 ;;
   esac
 done
 
 measure() {
   local name=$1; shift
   local dir=${CARGO_TARGET_DIR:-target}
-  cargo build --profile "$profile" --lib --quiet "$@"
-  local lib=$dir/$profile/libtvmrt.so out=$dir/size-$name.so
+  # -p tvmrt: the workspace's other crates would otherwise be selected too, and their
+  # dependency on tvmrt would turn its features back on.
+  cargo build --profile "$profile" -p tvmrt --lib --quiet "$@"
+  report "$name" "$dir/$profile/libtvmrt.so" "cargo build --profile $profile -p tvmrt --lib $*"
+}
+
+# report NAME LIB COMMAND: the stripped size of LIB, its sections, its code by owner.
+report() {
+  local name=$1 lib=$2 command=$3
+  local out=${CARGO_TARGET_DIR:-target}/size-$name.so
   strip -o "$out" "$lib"
-  echo "== $name (cargo build --profile $profile --lib $*): stripped libtvmrt.so $(stat -c %s "$out") bytes"
+  echo "== $name ($command): stripped libtvmrt.so $(stat -c %s "$out") bytes"
   size -A "$out" | awk '$2 > 4096 && $1 ~ /^\./ { printf "   %-20s %9d\n", $1, $2 }'
   nm -S --size-sort -C "$lib" | python3 -c '
 import collections, re, sys
@@ -58,3 +76,20 @@ for k, v in by.most_common(top):
 
 measure default
 measure minimal --no-default-features --features vm
+
+if [[ $build_std == 1 ]]; then
+  nightly=${TVMRT_NIGHTLY:-nightly-2026-05-19}
+  if ! rustup component list --toolchain "$nightly" --installed 2>/dev/null | grep -q '^rust-src'; then
+    rustup toolchain install "$nightly" --profile minimal --component rust-src
+  fi
+  host=$(rustc -vV | sed -n 's/^host: //p')
+  dir=${CARGO_TARGET_DIR:-target}/build-std
+  zflags=(-Z build-std=std,panic_unwind,test -Z build-std-features=panic-unwind,optimize_for_size)
+  args=(--target "$host" --profile release-small -p tvmrt --no-default-features --features vm)
+  CARGO_TARGET_DIR=$dir cargo +"$nightly" build "${zflags[@]}" "${args[@]}" --lib --quiet
+  report deploy "$dir/$host/release-small/libtvmrt.so" \
+    "cargo +$nightly build ${zflags[*]} ${args[*]} --lib"
+  echo "== deploy: its unit tests and tests/vm_models.rs on the same std and profile"
+  CARGO_TARGET_DIR=$dir cargo +"$nightly" test "${zflags[@]}" "${args[@]}" --lib --test vm_models \
+    --quiet 2>&1 | grep -E '^test result|FAILED|panicked|^error'
+fi

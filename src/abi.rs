@@ -293,5 +293,5 @@ const _: () = {
     assert!(size_of::<DLTensor>() == (3 * P + 16).next_multiple_of(8) + 8);
 };
 
-#[cfg(test)]
+#[cfg(all(test, feature = "reflection"))]
 mod layout_tests;

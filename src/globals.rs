@@ -43,6 +43,7 @@ fn all() -> Globals {
     #[cfg(feature = "llm")]
     v.extend(crate::llm::builtins());
     v.extend(crate::backend::builtins());
+    #[cfg(feature = "profiling")]
     v.extend(crate::profiling::builtins());
     #[cfg(feature = "reflection")]
     v.extend(crate::reflection::builtins());

@@ -32,6 +32,7 @@ pub mod mapped;
 pub mod module;
 pub mod object;
 pub mod pack;
+#[cfg(feature = "profiling")]
 pub mod profiling;
 pub mod raised;
 pub mod reflection;

@@ -83,3 +83,56 @@ pub fn run_or<T>(name: &'static str, fallback: T, body: impl FnOnce() -> Result<
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::raised::take_raised;
+
+    /// Each boundary catches a panic in its body, returns its failure value and raises the
+    /// panic's message as a runtime error naming the C function. (The deployment build that
+    /// rebuilds std without its backtrace printer runs these too: `benches/lib_size.sh`.)
+    #[test]
+    fn a_panic_becomes_the_raised_error() {
+        let cases: [(&dyn Fn() -> i32, i32, &str); 3] = [
+            (&|| run("TVMFFIRunA", || panic!("boom {}", 1)), -1, "boom 1"),
+            (
+                &|| guard("TVMFFIGuardB", || panic!("static text")),
+                -1,
+                "static text",
+            ),
+            (
+                &|| {
+                    run_or("TVMFFIRunOrC", -7, || -> Result<i32> {
+                        std::panic::panic_any(42_u8)
+                    })
+                },
+                -7,
+                "unknown panic payload",
+            ),
+        ];
+        for (call, expected, payload) in cases {
+            assert_eq!(call(), expected);
+            let e = take_raised().expect("an error is raised");
+            assert_eq!(e.kind, "RuntimeError");
+            assert!(e.message.ends_with(payload), "{}", e.message);
+            assert!(
+                e.message.starts_with("internal error in TVMFFI"),
+                "{}",
+                e.message
+            );
+        }
+        assert_eq!(run("TVMFFIRunD", || Ok(())), 0);
+        assert!(take_raised().is_none());
+    }
+
+    #[test]
+    fn an_error_is_raised_as_it_is() {
+        assert_eq!(run("TVMFFIRunE", || Err(Error::value("bad shape"))), -1);
+        let e = take_raised().unwrap();
+        assert_eq!(
+            (e.kind.as_str(), e.message.as_str()),
+            ("ValueError", "bad shape")
+        );
+    }
+}

@@ -810,6 +810,7 @@ fn executables_from_libraries_keep_their_bytes_in_place_and_report_memory() {
 }
 
 #[test]
+#[cfg(feature = "profiling")]
 fn profiler_vm_reports_every_kernel_call() {
     let path = fixtures().join("cnn.so");
     let root = load_from_file(path.to_str().unwrap(), "").unwrap();

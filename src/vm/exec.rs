@@ -820,6 +820,7 @@ impl ModuleKind for ExecutableModule {
             "vm_load_executable" => {
                 Function::from_fn(move |_| Ok(Any::from(super::interp::load_vm(&keep)?)))
             }
+            #[cfg(feature = "profiling")]
             "vm_profiler_load_executable" => {
                 Function::from_fn(move |_| Ok(Any::from(super::interp::load_profiler_vm(&keep)?)))
             }
@@ -831,12 +832,8 @@ impl ModuleKind for ExecutableModule {
     fn implements_function(&self, _this: &Module, name: &str) -> bool {
         matches!(
             name,
-            "stats"
-                | "as_text"
-                | "has_function"
-                | "vm_load_executable"
-                | "vm_profiler_load_executable"
-        )
+            "stats" | "as_text" | "has_function" | "vm_load_executable"
+        ) || (cfg!(feature = "profiling") && name == "vm_profiler_load_executable")
     }
 
     fn save_to_bytes(&self) -> Result<Vec<u8>> {

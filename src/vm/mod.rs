@@ -29,7 +29,9 @@ use crate::module::Module;
 use crate::value::{Any, AnyView};
 
 pub use exec::{load_executable, Executable, ExecutableModule};
-pub use interp::{load_profiler_vm, load_vm, VmModule, VmState};
+#[cfg(feature = "profiling")]
+pub use interp::load_profiler_vm;
+pub use interp::{load_vm, VmModule, VmState};
 
 /// TVM's `VirtualMachine.POOLED_ALLOCATOR`, the allocator `vm_initialization` is given.
 pub const POOLED_ALLOCATOR: i64 = 2;

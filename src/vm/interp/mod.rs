@@ -16,15 +16,19 @@
 //!
 //! The parts: `state` (an initialized VM: its pools, devices and allocators), `run` (the
 //! interpreter: running a VM function or a closure on one register file per call), `closure`
-//! (the closure object) and `module` (the `relax.VirtualMachine` module and its functions).
+//! (the closure object), `profiled` (the profiler VM's recording) and `module` (the `relax.VirtualMachine` module and its functions).
 
 mod closure;
 mod module;
+#[cfg(feature = "profiling")]
+mod profiled;
 mod run;
 mod state;
 
 pub use closure::{closure_obj, new_bound_closure, ClosureObj};
-pub use module::{load_profiler_vm, load_vm, VmModule};
+#[cfg(feature = "profiling")]
+pub use module::load_profiler_vm;
+pub use module::{load_vm, VmModule};
 pub use state::{live_vm, VmState};
 
 /// Deepest nesting of VM calls (VM functions calling VM functions or closures) before a call

@@ -92,6 +92,7 @@ pub fn load_vm(exec_module: &Module) -> Result<Module> {
 
 /// `vm_profiler_load_executable`: a VM that also has `profile` (TVM's
 /// `VirtualMachineProfiler`).
+#[cfg(feature = "profiling")]
 pub fn load_profiler_vm(exec_module: &Module) -> Result<Module> {
     new_vm(exec_module, true)
 }
@@ -221,6 +222,7 @@ impl VmModule {
     /// `profile(func_name, *args)` (TVM 0.22's `VirtualMachineProfiler`, which returns the
     /// report as JSON text): with the inputs given (or those of `set_input`, which then must
     /// not be repeated), one warm-up call, then one call with every call instruction recorded.
+    #[cfg(feature = "profiling")]
     pub fn profile(&self, args: &[AnyView<'_>]) -> Result<crate::profiling::Report> {
         let name = str_arg(args, 0, "func_name")?;
         let state = self.state()?;
@@ -256,6 +258,7 @@ impl VmModule {
 
     /// One call of VM function `name` with every call instruction recorded (no warm-up; any
     /// VM, as `tvmrt bench --profile` uses it).
+    #[cfg(feature = "profiling")]
     pub fn profile_once(
         &self,
         name: &str,
@@ -442,6 +445,7 @@ impl ModuleKind for VmModule {
                     .ok_or_else(|| c.type_mismatch("closure", "relax.vm.Closure"))?;
                 state.invoke_closure(&obj, &args[1..], 0)
             }),
+            #[cfg(feature = "profiling")]
             "profile" if self.profiler => {
                 Function::from_fn(move |args| Ok(Any::from(vm_of(&keep)?.profile(args)?.to_json())))
             }

@@ -1,5 +1,5 @@
 //! The interpreter: runs a VM function or closure, one register file per call (recycled
-//! per thread), with a profiled copy of the loop for the profiler VM.
+//! per thread), with a profiled copy of the loop for the profiler VM (`profiled`).
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -21,11 +21,11 @@ impl VmState {
     pub fn invoke_func(&self, fidx: usize, args: &[AnyView<'_>], depth: usize) -> Result<Any> {
         // Two copies of the interpreter: the one that runs when nothing is profiled has no
         // profiling code at all.
+        #[cfg(feature = "profiling")]
         if self.profiling.load(std::sync::atomic::Ordering::Relaxed) {
-            self.run_func::<true>(fidx, args, depth)
-        } else {
-            self.run_func::<false>(fidx, args, depth)
+            return self.run_func::<true>(fidx, args, depth);
         }
+        self.run_func::<false>(fidx, args, depth)
     }
 
     /// The interpreter, with every call instruction timed when `PROFILE`.
@@ -109,11 +109,7 @@ impl VmState {
                     // entries, which all outlive this call (the registers change only after it
                     // returns); immediates and special registers own nothing.
                     let views = unsafe { AnyView::slice_from_raw(scratch.as_ptr(), scratch.len()) };
-                    let ret = if PROFILE {
-                        self.call_pool_profiled(*func, views, depth)?
-                    } else {
-                        self.call_pool(*func, views, depth)?
-                    };
+                    let ret = self.call_instr::<PROFILE>(*func, views, depth)?;
                     if let Some(d) = dst {
                         regs[*d] = ret;
                     }
@@ -156,75 +152,23 @@ impl VmState {
         }
     }
 
-    /// [`VmState::call_pool`] timed by the running profiler, as TVM's `VirtualMachineProfiler`
-    /// times a call instruction: when an argument is a tensor, under the callee's name with
-    /// the argument shapes, on the device of the last tensor argument. Out of line, so the
-    /// interpreter's own call path stays as it is without a profiler.
-    #[cold]
-    #[inline(never)]
-    fn call_pool_profiled(&self, idx: usize, args: &[AnyView<'_>], depth: usize) -> Result<Any> {
-        let entered = std::time::Instant::now();
-        let mut device = None;
-        let mut shapes = Vec::new();
-        for a in args.iter().filter(|a| a.type_index() == type_index::TENSOR) {
-            // SAFETY: a tensor argument's descriptor is live for the call.
-            let Some(t) = a
-                .as_dltensor()
-                .filter(|p| !p.is_null())
-                .map(|p| unsafe { &*p })
-            else {
-                continue;
-            };
-            // SAFETY: as above; a tensor object's shape holds `ndim` values.
-            let dims = unsafe { crate::tensor::layout::dl_shape(t, "argument") }
-                .map(<[i64]>::to_vec)
-                .unwrap_or_default();
-            device = Some(t.device);
-            shapes.push((t.dtype, dims));
-        }
-        let Some(device) = device else {
-            return self.call_pool(idx, args, depth);
-        };
-        let name = &self.exec.funcs[idx].name;
-        // Not held during the call: a VM function called here records its own calls.
-        if let Some(p) = self.profiler.lock().as_mut() {
-            p.start_call_with_shapes(name, device, Default::default(), Some(shapes))?;
-        }
-        let ret = self.call_pool(idx, args, depth);
-        if let Some(p) = self.profiler.lock().as_mut() {
-            let timed = p.stop_call()?;
-            p.add_overhead(entered.elapsed().saturating_sub(timed));
-        }
-        ret
-    }
-
-    /// Runs `f` with every call instruction recorded (TVM's `profile`), and returns the report.
-    pub(super) fn profiled(
+    /// A call instruction's call: timed by the profiler in the profiled copy of the loop.
+    #[inline(always)]
+    fn call_instr<const PROFILE: bool>(
         &self,
-        f: impl FnOnce() -> Result<Any>,
-    ) -> Result<crate::profiling::Report> {
-        use crate::profiling::{Metric, Profiler, Row};
-        let config = Row::from([("Executor".to_string(), Metric::Str("VM".into()))]);
-        let mut prof = Profiler::new(self.devices.clone(), config);
-        prof.start()?;
-        *self.profiler.lock() = Some(prof);
-        self.profiling
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        let ran = f();
-        self.profiling
-            .store(false, std::sync::atomic::Ordering::Relaxed);
-        let mut prof = self
-            .profiler
-            .lock()
-            .take()
-            .ok_or_else(|| Error::runtime("profile: the profiler went away"))?;
-        prof.stop()?;
-        ran?;
-        Ok(prof.report())
+        idx: usize,
+        args: &[AnyView<'_>],
+        depth: usize,
+    ) -> Result<Any> {
+        #[cfg(feature = "profiling")]
+        if PROFILE {
+            return self.call_pool_profiled(idx, args, depth);
+        }
+        self.call_pool(idx, args, depth)
     }
 
     #[inline(always)]
-    fn call_pool(&self, idx: usize, args: &[AnyView<'_>], depth: usize) -> Result<Any> {
+    pub(super) fn call_pool(&self, idx: usize, args: &[AnyView<'_>], depth: usize) -> Result<Any> {
         match &self.funcs[idx] {
             Callee::Native(b) => builtin::call(*b, Some(self), args, depth),
             Callee::Packed(f) => f.call(args),

@@ -57,7 +57,9 @@ pub struct VmState {
     pub(super) vm_raw: Shared<TVMFFIAny>,
     /// Set while `profile` records calls (the VM of `vm_profiler_load_executable`); the
     /// interpreter looks at nothing else of profiling when it is clear (see `invoke_func`).
+    #[cfg(feature = "profiling")]
     pub(super) profiling: std::sync::atomic::AtomicBool,
+    #[cfg(feature = "profiling")]
     pub(super) profiler: Mutex<Option<crate::profiling::Profiler>>,
 }
 
@@ -159,7 +161,9 @@ impl VmState {
                 funcs,
                 func_values: Shared(func_values),
                 vm_raw: Shared(Any::opaque_ptr(ptr).into_raw()),
+                #[cfg(feature = "profiling")]
                 profiling: std::sync::atomic::AtomicBool::new(false),
+                #[cfg(feature = "profiling")]
                 profiler: Mutex::new(None),
             }
         });
