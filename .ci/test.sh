@@ -170,11 +170,13 @@ run "tvmrt serve: OpenAI client on the MLC-LLM fixture" tests/serve/run.sh
 # `tvmrt serve`'s engine on OpenCL with a second implementation, Intel's CPU runtime from PyPI
 # (pinned venv; Debian's ICD loader opens it through OCL_ICD_VENDORS, which the test sets):
 # greedy tokens of lib_opencl.so equal TVM's, and TVM's merge-state kernel's race on CPU
-# devices (crates/serve/tests/opencl_intel.rs). About 20 s with the venv made anew (its
-# packages take 830 MB in .venv/intel_opencl) and the test built.
+# devices (crates/serve/tests/opencl_intel.rs). About 40 s on a clean clone, the download of
+# the venv's packages included (830 MB in .venv/intel_opencl), the test built. Its own clippy:
+# `test = false` keeps it out of `--all-targets` too.
 run "tvmrt serve on OpenCL: Intel's CPU runtime" bash -c \
   ".ci/venv.sh intel_opencl >/dev/null && \
-   cargo test -p tvmrt-serve --test opencl_intel -- --ignored"
+   cargo clippy -p tvmrt-serve --test opencl_intel -- -D warnings && \
+   cargo test -p tvmrt-serve --test opencl_intel"
 
 header_drift() {
   # Regenerate (strictly: a source cbindgen cannot parse fails here), then compare with what

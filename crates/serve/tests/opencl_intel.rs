@@ -11,8 +11,9 @@
 //! a GPU warp does). `merge_state_races_where_work_items_run_one_by_one` shows that, and that the
 //! paged prefill kernel itself matches the CPU build.
 //!
-//! Run by `.ci/test.sh` (`--ignored`, after installing the venv); POCL, the default OpenCL
-//! driver of the other tests, zeros `batch_prefill_ragged_kv`'s output (README).
+//! Run by `.ci/test.sh` after installing the venv (`test = false` in Cargo.toml keeps it out of a
+//! plain `cargo test`). POCL, the default OpenCL driver of the other tests, zeros
+//! `batch_prefill_ragged_kv`'s output (README).
 
 use std::path::PathBuf;
 use std::sync::Once;
@@ -69,7 +70,6 @@ fn ids(x: &serde_json::Value) -> Vec<i32> {
 }
 
 #[test]
-#[ignore = "needs Intel's OpenCL runtime: .ci/test.sh installs it and runs this with --ignored"]
 fn greedy_tokens_on_intel_opencl_are_tvms() {
     let dev = intel_runtime();
     let dir = model_dir();
@@ -166,7 +166,6 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
 }
 
 #[test]
-#[ignore = "needs Intel's OpenCL runtime: .ci/test.sh installs it and runs this with --ignored"]
 fn merge_state_races_where_work_items_run_one_by_one() {
     let dev = intel_runtime();
     let cpu = parse_device("cpu").unwrap();
