@@ -2,7 +2,7 @@
 # The size of the stripped libtvmrt.so, default features and the minimal deployment build
 # (BENCHMARKS.md, "Library size"), and what each part of it costs.
 #
-#   benches/lib_size.sh [--profile release] [--top N] [--build-std]
+#   benches/lib_size.sh [--profile release] [--top N] [--build-std [--relr]]
 #
 # Builds each feature set (one after the other in cargo's target directory: only tvmrt itself is
 # rebuilt between them), strips a copy of the library (`strip`, as a package would ship it,
@@ -18,17 +18,25 @@
 # It installs that toolchain with rust-src through rustup if missing, builds into
 # target/build-std, and checks the build: the library's unit tests (the panic boundary's among
 # them) and every Relax model fixture (tests/vm_models.rs) run on the same std and profile.
+#
+# --relr links that build with packed relative relocations (`-z pack-relative-relocs`, DT_RELR):
+# its dynamic relocations, a pointer's address each, shrink to a bitmap. Only a loader that
+# reads DT_RELR loads it (glibc 2.36 and later): an option for a deployment that knows its
+# loader, not the default. The tests then run linked the same way, and c_tests/vm_models.c runs
+# against that library itself.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 profile=release
 top=25
 build_std=0
+relr=0
 while [ $# -gt 0 ]; do
   case $1 in
     --profile) profile=$2; shift 2 ;;
     --top) top=$2; shift 2 ;;
     --build-std) build_std=1; shift ;;
-    *) echo "usage: $0 [--profile release] [--top N] [--build-std]" >&2; exit 2 ;;
+    --relr) relr=1; shift ;;
+    *) echo "usage: $0 [--profile release] [--top N] [--build-std [--relr]]" >&2; exit 2 ;;
   esac
 done
 
@@ -74,6 +82,10 @@ for k, v in by.most_common(top):
 ' "$top"
 }
 
+if [[ $relr == 1 && $build_std == 0 ]]; then
+  echo "$0: --relr applies to the --build-std build" >&2
+  exit 2
+fi
 measure default
 measure minimal --no-default-features --features vm
 
@@ -84,12 +96,29 @@ if [[ $build_std == 1 ]]; then
   fi
   host=$(rustc -vV | sed -n 's/^host: //p')
   dir=${CARGO_TARGET_DIR:-target}/build-std
+  name=deploy
+  if [[ $relr == 1 ]]; then
+    # Its own target directory: the flag rebuilds std too.
+    export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C link-arg=-Wl,-z,pack-relative-relocs"
+    dir=$dir-relr
+    name=deploy-relr
+  fi
   zflags=(-Z build-std=std,panic_unwind,test -Z build-std-features=panic-unwind,optimize_for_size)
   args=(--target "$host" --profile release-small -p tvmrt --no-default-features --features vm)
   CARGO_TARGET_DIR=$dir cargo +"$nightly" build "${zflags[@]}" "${args[@]}" --lib --quiet
-  report deploy "$dir/$host/release-small/libtvmrt.so" \
-    "cargo +$nightly build ${zflags[*]} ${args[*]} --lib"
-  echo "== deploy: its unit tests and tests/vm_models.rs on the same std and profile"
+  lib=$dir/$host/release-small/libtvmrt.so
+  report "$name" "$lib" "${RUSTFLAGS:+RUSTFLAGS='$RUSTFLAGS' }cargo +$nightly build ${zflags[*]} ${args[*]} --lib"
+  echo "== $name: its unit tests and tests/vm_models.rs on the same std and profile"
   CARGO_TARGET_DIR=$dir cargo +"$nightly" test "${zflags[@]}" "${args[@]}" --lib --test vm_models \
     --quiet 2>&1 | grep -E '^test result|FAILED|panicked|^error'
+  if [[ $relr == 1 ]]; then
+    echo "== $name: c_tests/vm_models.c against the stripped library"
+    bin=$(mktemp -d)
+    cp "${CARGO_TARGET_DIR:-target}/size-$name.so" "$bin/libtvmrt.so"
+    cc -O2 -I include -I c_tests -o "$bin/vm_models" c_tests/vm_models.c -L "$bin" -ltvmrt -ldl \
+      -Wl,-rpath,"$bin"
+    readelf -d "$bin/libtvmrt.so" | grep -q '(RELR)'
+    "$bin/vm_models" tests/fixtures
+    rm -rf "$bin"
+  fi
 fi

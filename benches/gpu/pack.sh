@@ -10,7 +10,8 @@
 #   bin/cuda_launch                       benches/cuda/cuda_launch.c (per-launch cost)
 #   lib/libfake_cuda.so                   the driver's test double, for the rehearsal (--fake)
 #   python/_core.abi3.so                  the Python package's C extension
-#   bin/serve_bench                       crates/serve/benches/serve.rs (tvmrt serve on cuda:0)
+#   bin/serve_bench                       crates/serve/benches/serve.rs (tvmrt serve on cuda:0, opencl:0)
+#   lib/ocl/libOpenCL.so.1                an OpenCL ICD loader (Debian's ocl-icd), for opencl:0
 #   triton/, vk/                          the Triton and Vulkan parts, where their pack scripts exist
 #   triton_bench/                         the models of benches/triton/compute_bench.py
 # Then: benches/gpu/run.sh DIR --fake (rehearsal here) and, on the GPU machine,
@@ -46,6 +47,10 @@ for m in map(json.loads, sys.stdin):
         print(m["executable"])' | tail -1)
 cp "$serve_bench" "$DIR/bin/serve_bench"
 strip "$DIR/bin/serve_bench"
+# An OpenCL ICD loader for the OpenCL serve part, where the GPU machine has none (Debian's
+# ocl-icd: libc only).
+mkdir -p "$DIR/lib/ocl"
+cp -L "$(ldconfig -p | awk '/libOpenCL\.so\.1 .*x86-64/ { print $NF; exit }')" "$DIR/lib/ocl/libOpenCL.so.1"
 
 for part in ${PACK_PARTS-triton vulkan}; do
   if [[ $part == triton ]]; then

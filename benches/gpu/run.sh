@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # The GPU machine's run (issue 32: CUDA on a real GPU; issue 30: Triton KIND_GPU; issue 34:
-# Vulkan on the NVIDIA driver), from the folder benches/gpu/pack.sh wrote, with nothing but what
+# Vulkan on the NVIDIA driver; issue 31: tvmrt serve on CUDA and OpenCL), from the folder benches/gpu/pack.sh wrote, with nothing but what
 # that machine has (bash, python3 with numpy/torch/cupy, the driver, compute-sanitizer). Each
 # part runs under a time limit; everything printed goes to OUT/run.log, the verdicts to
 # OUT/summary.txt, and the parts' own files (OUT of the Triton and Vulkan scripts) to
@@ -102,6 +102,20 @@ PYEOF
   done
 }
 
+# opencl_env CMD...: runs CMD on opencl:0 through an OpenCL ICD loader: the machine's own
+# libOpenCL.so.1, or the one pack.sh carries (Debian's ocl-icd, needing only libc); the
+# machine's vendor files (/etc/OpenCL/vendors), or else NVIDIA's driver library by name.
+opencl_env() {
+  if ! ldconfig -p | grep -q 'libOpenCL\.so\.1 '; then
+    export TVMRT_OPENCL_LIBRARY="$DIR/lib/ocl/libOpenCL.so.1"
+  fi
+  if [[ -z ${OCL_ICD_VENDORS:-} ]] && ! compgen -G '/etc/OpenCL/vendors/*.icd' >/dev/null; then
+    export OCL_ICD_VENDORS=libnvidia-opencl.so.1
+  fi
+  echo "OpenCL: loader ${TVMRT_OPENCL_LIBRARY:-libOpenCL.so.1}, vendors ${OCL_ICD_VENDORS:-/etc/OpenCL/vendors}"
+  TVMRT_SERVE_DEVICE=opencl:0 "$@"
+}
+
 tool_bench() {
   local m
   for m in mlp_ptx mlp; do
@@ -115,7 +129,7 @@ part cuda_suite 240 "$PY" benches/cuda/suite.py --library "$TVMRT_LIBRARY" "${SU
 part c_cuda 60 "$DIR/bin/cuda" "$FIX" "$DEVICES"
 CUDA_MODELS=(mlp_ptx.so:mlp.main mlp.so:mlp.main cnn_ptx.so:cnn.main cnn.so:cnn.main)
 part c_cuda_relax 120 "$DIR/bin/device_relax" cuda "$FIX" "${CUDA_MODELS[@]}" "${RELAX[@]}"
-export -f tool_models tool_bench
+export -f tool_models tool_bench opencl_env
 part tool_run 120 bash -c tool_models
 if [[ -f benches/cuda/llm.py ]]; then
   part llm 180 "$PY" benches/cuda/llm.py --library "$TVMRT_LIBRARY" "${SUITE[@]}"
@@ -135,6 +149,11 @@ if [[ -x $DIR/bin/serve_bench && $FAKE == 0 ]]; then
   # stream, time per output token against the bare decode step.
   part serve_cuda 300 env TVMRT_SERVE_DEVICE=cuda:0 "$DIR/bin/serve_bench" \
     tests/fixtures/mlc/model tests/fixtures/mlc/model/lib_cuda.so --check
+  # The same through NVIDIA's OpenCL driver (the fixture MLC-LLM compiles for OpenCL): on a GPU
+  # the attention kernels' work-items run in lockstep, which TVM's merge kernel needs and a CPU
+  # OpenCL device does not give (BENCHMARKS.md, OpenCL serving).
+  part serve_opencl 300 bash -c 'opencl_env "$@"' opencl_env "$DIR/bin/serve_bench" \
+    tests/fixtures/mlc/model tests/fixtures/mlc/model/lib_opencl.so --check
 fi
 if [[ -f benches/triton/gpu_run.sh && -d $DIR/triton ]]; then
   if [[ $FAKE == 1 ]]; then
