@@ -317,6 +317,10 @@ def _(s, client):
         ({**ok, "logit_bias": {"abc": 1}}, 400, "logit_bias"),
         ({**ok, "logit_bias": {"99999": 1}}, 400, "logit_bias"),
         ({**ok, "n": 0}, 400, "n"),
+        # Options that would change the answer and are not implemented: refused, not ignored.
+        ({**ok, "echo": True}, 400, "echo"),
+        ({**ok, "suffix": "!"}, 400, "suffix"),
+        ({**ok, "best_of": 3}, 400, "best_of"),
     ]
     for body, status, param in cases:
         got, _, text = s.request("POST", "/v1/completions", body)
@@ -330,6 +334,11 @@ def _(s, client):
                  [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]]:
         got, _, text = s.request("POST", "/v1/chat/completions", {"messages": msgs})
         assert got == 400 and json.loads(text)["error"]["param"] == "messages", (msgs, text)
+    hi = [{"role": "user", "content": "hi"}]
+    for extra, param in [({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+                         ({"response_format": {"type": "json_object"}}, "response_format")]:
+        got, _, text = s.request("POST", "/v1/chat/completions", {"messages": hi, **extra})
+        assert got == 400 and json.loads(text)["error"]["param"] == param, (extra, text)
     for key in ["wrong", None]:
         got, _, text = s.request("POST", "/v1/completions", ok, key=key)
         assert got == 401 and json.loads(text)["error"]["code"] == "invalid_api_key"

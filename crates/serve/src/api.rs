@@ -295,10 +295,23 @@ pub fn completion_request(body: &Map<String, Value>) -> Res<CompletionRequest> {
     if boolean(body, "echo")? {
         return Err(ApiError::bad("`echo` is not supported", Some("echo")));
     }
-    Ok(CompletionRequest {
-        prompt,
-        common: common(body, logprobs)?,
-    })
+    if matches!(body.get("suffix"), Some(Value::String(s)) if !s.is_empty()) {
+        return Err(ApiError::bad("`suffix` is not supported", Some("suffix")));
+    }
+    let common = common(body, logprobs)?;
+    // best_of = n (or absent) is what every request does; more candidates than answers is not.
+    if let Some(b) = integer(body, "best_of")? {
+        if b != common.params.n as i64 {
+            return Err(ApiError::bad(
+                format!(
+                    "`best_of` other than `n` is not supported (best_of {b}, n {})",
+                    common.params.n
+                ),
+                Some("best_of"),
+            ));
+        }
+    }
+    Ok(CompletionRequest { prompt, common })
 }
 
 /// Validates a `/v1/chat/completions` body.
@@ -334,6 +347,7 @@ pub fn chat_request(body: &Map<String, Value>) -> Res<ChatRequest> {
             content,
         });
     }
+    unsupported_chat_options(body)?;
     let top = integer(body, "top_logprobs")?;
     let logprobs = match (boolean(body, "logprobs")?, top) {
         (false, None) => None,
@@ -356,6 +370,36 @@ pub fn chat_request(body: &Map<String, Value>) -> Res<ChatRequest> {
         messages,
         common: common(body, logprobs)?,
     })
+}
+
+/// Chat options that would change what the answer must be (tool calls, a response format) and
+/// that this server does not implement: refused, not ignored. Their "off" values pass.
+fn unsupported_chat_options(body: &Map<String, Value>) -> Res<()> {
+    let refuse = |key: &'static str| {
+        Err(ApiError::bad(
+            format!("`{key}` is not supported by this server"),
+            Some(key),
+        ))
+    };
+    for key in ["tools", "functions"] {
+        match body.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(a)) if a.is_empty() => {}
+            Some(_) => return refuse(key),
+        }
+    }
+    for key in ["tool_choice", "function_call"] {
+        match body.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) if s == "none" || s == "auto" => {}
+            Some(_) => return refuse(key),
+        }
+    }
+    match body.get("response_format") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Object(o)) if o.get("type").and_then(Value::as_str) == Some("text") => Ok(()),
+        Some(_) => refuse("response_format"),
+    }
 }
 
 /// How a token is named in `logprobs`: its text, or `token_id:N` (vLLM's
@@ -441,6 +485,11 @@ mod tests {
             (json!({"prompt": "a", "logit_bias": {"x": 1}}), "logit_bias"),
             (json!({"prompt": "a", "logprobs": 21}), "logprobs"),
             (json!({"prompt": "a", "stream": "yes"}), "stream"),
+            (json!({"prompt": "a", "echo": true}), "echo"),
+            (json!({"prompt": "a", "suffix": "b"}), "suffix"),
+            (json!({"prompt": "a", "best_of": 3}), "best_of"),
+            (json!({"prompt": "a", "n": 2, "best_of": 3}), "best_of"),
+            (json!({"prompt": "a", "best_of": "3"}), "best_of"),
         ];
         for (b, param) in cases {
             let e = completion_request(&body(b.clone())).unwrap_err();
@@ -456,6 +505,43 @@ mod tests {
             json!({"messages": "hi"}),
         ] {
             assert_eq!(chat_request(&body(b)).unwrap_err().param, Some("messages"));
+        }
+        let hi = json!([{"role": "user", "content": "hi"}]);
+        let tool = json!([{"type": "function", "function": {"name": "f"}}]);
+        for (b, param) in [
+            (json!({"messages": hi, "tools": tool}), "tools"),
+            (
+                json!({"messages": hi, "functions": [{"name": "f"}]}),
+                "functions",
+            ),
+            (
+                json!({"messages": hi, "tool_choice": "required"}),
+                "tool_choice",
+            ),
+            (
+                json!({"messages": hi, "function_call": {"name": "f"}}),
+                "function_call",
+            ),
+            (
+                json!({"messages": hi, "response_format": {"type": "json_object"}}),
+                "response_format",
+            ),
+        ] {
+            let e = chat_request(&body(b.clone())).unwrap_err();
+            assert_eq!((e.status, e.param), (400, Some(param)), "{b}");
+        }
+        // Their "off" values, and best_of equal to n, are accepted.
+        for b in [
+            json!({"messages": hi, "tools": [], "tool_choice": "none"}),
+            json!({"messages": hi, "response_format": {"type": "text"}}),
+        ] {
+            assert!(chat_request(&body(b.clone())).is_ok(), "{b}");
+        }
+        for b in [
+            json!({"prompt": "a", "best_of": 1}),
+            json!({"prompt": "a", "n": 2, "best_of": 2, "suffix": ""}),
+        ] {
+            assert!(completion_request(&body(b.clone())).is_ok(), "{b}");
         }
     }
 
