@@ -330,6 +330,16 @@ def _(s, client):
     for raw in ["{not json", "[1, 2]", ""]:
         got, _, text = s.request("POST", "/v1/completions", raw=raw)
         assert got == 400 and json.loads(text)["error"]["message"], (raw, got, text)
+    # HTTP-level faults are OpenAI's JSON error too: an unknown path, a wrong method, a body
+    # past the size limit (axum's 2 MB).
+    for method, path, raw, status in [("GET", "/v1/nothing", None, 404),
+                                      ("POST", "/v1/models", "{}", 405),
+                                      ("GET", "/v1/completions", None, 405),
+                                      ("POST", "/v1/completions", "x" * (3 << 20), 413)]:
+        got, _, text = s.request(method, path, raw=raw)
+        err = json.loads(text)["error"]
+        assert got == status and err["message"] and err["type"] == "invalid_request_error", \
+            (method, path, got, text)
     for msgs in [[], "hi", [{"role": "user"}], [{"role": "wizard", "content": "x"}],
                  [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]]:
         got, _, text = s.request("POST", "/v1/chat/completions", {"messages": msgs})

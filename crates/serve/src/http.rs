@@ -10,8 +10,9 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -62,7 +63,43 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/models", get(models))
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
+        .fallback(unknown_route)
+        .method_not_allowed_fallback(wrong_method)
         .with_state(app)
+}
+
+/// 404 for a path the server does not have, as OpenAI's JSON error.
+async fn unknown_route(method: Method, uri: Uri) -> Response {
+    error_response(ApiError {
+        status: 404,
+        kind: "invalid_request_error",
+        message: format!("Invalid URL ({method} {})", uri.path()),
+        param: None,
+        code: None,
+    })
+}
+
+/// 405 for a known path asked with another method, as OpenAI's JSON error.
+async fn wrong_method(method: Method, uri: Uri) -> Response {
+    error_response(ApiError {
+        status: 405,
+        kind: "invalid_request_error",
+        message: format!("{} does not take {method}", uri.path()),
+        param: None,
+        code: None,
+    })
+}
+
+/// The request body, or the JSON error for one that could not be read (413 past the size
+/// limit, 400 for a broken body).
+fn read_body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body.map_err(|r| ApiError {
+        status: r.status().as_u16(),
+        kind: "invalid_request_error",
+        message: r.body_text(),
+        param: None,
+        code: None,
+    })
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves.
@@ -147,14 +184,18 @@ enum Kind {
     Chat,
 }
 
-async fn completions(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn completions(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     generate(app, headers, body, Kind::Completion).await
 }
 
 async fn chat_completions(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
     generate(app, headers, body, Kind::Chat).await
 }
@@ -244,9 +285,16 @@ fn prepare(app: &App, body: &[u8], kind: Kind) -> Result<(Vec<i32>, Common), Api
     Ok((ids, common))
 }
 
-async fn generate(app: Arc<App>, headers: HeaderMap, body: Bytes, kind: Kind) -> Response {
+async fn generate(
+    app: Arc<App>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    kind: Kind,
+) -> Response {
     let m = &app.engine.metrics;
-    let prepared = authorize(&app, &headers).and_then(|_| prepare(&app, &body, kind));
+    let prepared = authorize(&app, &headers)
+        .and_then(|_| read_body(body))
+        .and_then(|body| prepare(&app, &body, kind));
     let (ids, common) = match prepared {
         Ok(p) => p,
         Err(e) => {
