@@ -22,10 +22,18 @@ impl ApiError {
     /// 400 `invalid_request_error`.
     pub fn bad(message: impl Into<String>, param: Option<&'static str>) -> ApiError {
         ApiError {
-            status: 400,
+            param,
+            ..ApiError::request(400, message)
+        }
+    }
+
+    /// An `invalid_request_error` with another status (404, 405, 413, ...) and no parameter.
+    pub fn request(status: u16, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
             kind: "invalid_request_error",
             message: message.into(),
-            param,
+            param: None,
             code: None,
         }
     }

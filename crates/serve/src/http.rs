@@ -70,36 +70,24 @@ pub fn router(app: Arc<App>) -> Router {
 
 /// 404 for a path the server does not have, as OpenAI's JSON error.
 async fn unknown_route(method: Method, uri: Uri) -> Response {
-    error_response(ApiError {
-        status: 404,
-        kind: "invalid_request_error",
-        message: format!("Invalid URL ({method} {})", uri.path()),
-        param: None,
-        code: None,
-    })
+    error_response(ApiError::request(
+        404,
+        format!("Invalid URL ({method} {})", uri.path()),
+    ))
 }
 
 /// 405 for a known path asked with another method, as OpenAI's JSON error.
 async fn wrong_method(method: Method, uri: Uri) -> Response {
-    error_response(ApiError {
-        status: 405,
-        kind: "invalid_request_error",
-        message: format!("{} does not take {method}", uri.path()),
-        param: None,
-        code: None,
-    })
+    error_response(ApiError::request(
+        405,
+        format!("{} does not take {method}", uri.path()),
+    ))
 }
 
 /// The request body, or the JSON error for one that could not be read (413 past the size
 /// limit, 400 for a broken body).
 fn read_body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
-    body.map_err(|r| ApiError {
-        status: r.status().as_u16(),
-        kind: "invalid_request_error",
-        message: r.body_text(),
-        param: None,
-        code: None,
-    })
+    body.map_err(|r| ApiError::request(r.status().as_u16(), r.body_text()))
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves.
