@@ -49,8 +49,10 @@ cp "$serve_bench" "$DIR/bin/serve_bench"
 strip "$DIR/bin/serve_bench"
 # An OpenCL ICD loader for the OpenCL serve part, where the GPU machine has none (Debian's
 # ocl-icd: libc only).
+ocl=$(ldconfig -p | awk '/libOpenCL\.so\.1 .*x86-64/ { print $NF; exit }')
+[[ -n $ocl ]] || { echo "pack.sh: no libOpenCL.so.1 to carry (apt-get install ocl-icd-libopencl1)" >&2; exit 1; }
 mkdir -p "$DIR/lib/ocl"
-cp -L "$(ldconfig -p | awk '/libOpenCL\.so\.1 .*x86-64/ { print $NF; exit }')" "$DIR/lib/ocl/libOpenCL.so.1"
+cp -L "$ocl" "$DIR/lib/ocl/libOpenCL.so.1"
 
 for part in ${PACK_PARTS-triton vulkan}; do
   if [[ $part == triton ]]; then
