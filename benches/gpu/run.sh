@@ -2,11 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # The GPU machine's run (issue 32: CUDA on a real GPU; issue 30: Triton KIND_GPU; issue 34:
-# Vulkan on the NVIDIA driver; issue 31: tvmrt serve on CUDA and OpenCL), from the folder benches/gpu/pack.sh wrote, with nothing but what
-# that machine has (bash, python3 with numpy/torch/cupy, the driver, compute-sanitizer). Each
-# part runs under a time limit; everything printed goes to OUT/run.log, the verdicts to
-# OUT/summary.txt, and the parts' own files (OUT of the Triton and Vulkan scripts) to
-# OUT/parts.tar.gz (the device tool returns at most 8 files).
+# Vulkan on the NVIDIA driver; issue 31: tvmrt serve on CUDA and OpenCL), from the folder
+# benches/gpu/pack.sh wrote, with nothing but what that machine has (bash, python3 with
+# numpy/torch/cupy, the driver, compute-sanitizer). Each part runs under a time limit;
+# everything printed goes to OUT/run.log, the verdicts to OUT/summary.txt, and the parts' own
+# files (OUT of the Triton and Vulkan scripts) to OUT/parts.tar.gz (the device tool returns at
+# most 8 files).
 #
 # Usage: benches/gpu/run.sh [DIR] [--fake]
 #   DIR     what pack.sh wrote (default .devrun)
