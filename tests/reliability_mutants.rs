@@ -278,7 +278,11 @@ fn library_and_blob(name: &str) -> (Vec<u8>, Vec<u8>) {
         return (std::fs::read(fixtures().join(name)).unwrap(), blob_of(name));
     }
     let (blob, _) = classic_blob();
-    let dir = scratch("classic_lib");
+    // A folder per call: tests running in parallel build this library at the same time, and
+    // one must not read the file another's compiler is writing.
+    static BUILDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let build = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = scratch(&format!("classic_lib{build}"));
     let src = dir.join("classic_examplejson.c");
     let mut c = String::from(
         "/* A TVM <= 0.20 style library: only the blob and the module context. */\n\
