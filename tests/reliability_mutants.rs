@@ -277,40 +277,46 @@ fn library_and_blob(name: &str) -> (Vec<u8>, Vec<u8>) {
     if name != CLASSIC_LIB {
         return (std::fs::read(fixtures().join(name)).unwrap(), blob_of(name));
     }
-    let (blob, _) = classic_blob();
-    // A folder per call: tests running in parallel build this library at the same time, and
-    // one must not read the file another's compiler is writing.
-    static BUILDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let build = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = scratch(&format!("classic_lib{build}"));
-    let src = dir.join("classic_examplejson.c");
-    let mut c = String::from(
-        "/* A TVM <= 0.20 style library: only the blob and the module context. */\n\
-         void* __tvm_module_ctx = 0;\n\
-         __attribute__((visibility(\"default\"))) const unsigned char __tvm_dev_mblob[] = {",
-    );
-    for (i, byte) in blob.iter().enumerate() {
-        if i % 16 == 0 {
-            c.push_str("\n  ");
+    (classic_library().to_vec(), classic_blob().0)
+}
+
+/// The classic library's bytes, compiled once per process: the tests running in parallel all
+/// wait for that one build (two builds into one path let a test read the file the other's
+/// compiler was still writing).
+fn classic_library() -> &'static [u8] {
+    static LIBRARY: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    LIBRARY.get_or_init(|| {
+        let (blob, _) = classic_blob();
+        let dir = scratch("classic_lib");
+        let src = dir.join("classic_examplejson.c");
+        let mut c = String::from(
+            "/* A TVM <= 0.20 style library: only the blob and the module context. */\n\
+             void* __tvm_module_ctx = 0;\n\
+             __attribute__((visibility(\"default\"))) const unsigned char __tvm_dev_mblob[] = {",
+        );
+        for (i, byte) in blob.iter().enumerate() {
+            if i % 16 == 0 {
+                c.push_str("\n  ");
+            }
+            c.push_str(&format!("{byte},"));
         }
-        c.push_str(&format!("{byte},"));
-    }
-    c.push_str("\n};\n");
-    std::fs::write(&src, c).unwrap();
-    let so = dir.join(CLASSIC_LIB);
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
-    let out = std::process::Command::new(cc)
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&so)
-        .arg(&src)
-        .output()
-        .expect("running the C compiler");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (std::fs::read(&so).unwrap(), blob)
+        c.push_str("\n};\n");
+        std::fs::write(&src, c).unwrap();
+        let so = dir.join(CLASSIC_LIB);
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+        let out = std::process::Command::new(cc)
+            .args(["-shared", "-fPIC", "-O1", "-o"])
+            .arg(&so)
+            .arg(&src)
+            .output()
+            .expect("running the C compiler");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::read(&so).unwrap()
+    })
 }
 
 fn classic_mutants(rng: &mut Rng, flips: usize) -> Vec<Mutant> {

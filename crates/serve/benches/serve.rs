@@ -180,10 +180,8 @@ fn engine_tpot(dir: &Path, lib: &Path) -> f64 {
                 _ => {}
             }
         }
-        if let (Some(first), Some(last)) = (times.first(), times.last()) {
-            if times.len() > 1 {
-                per_request.push((*last - *first).as_secs_f64() / (times.len() - 1) as f64);
-            }
+        if let [first, .., last] = times[..] {
+            per_request.push((last - first).as_secs_f64() / (times.len() - 1) as f64);
         }
     }
     percentile(&mut per_request, 0.5)
