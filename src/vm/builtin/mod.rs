@@ -12,6 +12,9 @@
 //! `ErrorContext(...)` string the compiler stores in the constant pool) read the same on both
 //! runtimes.
 
+mod check;
+mod shape;
+
 use crate::abi::{type_index, DLDataType, DLTensor};
 use crate::dtype::{dtype_to_string, dtypes};
 use crate::error::{Error, Result};
@@ -21,23 +24,9 @@ use crate::object::ObjectRef;
 use crate::tensor::Tensor;
 use crate::value::{Any, AnyView};
 
-use super::array::{array_get, array_items, new_array};
-use super::interp::{closure_obj, new_bound_closure, VmState};
-use super::storage::{alloc_tensor_in, new_storage, storage_block};
-
-/// `MatchShapeCode` (`include/tvm/runtime/vm/builtin.h`).
-mod match_code {
-    pub const ASSERT_EQUAL_TO_IMM: i64 = 0;
-    pub const STORE_TO_HEAP: i64 = 1;
-    pub const NO_OP: i64 = 2;
-    pub const ASSERT_EQUAL_TO_LOAD: i64 = 3;
-}
-
-/// `MakeShapeCode`.
-mod make_code {
-    pub const USE_IMM: i64 = 0;
-    pub const LOAD_SHAPE: i64 = 1;
-}
+use crate::vm::array::{array_get, new_array};
+use crate::vm::interp::{closure_obj, new_bound_closure, VmState};
+use crate::vm::storage::{alloc_tensor_in, new_storage, storage_block};
 
 macro_rules! builtins {
     ($($variant:ident => $name:literal),* $(,)?) => {
@@ -176,64 +165,6 @@ fn with_shape<R>(v: &AnyView<'_>, what: &str, f: impl FnOnce(&[i64]) -> Result<R
     f(dims)
 }
 
-/// The int64 shape heap: a tensor of int64 values the generated code reads and writes.
-struct Heap {
-    data: *mut i64,
-    len: usize,
-}
-
-impl Heap {
-    fn from_view(v: &AnyView<'_>) -> Result<Option<Heap>> {
-        if v.is_none() {
-            return Ok(None);
-        }
-        let t = dl_of(v)?.ok_or_else(|| v.type_mismatch("shape heap", "ffi.Tensor"))?;
-        if t.dtype != dtypes::INT64 || t.ndim != 1 {
-            return Err(Error::type_error(
-                "shape heap: expected a 1-d int64 tensor".to_string(),
-            ));
-        }
-        // SAFETY: the view keeps the tensor alive; its shape has `ndim` (1) dims.
-        let len = unsafe { crate::tensor::layout::dl_shape(t, "shape heap")? }[0];
-        let data = t
-            .data
-            .cast::<u8>()
-            .wrapping_add(t.byte_offset as usize)
-            .cast::<i64>();
-        Ok(Some(Heap {
-            data,
-            len: usize::try_from(len).unwrap_or(0),
-        }))
-    }
-
-    fn slot(heap: &Option<Heap>, reg: i64) -> Result<*mut i64> {
-        let h = heap
-            .as_ref()
-            .ok_or_else(|| Error::runtime("the shape code needs a shape heap, but got None"))?;
-        let i = usize::try_from(reg)
-            .ok()
-            .filter(|&i| i < h.len)
-            .ok_or_else(|| {
-                Error::index(format!(
-                    "shape heap index {reg} is out of range (heap size {})",
-                    h.len
-                ))
-            })?;
-        Ok(h.data.wrapping_add(i))
-    }
-
-    fn load(heap: &Option<Heap>, reg: i64) -> Result<i64> {
-        // SAFETY: `slot` checked the index against the heap tensor's length.
-        Ok(unsafe { *Heap::slot(heap, reg)? })
-    }
-
-    fn store(heap: &Option<Heap>, reg: i64, v: i64) -> Result<()> {
-        // SAFETY: as in `load`; the heap belongs to the running function.
-        unsafe { *Heap::slot(heap, reg)? = v };
-        Ok(())
-    }
-}
-
 fn tensor_of(v: &AnyView<'_>, what: &str) -> Result<Tensor> {
     match v.type_index() {
         type_index::TENSOR => Tensor::from_any_view(v, what),
@@ -265,230 +196,16 @@ pub fn call(b: Builtin, vm: Option<&VmState>, args: &[AnyView<'_>], depth: usize
                 Ok(Tensor::empty(&[size], dtypes::INT64, crate::tensor::layout::cpu())?.into())
             })
         }
-        B::MatchPrimValue => {
-            let input = int_arg(args, 0, b, "input_value")?;
-            let heap = Heap::from_view(arg(args, 1, b)?)?;
-            let code = int_arg(args, 2, b, "code")?;
-            let reg = int_arg(args, 3, b, "reg")?;
-            let ctx = || err_ctx(args.get(4));
-            match code {
-                match_code::ASSERT_EQUAL_TO_IMM if input != reg => Err(Error::runtime(format!(
-                    "Check failed: input_value == reg ({input} vs. {reg}) : {} match_cast \
-                     error,  PrimExpr mismatch to specified constant.",
-                    ctx()
-                ))),
-                match_code::STORE_TO_HEAP => Heap::store(&heap, reg, input).map(|_| Any::none()),
-                match_code::ASSERT_EQUAL_TO_LOAD => {
-                    let want = Heap::load(&heap, reg)?;
-                    if input != want {
-                        return Err(Error::runtime(format!(
-                            "Check failed: input_value == heap_data[reg] ({input} vs. {want}) : \
-                             {} match_cast error,  PrimExpr mismatch to a previous populated \
-                             value.",
-                            ctx()
-                        )));
-                    }
-                    Ok(Any::none())
-                }
-                match_code::ASSERT_EQUAL_TO_IMM | match_code::NO_OP => Ok(Any::none()),
-                c => Err(Error::new(
-                    "InternalError",
-                    format!("Unknown match shape code: {c}"),
-                )),
-            }
-        }
-        B::MatchShape => match_shape(args, b),
-        B::MakePrimValue => {
-            let heap = Heap::from_view(arg(args, 0, b)?)?;
-            let code = int_arg(args, 1, b, "shape_code")?;
-            let reg = int_arg(args, 2, b, "reg")?;
-            match code {
-                make_code::USE_IMM => Ok(Any::from(reg)),
-                make_code::LOAD_SHAPE => Ok(Any::from(Heap::load(&heap, reg)?)),
-                c => Err(Error::new(
-                    "InternalError",
-                    format!("Invalid shape code: {c}"),
-                )),
-            }
-        }
-        B::MakeShape => {
-            let heap = Heap::from_view(arg(args, 0, b)?)?;
-            let size = int_arg(args, 1, b, "size")?;
-            let n = usize::try_from(size)
-                .ok()
-                .filter(|&n| 2 + 2 * n <= args.len())
-                .ok_or_else(|| {
-                    Error::value(format!(
-                        "vm.builtin.make_shape: {size} dims need {} arguments, got {}",
-                        size.saturating_mul(2).saturating_add(2),
-                        args.len()
-                    ))
-                })?;
-            let mut dims = Vec::with_capacity(n);
-            for i in 0..n {
-                let code = int_arg(args, 2 + 2 * i, b, "code")?;
-                let reg = int_arg(args, 3 + 2 * i, b, "reg")?;
-                dims.push(match code {
-                    make_code::USE_IMM => reg,
-                    make_code::LOAD_SHAPE => Heap::load(&heap, reg)?,
-                    c => {
-                        return Err(Error::new(
-                            "InternalError",
-                            format!("Invalid shape code: {c}"),
-                        ))
-                    }
-                });
-            }
-            Ok(Any::from_object(new_shape(&dims)))
-        }
-        B::CheckTensorInfo => {
-            let v = arg(args, 0, b)?;
-            let ndim = int_arg(args, 1, b, "ndim")?;
-            let (dtype, ctx_at) = if args.len() == 3 {
-                (None, 2)
-            } else {
-                let d = arg(args, 2, b)?;
-                let d = if d.is_none() {
-                    None
-                } else {
-                    Some(
-                        d.as_dtype()
-                            .ok_or_else(|| d.type_mismatch("dtype", "DataType"))?,
-                    )
-                };
-                (d, 3)
-            };
-            // Formatted only on failure.
-            let ctx = || err_ctx(args.get(ctx_at));
-            let t = dl_of(v)?.ok_or_else(|| {
-                Error::type_error(format!(
-                    "Check failed: (opt_ptr.has_value()) is false: {} expect a Tensor but get {}",
-                    ctx(),
-                    type_key(v)
-                ))
-            })?;
-            if ndim != -1 && t.ndim as i64 != ndim {
-                return Err(Error::value(format!(
-                    "Check failed: (ptr->ndim == ndim) is false: {} expect Tensor with ndim \
-                     {ndim} but get {}",
-                    ctx(),
-                    t.ndim
-                )));
-            }
-            if let Some(d) = dtype {
-                if t.dtype != d {
-                    return Err(Error::value(format!(
-                        "Check failed: (ptr->dtype == dtype.value()) is false: {} expect \
-                         Tensor with dtype {} but get {}",
-                        ctx(),
-                        dtype_str(d),
-                        dtype_str(t.dtype)
-                    )));
-                }
-            }
-            Ok(Any::none())
-        }
-        B::CheckShapeInfo => {
-            let v = arg(args, 0, b)?;
-            let ndim = int_arg(args, 1, b, "ndim")?;
-            let ctx = err_ctx(args.get(2));
-            let dims = v
-                .as_object()
-                .and_then(|o| shape_dims(&o).map(<[i64]>::len))
-                .ok_or_else(|| {
-                    Error::type_error(format!(
-                        "Check failed: (ptr != nullptr) is false: {ctx} expect a Shape but get {}",
-                        type_key(v)
-                    ))
-                })?;
-            if ndim != -1 && dims as i64 != ndim {
-                return Err(Error::value(format!(
-                    "Check failed: (ptr->size == static_cast<uint64_t>(ndim)) is false: {ctx} \
-                     expect Shape with ndim {ndim} but get {dims}"
-                )));
-            }
-            Ok(Any::none())
-        }
-        B::CheckPrimValueInfo => {
-            let v = arg(args, 0, b)?;
-            let d = arg(args, 1, b)?;
-            let d = d
-                .as_dtype()
-                .ok_or_else(|| d.type_mismatch("dtype", "DataType"))?;
-            let ctx = err_ctx(args.get(2));
-            if v.type_index() >= type_index::STATIC_OBJECT_BEGIN {
-                return Err(Error::type_error(format!(
-                    "{ctx}, expected dtype {}, but received ObjectRef of type {}",
-                    dtype_str(d),
-                    type_key(v)
-                )));
-            }
-            let ok = match d.code.0 {
-                6 => v.as_bool().is_some() || v.as_i64().is_some(),
-                0 | 1 => v.as_i64().is_some(),
-                2 => v.as_f64().is_some(),
-                3 if !(d.bits == 0 && d.lanes == 0) => v.as_opaque_ptr().is_some() || v.is_none(),
-                _ => {
-                    return Err(Error::type_error(format!(
-                        "{ctx}, unsupported dtype {}",
-                        dtype_str(d)
-                    )))
-                }
-            };
-            if !ok {
-                return Err(Error::type_error(format!(
-                    "{ctx}, expected dtype {}, but got {}",
-                    dtype_str(d),
-                    type_key(v)
-                )));
-            }
-            Ok(Any::none())
-        }
-        B::CheckStringInfo => {
-            let v = arg(args, 0, b)?;
-            let ctx = err_ctx(args.get(1));
-            if v.as_str().is_none() {
-                return Err(Error::type_error(format!(
-                    "Check failed: (value.as<ffi::String>().has_value()) is false: {ctx} expect \
-                     a string"
-                )));
-            }
-            Ok(Any::none())
-        }
-        B::CheckTupleInfo => {
-            let v = arg(args, 0, b)?;
-            let size = int_arg(args, 1, b, "size")?;
-            let ctx = err_ctx(args.get(2));
-            let n = v
-                .as_object()
-                .and_then(|o| array_items(&o).map(<[AnyView<'_>]>::len))
-                .ok_or_else(|| {
-                    Error::type_error(format!(
-                        "Check failed: (ptr != nullptr) is false: {ctx} expect a Tuple but get {}",
-                        type_key(v)
-                    ))
-                })?;
-            if n as i64 != size {
-                return Err(Error::value(format!(
-                    "Check failed: (static_cast<int64_t>(ptr->size()) == size) is false: {ctx} \
-                     expect a Tuple with {size} elements,  but get a Tuple with {n} elements."
-                )));
-            }
-            Ok(Any::none())
-        }
-        B::CheckFuncInfo => {
-            let v = arg(args, 0, b)?;
-            let ctx = err_ctx(args.get(1));
-            let is_func = v.type_index() == type_index::FUNCTION
-                || v.as_object().is_some_and(|o| closure_obj(&o).is_some());
-            if !is_func {
-                return Err(Error::type_error(format!(
-                    "Check failed: (is_func) is false: {ctx} expect a Function but get {}",
-                    type_key(v)
-                )));
-            }
-            Ok(Any::none())
-        }
+        B::MatchPrimValue => shape::match_prim_value(args, b),
+        B::MatchShape => shape::match_shape(args, b),
+        B::MakePrimValue => shape::make_prim_value(args, b),
+        B::MakeShape => shape::make_shape(args, b),
+        B::CheckTensorInfo => check::tensor_info(args, b),
+        B::CheckShapeInfo => check::shape_info(args, b),
+        B::CheckPrimValueInfo => check::prim_value_info(args, b),
+        B::CheckStringInfo => check::string_info(args, b),
+        B::CheckTupleInfo => check::tuple_info(args, b),
+        B::CheckFuncInfo => check::func_info(args, b),
         B::AllocStorage => {
             let shape_v = arg(args, 1, b)?;
             let device_index = int_arg(args, 2, b, "device_index")?;
@@ -688,77 +405,6 @@ pub fn call(b: Builtin, vm: Option<&VmState>, args: &[AnyView<'_>], depth: usize
             out.copy_from(&t)?;
             Ok(out.into())
         }
-    }
-}
-
-/// `vm.builtin.match_shape(value, heap, ndim, (code, reg) * ndim, err_ctx)`.
-fn match_shape(args: &[AnyView<'_>], b: Builtin) -> Result<Any> {
-    let v = arg(args, 0, b)?;
-    let heap = Heap::from_view(arg(args, 1, b)?)?;
-    let size = int_arg(args, 2, b, "size")?;
-    let n = usize::try_from(size)
-        .ok()
-        .filter(|&n| 3 + 2 * n < args.len())
-        .ok_or_else(|| {
-            Error::value(format!(
-                "vm.builtin.match_shape: {size} dims need {} arguments, got {}",
-                size.saturating_mul(2).saturating_add(4),
-                args.len()
-            ))
-        })?;
-    // Formatted only on failure: the context is a long string and checks rarely fail.
-    let ctx = || err_ctx(args.get(3 + 2 * n));
-    let checked = with_dims(v, |shape: &[i64]| -> Result<()> {
-        if shape.len() != n {
-            return Err(Error::runtime(format!(
-                "Check failed: input_shape.size() == size ({} vs. {size}) : {} match_cast \
-                 shape size mismatch.",
-                shape.len(),
-                ctx()
-            )));
-        }
-        for (i, &dim) in shape.iter().enumerate() {
-            let code = int_arg(args, 3 + 2 * i, b, "code")?;
-            let reg = int_arg(args, 4 + 2 * i, b, "reg")?;
-            match code {
-                match_code::ASSERT_EQUAL_TO_IMM => {
-                    if dim != reg {
-                        return Err(Error::runtime(format!(
-                            "Check failed: input_shape[i] == reg ({dim} vs. {reg}) : {} \
-                             match_cast error,  shape[{i}] mismatch to specified constant.",
-                            ctx()
-                        )));
-                    }
-                }
-                match_code::STORE_TO_HEAP => Heap::store(&heap, reg, dim)?,
-                match_code::NO_OP => {}
-                match_code::ASSERT_EQUAL_TO_LOAD => {
-                    let want = Heap::load(&heap, reg)?;
-                    if dim != want {
-                        return Err(Error::runtime(format!(
-                            "Check failed: input_shape[i] == heap_data[reg] ({dim} vs. {want}) \
-                             : {} match_cast error,  shape[{i}] mismatch to a previous \
-                             populated value.",
-                            ctx()
-                        )));
-                    }
-                }
-                c => {
-                    return Err(Error::new(
-                        "InternalError",
-                        format!("Unknown match shape code: {c}"),
-                    ))
-                }
-            }
-        }
-        Ok(())
-    });
-    match checked {
-        Some(r) => r.map(|_| Any::none()),
-        None => Err(Error::type_error(format!(
-            "Cannot convert from type `{}` to `ffi.Shape`",
-            type_key(v)
-        ))),
     }
 }
 
