@@ -8,6 +8,8 @@
 //! scalars as Int or Float), then one Int per launch tag (`blockIdx.x`, `threadIdx.x`, ...),
 //! then the dynamic shared memory size when the last tag is `tirx.use_dyn_shared_memory`.
 
+use std::ffi::CString;
+
 use crate::abi::DLDataType;
 use crate::dtype::dtype_to_string;
 use crate::error::{Error, Result};
@@ -62,7 +64,38 @@ pub enum InfoFormat {
     Classic,
 }
 
+/// What a back end's kernel takes from its table entry: how each argument is passed, where
+/// the launch extents are among them, and the name as a C string for the driver's lookup.
+pub struct KernelSignature {
+    /// One kind per argument.
+    pub args: Vec<ArgKind>,
+    /// The launch parameters' place after the arguments.
+    pub launch: LaunchConfig,
+    /// The kernel's name, NUL-terminated.
+    pub c_name: CString,
+}
+
 impl FunctionInfo {
+    /// The kernel's signature, or an error naming what the entry gets wrong (an argument type
+    /// no kernel takes, a launch tag TVM does not write, a NUL in the name).
+    pub fn signature(&self) -> Result<KernelSignature> {
+        let args = self
+            .arg_types
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| ArgKind::of(t, &self.name, i))
+            .collect::<Result<Vec<_>>>()?;
+        let launch = LaunchConfig::new(&self.name, args.len(), &self.launch_param_tags)?;
+        let c_name = CString::new(self.name.as_str()).map_err(|_| {
+            Error::value(format!("kernel name `{}` contains a NUL byte", self.name))
+        })?;
+        Ok(KernelSignature {
+            args,
+            launch,
+            c_name,
+        })
+    }
+
     /// Reads one entry.
     pub fn read(r: &mut Reader<'_>, format: InfoFormat) -> Result<FunctionInfo> {
         let name = r.read_string()?.to_string();

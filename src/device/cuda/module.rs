@@ -42,7 +42,9 @@ use super::driver::{
 use super::image::{source_kernels, Image, ImageKind};
 use super::memory::check_kernel_pointers;
 use super::nvrtc::nvrtc;
-use crate::device::launch::{kernel_function, ArgKind, FunctionInfo, LaunchConfig, WorkLoad};
+use crate::device::launch::{
+    kernel_function, ArgKind, FunctionInfo, KernelSignature, LaunchConfig, WorkLoad,
+};
 use crate::device::payload::{payload_loaders, DevicePayload};
 use crate::device::{device_name, DeviceModuleInfo};
 use crate::error::{Error, Result};
@@ -311,18 +313,14 @@ impl Inner {
 
 impl Kernel {
     fn new(f: &FunctionInfo) -> Result<Kernel> {
-        let args = f
-            .arg_types
-            .iter()
-            .enumerate()
-            .map(|(i, &t)| ArgKind::of(t, &f.name, i))
-            .collect::<Result<Vec<_>>>()?;
+        let KernelSignature {
+            args,
+            launch,
+            c_name,
+        } = f.signature()?;
         let tensor_map = (0..args.len())
             .map(|i| f.arg_extra_tags.get(i) == Some(&TENSOR_MAP_TAG))
             .collect();
-        let launch = LaunchConfig::new(&f.name, args.len(), &f.launch_param_tags)?;
-        let c_name = CString::new(f.name.as_str())
-            .map_err(|_| Error::value(format!("kernel name `{}` contains a NUL byte", f.name)))?;
         Ok(Kernel {
             name: f.name.clone(),
             c_name,

@@ -29,7 +29,9 @@ use super::device_api::current_device;
 use super::error::{cl_error, code_name, ClInt, CL_BUILD_PROGRAM_FAILURE, CL_SUCCESS};
 use super::loader::Handle;
 use super::platform::{platform, Platform};
-use crate::device::launch::{kernel_function, ArgKind, FunctionInfo, InfoFormat, LaunchConfig};
+use crate::device::launch::{
+    kernel_function, ArgKind, FunctionInfo, InfoFormat, KernelSignature, LaunchConfig,
+};
 use crate::device::payload::{payload_loaders, write_payload, DevicePayload};
 use crate::device::DeviceModuleInfo;
 use crate::error::{Error, Result};
@@ -164,16 +166,11 @@ impl OpenClModule {
                     f.name, f.name
                 ))
             })?;
-            let args = f
-                .arg_types
-                .iter()
-                .enumerate()
-                .map(|(i, &t)| ArgKind::of(t, &f.name, i))
-                .collect::<Result<Vec<_>>>()?;
-            let launch = LaunchConfig::new(&f.name, args.len(), &f.launch_param_tags)?;
-            let c_name = CString::new(f.name.as_str()).map_err(|_| {
-                Error::value(format!("kernel name `{}` contains a NUL byte", f.name))
-            })?;
+            let KernelSignature {
+                args,
+                launch,
+                c_name,
+            } = f.signature()?;
             kernels.insert(
                 f.name.clone(),
                 Arc::new(Kernel {

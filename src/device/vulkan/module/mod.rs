@@ -34,12 +34,11 @@ use payload::{check_spirv, read_shaders};
 pub use payload::{write_payload, write_payload_in};
 
 use std::collections::HashMap;
-use std::ffi::CString;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::device::launch::{kernel_function, InfoFormat, LaunchConfig};
+use crate::device::launch::{kernel_function, InfoFormat, KernelSignature};
 use crate::device::launch::{read_function_table, ArgKind, FunctionInfo};
 use crate::device::payload::module_loaders;
 use crate::device::DeviceModuleInfo;
@@ -121,12 +120,11 @@ impl VulkanModule {
                     Error::value(format!("the Vulkan module has no shader for `{}`", f.name))
                 })?;
             let (local_size, capabilities) = check_spirv(&f.name, &shader.words)?;
-            let args = f
-                .arg_types
-                .iter()
-                .enumerate()
-                .map(|(i, &t)| ArgKind::of(t, &f.name, i))
-                .collect::<Result<Vec<_>>>()?;
+            let KernelSignature {
+                args,
+                launch,
+                c_name,
+            } = f.signature()?;
             let num_buffers = args.iter().take_while(|&&k| k == ArgKind::Buffer).count();
             if args[num_buffers..].contains(&ArgKind::Buffer) {
                 // TVM's NumBufferArgs: SPIR-V kernels take every buffer before any scalar.
@@ -145,10 +143,6 @@ impl VulkanModule {
                     num_scalars * SLOT
                 );
             }
-            let launch = LaunchConfig::new(&f.name, args.len(), &f.launch_param_tags)?;
-            let c_name = CString::new(f.name.as_str()).map_err(|_| {
-                Error::value(format!("kernel name `{}` contains a NUL byte", f.name))
-            })?;
             kernels.insert(
                 f.name.clone(),
                 Arc::new(Kernel {
