@@ -239,6 +239,27 @@ impl ArgKind {
         })
     }
 
+    /// A scalar argument's 64-bit slot (TVM's `ArgUnion64`): 32-bit types narrowed as
+    /// `pack_args.h` does (`static_cast`) into the low half, which is the slot's first four
+    /// bytes in memory on the little-endian hosts tvmrt runs on. `what` names the argument in
+    /// a type error; a buffer has no slot (an `InternalError`: back ends pass it themselves).
+    pub fn scalar_slot(self, v: &AnyView<'_>, what: &dyn Fn() -> String) -> Result<u64> {
+        let int = || v.as_i64().ok_or_else(|| v.type_mismatch(&what(), "int"));
+        let float = || v.as_f64().ok_or_else(|| v.type_mismatch(&what(), "float"));
+        Ok(match self {
+            ArgKind::I64 => int()? as u64,
+            ArgKind::I32 | ArgKind::U32 => int()? as u32 as u64,
+            ArgKind::F32 => (float()? as f32).to_bits() as u64,
+            ArgKind::F64 => float()?.to_bits(),
+            ArgKind::Buffer => {
+                return Err(Error::new(
+                    "InternalError",
+                    format!("{}: a buffer has no scalar slot", what()),
+                ))
+            }
+        })
+    }
+
     /// The value's size as the kernel takes it (a buffer: the back end's handle size).
     pub fn size(self, handle_size: usize) -> usize {
         match self {
@@ -577,5 +598,37 @@ mod tests {
             .unwrap_err()
             .message
             .contains("argument 2 has type int8"));
+    }
+
+    #[test]
+    fn scalar_slots_narrow_like_pack_args() {
+        use crate::value::Any;
+        let what = || "kernel `k` argument 1".to_string();
+        let slot = |k: ArgKind, v: Any| k.scalar_slot(&v.view(), &what);
+        assert_eq!(
+            slot(ArgKind::I64, Any::from(-2i64)).unwrap(),
+            (-2i64) as u64
+        );
+        // 32-bit kinds keep the low half, zero above (static_cast, then the slot's low bytes).
+        assert_eq!(slot(ArgKind::I32, Any::from(-2i64)).unwrap(), 0xFFFF_FFFE);
+        assert_eq!(slot(ArgKind::U32, Any::from(1i64 << 32 | 7)).unwrap(), 7);
+        assert_eq!(
+            slot(ArgKind::F32, Any::from(1.5f64)).unwrap(),
+            1.5f32.to_bits() as u64
+        );
+        assert_eq!(
+            slot(ArgKind::F64, Any::from(-0.25f64)).unwrap(),
+            (-0.25f64).to_bits()
+        );
+        assert_eq!(
+            &slot(ArgKind::I32, Any::from(-2i64)).unwrap().to_le_bytes()[..4],
+            &(-2i32).to_le_bytes()
+        );
+        let e = slot(ArgKind::I32, Any::from(1.5f64)).unwrap_err();
+        assert!(e.message.contains("kernel `k` argument 1"), "{e}");
+        assert_eq!(
+            slot(ArgKind::Buffer, Any::from(1i64)).unwrap_err().kind,
+            "InternalError"
+        );
     }
 }

@@ -471,26 +471,7 @@ impl Kernel {
                     n_buffers += 1;
                     addr
                 }
-                ArgKind::I64 | ArgKind::I32 | ArgKind::U32 => {
-                    let x = v.as_i64().ok_or_else(|| v.type_mismatch(&what(), "int"))?;
-                    match kind {
-                        // Narrowed as TVM's pack_args (static_cast); the low bytes of the slot
-                        // are what the kernel reads (little-endian hosts).
-                        ArgKind::I32 => x as i32 as u32 as u64,
-                        ArgKind::U32 => x as u32 as u64,
-                        _ => x as u64,
-                    }
-                }
-                ArgKind::F32 | ArgKind::F64 => {
-                    let x = v
-                        .as_f64()
-                        .ok_or_else(|| v.type_mismatch(&what(), "float"))?;
-                    if *kind == ArgKind::F32 {
-                        (x as f32).to_bits() as u64
-                    } else {
-                        x.to_bits()
-                    }
-                }
+                scalar => scalar.scalar_slot(v, &what)?,
             };
         }
         check_kernel_pointers(

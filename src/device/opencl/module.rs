@@ -292,25 +292,9 @@ impl Kernel {
                     bytes[..handle.len()].copy_from_slice(&handle);
                     handle.len()
                 }
-                ArgKind::I32 | ArgKind::U32 | ArgKind::I64 => {
-                    let x = v.as_i64().ok_or_else(|| v.type_mismatch(&what(), "int"))?;
-                    if *kind == ArgKind::I64 {
-                        bytes = x.to_ne_bytes();
-                    } else {
-                        bytes[..4].copy_from_slice(&(x as i32).to_ne_bytes());
-                    }
-                    kind.size(0)
-                }
-                ArgKind::F32 | ArgKind::F64 => {
-                    let x = v
-                        .as_f64()
-                        .ok_or_else(|| v.type_mismatch(&what(), "float"))?;
-                    if *kind == ArgKind::F64 {
-                        bytes = x.to_ne_bytes();
-                    } else {
-                        bytes[..4].copy_from_slice(&(x as f32).to_ne_bytes());
-                    }
-                    kind.size(0)
+                scalar => {
+                    bytes = scalar.scalar_slot(v, &what)?.to_le_bytes();
+                    scalar.size(0)
                 }
             };
             let value: *const c_void = bytes.as_ptr().cast();

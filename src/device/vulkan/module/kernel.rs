@@ -107,30 +107,12 @@ impl Kernel {
         let mut slots = out.chunks_exact_mut(SLOT);
         for (i, (kind, v)) in self.args.iter().zip(args).enumerate() {
             let what = || format!("Vulkan kernel `{}` argument {i}", self.name);
-            let mut slot = [0u8; SLOT];
-            match kind {
-                ArgKind::Buffer => continue,
-                ArgKind::I32 | ArgKind::U32 | ArgKind::I64 => {
-                    let x = v.as_i64().ok_or_else(|| v.type_mismatch(&what(), "int"))?;
-                    if *kind == ArgKind::I64 {
-                        slot = x.to_le_bytes();
-                    } else {
-                        slot[..4].copy_from_slice(&(x as i32).to_le_bytes());
-                    }
-                }
-                ArgKind::F32 | ArgKind::F64 => {
-                    let x = v
-                        .as_f64()
-                        .ok_or_else(|| v.type_mismatch(&what(), "float"))?;
-                    if *kind == ArgKind::F64 {
-                        slot = x.to_le_bytes();
-                    } else {
-                        slot[..4].copy_from_slice(&(x as f32).to_le_bytes());
-                    }
-                }
+            if *kind == ArgKind::Buffer {
+                continue;
             }
+            let slot = kind.scalar_slot(v, &what)?;
             if let Some(out) = slots.next() {
-                out.copy_from_slice(&slot);
+                out.copy_from_slice(&slot.to_le_bytes());
             }
         }
         Ok(())
