@@ -505,6 +505,18 @@ where
     })
 }
 
+/// A device module's function for its kernel `name` (`None` when it has none): `launch` with
+/// that kernel and the call's arguments, holding `module` as [`kernel_function`] does.
+pub fn kernel_by_name<K: Send + Sync + 'static>(
+    module: &crate::module::Module,
+    kernels: &std::collections::HashMap<String, std::sync::Arc<K>>,
+    name: &str,
+    launch: fn(&K, &[AnyView<'_>]) -> Result<()>,
+) -> Option<crate::function::Function> {
+    let kernel = kernels.get(name)?.clone();
+    Some(kernel_function(module, move |args| launch(&kernel, args)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,7 +30,7 @@ use super::error::{cl_error, code_name, ClInt, CL_BUILD_PROGRAM_FAILURE, CL_SUCC
 use super::loader::Handle;
 use super::platform::{platform, Platform};
 use crate::device::launch::{
-    kernel_function, ArgKind, FunctionInfo, InfoFormat, KernelSignature, LaunchConfig,
+    kernel_by_name, ArgKind, FunctionInfo, InfoFormat, KernelSignature, LaunchConfig,
 };
 use crate::device::payload::{payload_loaders, write_payload, DevicePayload};
 use crate::device::DeviceModuleInfo;
@@ -381,10 +381,7 @@ impl ModuleKind for OpenClModule {
     }
 
     fn get_function(&self, this: &Module, name: &str) -> Result<Option<Function>> {
-        Ok(self.kernels.get(name).map(|k| {
-            let k = k.clone();
-            kernel_function(this, move |args| k.launch(args))
-        }))
+        Ok(kernel_by_name(this, &self.kernels, name, Kernel::launch))
     }
 
     fn implements_function(&self, _this: &Module, name: &str) -> bool {

@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::device::launch::{kernel_function, InfoFormat, KernelSignature};
+use crate::device::launch::{kernel_by_name, InfoFormat, KernelSignature};
 use crate::device::launch::{read_function_table, ArgKind, FunctionInfo};
 use crate::device::payload::module_loaders;
 use crate::device::DeviceModuleInfo;
@@ -183,10 +183,7 @@ impl ModuleKind for VulkanModule {
     }
 
     fn get_function(&self, this: &Module, name: &str) -> Result<Option<Function>> {
-        Ok(self.kernels.get(name).map(|k| {
-            let k = k.clone();
-            kernel_function(this, move |args| k.launch(args))
-        }))
+        Ok(kernel_by_name(this, &self.kernels, name, Kernel::launch))
     }
 
     fn implements_function(&self, _this: &Module, name: &str) -> bool {
