@@ -7,6 +7,8 @@ Starts the server on 127.0.0.1 (a free port), checks, stops it by its process id
 - greedy completions and chats whose tokens equal TVM's runtime driving the same library
   (expected.json, recorded by tests/fixtures/mlc/reference.py);
 - streamed answers equal to non-streamed ones (text, tokens, usage);
+- a list of prompts (OpenAI's batch form): n choices each, numbered prompt by prompt, each equal
+  to its prompt's own answer, streamed and not;
 - 16 concurrent streams, each identical to its solo run;
 - 64 requests of random lengths, all answered;
 - a client that disconnects mid-stream: its pages are freed and the server still serves;
@@ -199,6 +201,37 @@ def _(s, client):
     assert usage.total_tokens == r.usage.total_tokens
 
 
+@check("a list of prompts: n choices each, numbered prompt by prompt, each its prompt's answer")
+def _(s, client):
+    cases = [c for c in expected() if c["kind"] == "completion"][:4]
+    kw = dict(model="model", max_tokens=12, temperature=0, logprobs=0,
+              extra_body={"return_tokens_as_token_ids": True})
+    for prompts in [[c["prompt"] for c in cases], [c["prompt_ids"] for c in cases]]:
+        solo = [client.completions.create(prompt=p, **kw) for p in prompts]
+        r = client.completions.create(prompt=prompts, n=2, **kw)
+        assert [c.index for c in r.choices] == list(range(2 * len(prompts))), r.choices
+        for c in r.choices:
+            want = solo[c.index // 2].choices[0]
+            assert completion_tokens(c) == completion_tokens(want) \
+                == cut(cases[c.index // 2]["greedy"], 12), (c.index, completion_tokens(c))
+            assert (c.text, c.finish_reason) == (want.text, want.finish_reason)
+        assert r.usage.prompt_tokens == sum(x.usage.prompt_tokens for x in solo)
+        assert r.usage.completion_tokens == 2 * sum(x.usage.completion_tokens for x in solo)
+        # Streamed: the same text per choice, one usage chunk for the whole request.
+        texts, usage = {}, None
+        for chunk in client.completions.create(prompt=prompts, n=2, stream=True,
+                                               stream_options={"include_usage": True}, **kw):
+            usage = chunk.usage or usage
+            for c in chunk.choices:
+                texts[c.index] = texts.get(c.index, "") + c.text
+        assert texts == {c.index: c.text for c in r.choices}
+        assert usage.total_tokens == r.usage.total_tokens
+    # A refused prompt names its place in the list; nothing of the request runs.
+    status, _, text = s.request("POST", "/v1/completions", {
+        "model": "model", "prompt": [[5, 6], list(range(4, 300)) * 2], "max_tokens": 2})
+    assert status == 400 and json.loads(text)["error"]["message"].startswith("prompt 1: "), text
+
+
 @check("16 concurrent streams, each identical to its solo run")
 def _(s, client):
     rng = random.Random(16)
@@ -312,6 +345,10 @@ def _(s, client):
         ({**ok, "prompt": {"text": "x"}}, 400, "prompt"),
         ({**ok, "prompt": [1, 999999]}, 400, "prompt"),
         ({**ok, "prompt": ""}, 400, "prompt"),
+        ({**ok, "prompt": []}, 400, "prompt"),
+        ({**ok, "prompt": ["a", [5, 6]]}, 400, "prompt"),
+        ({**ok, "prompt": [[5, 6], list(range(4, 300)) * 2]}, 400, "prompt"),
+        ({**ok, "prompt": [[5, 6], [1, 999999]]}, 400, "prompt"),
         ({**ok, "stream": "yes"}, 400, "stream"),
         ({**ok, "stop": 5}, 400, "stop"),
         ({**ok, "logit_bias": {"abc": 1}}, 400, "logit_bias"),
@@ -411,8 +448,22 @@ def check_queue_full(binary):
             list(pool.map(one, range(8)))
         assert 429 in statuses and 200 in statuses, statuses
         assert set(statuses) <= {200, 429}, statuses
-        got, _, _ = s.request("POST", "/v1/completions", {"prompt": "hi", "max_tokens": 2})
-        assert got == 200
+        # A list of prompts longer than the queue: 429, and the prompts already submitted are
+        # cancelled, not left running (the engine drops them when it next looks at its queue,
+        # so the queue is free again within moments).
+        wait_idle(s)
+        cancelled = metric(s, 'tvmrt_requests_total{status="cancelled"}')
+        got, _, text = s.request("POST", "/v1/completions",
+                                 {"prompt": ["a", "b", "c", "d"], "max_tokens": 200}, key=None)
+        assert got == 429, (got, text)
+        for _ in range(100):
+            got, _, text = s.request("POST", "/v1/completions", {"prompt": "hi", "max_tokens": 2})
+            if got != 429:
+                break
+            time.sleep(0.02)
+        assert got == 200, (got, text)
+        wait_idle(s)
+        assert metric(s, 'tvmrt_requests_total{status="cancelled"}') > cancelled
     finally:
         s.stop()
     print("ok: a full queue answers 429 with Retry-After, then serves again")

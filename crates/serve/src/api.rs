@@ -70,7 +70,8 @@ pub enum Prompt {
 /// A validated `/v1/completions` request.
 #[derive(Debug)]
 pub struct CompletionRequest {
-    pub prompt: Prompt,
+    /// One prompt, or several (OpenAI's batch form: `n` choices each).
+    pub prompts: Vec<Prompt>,
     pub common: Common,
 }
 
@@ -265,7 +266,8 @@ fn common(body: &Map<String, Value>, logprobs: Option<usize>) -> Res<Common> {
 pub fn completion_request(body: &Map<String, Value>) -> Res<CompletionRequest> {
     let bad_prompt = || {
         ApiError::bad(
-            "`prompt` must be a string or a list of token ids (one prompt per request)",
+            "`prompt` must be a string, a list of token ids, or a non-empty list of either \
+             (several prompts)",
             Some("prompt"),
         )
     };
@@ -278,15 +280,24 @@ pub fn completion_request(body: &Map<String, Value>) -> Res<CompletionRequest> {
             })
             .collect()
     };
-    let prompt = match body.get("prompt") {
-        Some(Value::String(s)) => Prompt::Text(s.clone()),
-        Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
-            Prompt::Text(a[0].as_str().unwrap_or_default().to_string())
+    let prompts = match body.get("prompt") {
+        Some(Value::String(s)) => vec![Prompt::Text(s.clone())],
+        Some(Value::Array(a)) if !a.is_empty() && a.iter().all(Value::is_number) => {
+            vec![Prompt::Ids(ids(a)?)]
         }
-        Some(Value::Array(a)) if a.len() == 1 && a[0].is_array() => {
-            Prompt::Ids(ids(a[0].as_array().map(Vec::as_slice).unwrap_or_default())?)
-        }
-        Some(Value::Array(a)) if a.iter().all(Value::is_number) => Prompt::Ids(ids(a)?),
+        Some(Value::Array(a)) if !a.is_empty() && a.iter().all(Value::is_string) => a
+            .iter()
+            .map(|s| Prompt::Text(s.as_str().unwrap_or_default().to_string()))
+            .collect(),
+        Some(Value::Array(a)) if !a.is_empty() && a.iter().all(Value::is_array) => a
+            .iter()
+            .map(|x| {
+                Ok(Prompt::Ids(ids(x
+                    .as_array()
+                    .map(Vec::as_slice)
+                    .unwrap_or_default())?))
+            })
+            .collect::<Res<_>>()?,
         None => return Err(ApiError::bad("`prompt` is required", Some("prompt"))),
         _ => return Err(bad_prompt()),
     };
@@ -319,7 +330,7 @@ pub fn completion_request(body: &Map<String, Value>) -> Res<CompletionRequest> {
             ));
         }
     }
-    Ok(CompletionRequest { prompt, common })
+    Ok(CompletionRequest { prompts, common })
 }
 
 /// Validates a `/v1/chat/completions` body.
@@ -487,7 +498,10 @@ mod tests {
             (json!({"prompt": "a", "temperature": "hot"}), "temperature"),
             (json!({"prompt": "a", "top_p": 0}), "top_p"),
             (json!({"prompt": 5}), "prompt"),
-            (json!({"prompt": ["a", "b"]}), "prompt"),
+            (json!({"prompt": ["a", 1]}), "prompt"),
+            (json!({"prompt": []}), "prompt"),
+            (json!({"prompt": [[1], "a"]}), "prompt"),
+            (json!({"prompt": [[1], [2.5]]}), "prompt"),
             (json!({"prompt": "a", "n": 0}), "n"),
             (json!({"prompt": "a", "stop": 3}), "stop"),
             (json!({"prompt": "a", "logit_bias": {"x": 1}}), "logit_bias"),
@@ -561,7 +575,7 @@ mod tests {
             "stream_options": {"include_usage": true}, "return_tokens_as_token_ids": true
         })))
         .unwrap();
-        assert!(matches!(r.prompt, Prompt::Ids(ref v) if v == &[1, 2, 3]));
+        assert!(matches!(&r.prompts[..], [Prompt::Ids(v)] if v == &[1, 2, 3]));
         let c = r.common;
         assert_eq!(c.params.max_tokens, Some(4));
         assert_eq!(c.params.stop, vec!["x", "y"]);
@@ -574,5 +588,20 @@ mod tests {
         .unwrap();
         assert_eq!(r.messages[0].content, "ab");
         assert_eq!(r.common.params.logprobs, Some(3));
+    }
+
+    #[test]
+    fn a_list_of_prompts_is_several_prompts() {
+        let prompts = |v: Value| {
+            completion_request(&body(json!({"prompt": v})))
+                .unwrap()
+                .prompts
+        };
+        assert!(matches!(&prompts(json!(["a", "b"]))[..],
+            [Prompt::Text(a), Prompt::Text(b)] if a == "a" && b == "b"));
+        assert!(matches!(&prompts(json!([[1, 2], [3]]))[..],
+            [Prompt::Ids(a), Prompt::Ids(b)] if a == &[1, 2] && b == &[3]));
+        // A list of numbers is one prompt of token ids.
+        assert!(matches!(&prompts(json!([1, 2]))[..], [Prompt::Ids(a)] if a == &[1, 2]));
     }
 }

@@ -18,11 +18,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Value};
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+use tokio::sync::mpsc::unbounded_channel;
 
 use crate::api::{self, ApiError, Common, CompletionLogprobs, Prompt};
+use crate::batch::Events;
 use crate::config::ChatConfig;
 use crate::engine::{Engine, Event, FinishReason, Refused, Request};
+use crate::sampler::SamplingParams;
 
 /// The server's shared state.
 pub struct App {
@@ -189,19 +191,26 @@ async fn chat_completions(
 }
 
 /// Validates and tokenizes a request: its prompt ids and parameters.
-fn prepare(app: &App, body: &[u8], kind: Kind) -> Result<(Vec<i32>, Common), ApiError> {
+/// Validates and tokenizes a request: its prompts (several only for a completion with a list
+/// of prompts) and its options, `max_tokens` as the client gave it (capped per prompt at
+/// submission, [`prompt_params`]).
+fn prepare(app: &App, body: &[u8], kind: Kind) -> Result<(Vec<Vec<i32>>, Common), ApiError> {
     let body = api::parse_body(body)?;
     api::check_model(&body, &app.model_id)?;
     let codec = &app.engine.codec;
     let bad_tok = |e: tvmrt::Error| ApiError::bad(e.message.to_string(), None);
-    let (ids, mut common) = match kind {
+    let (prompts, common) = match kind {
         Kind::Completion => {
             let r = api::completion_request(&body)?;
-            let ids = match r.prompt {
-                Prompt::Text(t) => codec.encode(&t).map_err(bad_tok)?,
-                Prompt::Ids(ids) => ids,
-            };
-            (ids, r.common)
+            let prompts = r
+                .prompts
+                .into_iter()
+                .map(|p| match p {
+                    Prompt::Text(t) => codec.encode(&t).map_err(bad_tok),
+                    Prompt::Ids(ids) => Ok(ids),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            (prompts, r.common)
         }
         Kind::Chat => {
             let r = api::chat_request(&body)?;
@@ -214,9 +223,47 @@ fn prepare(app: &App, body: &[u8], kind: Kind) -> Result<(Vec<i32>, Common), Api
             c.params
                 .stop
                 .extend(app.chat.conv_template.stop_str.iter().cloned());
-            (codec.encode(&text).map_err(bad_tok)?, c)
+            (vec![codec.encode(&text).map_err(bad_tok)?], c)
         }
     };
+    let info = &app.engine.info;
+    let several = prompts.len() > 1;
+    for (i, ids) in prompts.iter().enumerate() {
+        check_prompt(app, ids).map_err(|mut e| {
+            if several {
+                e.message = format!("prompt {i}: {}", e.message);
+            }
+            e
+        })?;
+    }
+    if let Some(b) = common
+        .params
+        .logit_bias
+        .iter()
+        .find(|b| b.0 < 0 || b.0 as usize >= info.vocab_size)
+    {
+        return Err(ApiError::bad(
+            format!(
+                "`logit_bias` names token {}, outside the vocabulary of {} tokens",
+                b.0, info.vocab_size
+            ),
+            Some("logit_bias"),
+        ));
+    }
+    if common.params.n > info.config.max_num_sequence {
+        return Err(ApiError::bad(
+            format!(
+                "`n` = {} is more than the server's max_num_sequence {}",
+                common.params.n, info.config.max_num_sequence
+            ),
+            Some("n"),
+        ));
+    }
+    Ok((prompts, common))
+}
+
+/// One prompt's checks: not empty, every token in the vocabulary, room left to generate.
+fn check_prompt(app: &App, ids: &[i32]) -> Result<(), ApiError> {
     let info = &app.engine.info;
     if ids.is_empty() {
         return Err(ApiError::bad("the prompt is empty", Some("prompt")));
@@ -233,20 +280,6 @@ fn prepare(app: &App, body: &[u8], kind: Kind) -> Result<(Vec<i32>, Common), Api
             Some("prompt"),
         ));
     }
-    if let Some(b) = common
-        .params
-        .logit_bias
-        .iter()
-        .find(|b| b.0 < 0 || b.0 as usize >= info.vocab_size)
-    {
-        return Err(ApiError::bad(
-            format!(
-                "`logit_bias` names token {}, outside the vocabulary of {} tokens",
-                b.0, info.vocab_size
-            ),
-            Some("logit_bias"),
-        ));
-    }
     if ids.len() >= info.context_window {
         return Err(ApiError::bad(
             format!(
@@ -258,19 +291,16 @@ fn prepare(app: &App, body: &[u8], kind: Kind) -> Result<(Vec<i32>, Common), Api
             Some("prompt"),
         ));
     }
-    // max_tokens defaults to, and is capped at, what the context window leaves.
-    let room = info.context_window - ids.len();
-    common.params.max_tokens = Some(common.params.max_tokens.unwrap_or(room).min(room));
-    if common.params.n > info.config.max_num_sequence {
-        return Err(ApiError::bad(
-            format!(
-                "`n` = {} is more than the server's max_num_sequence {}",
-                common.params.n, info.config.max_num_sequence
-            ),
-            Some("n"),
-        ));
-    }
-    Ok((ids, common))
+    Ok(())
+}
+
+/// A prompt's sampling parameters: `max_tokens` defaults to, and is capped at, what the
+/// context window leaves after the prompt.
+fn prompt_params(app: &App, common: &Common, prompt_len: usize) -> SamplingParams {
+    let room = app.engine.info.context_window - prompt_len;
+    let mut params = common.params.clone();
+    params.max_tokens = Some(params.max_tokens.unwrap_or(room).min(room));
+    params
 }
 
 async fn generate(
@@ -283,47 +313,59 @@ async fn generate(
     let prepared = authorize(&app, &headers)
         .and_then(|_| read_body(body))
         .and_then(|body| prepare(&app, &body, kind));
-    let (ids, common) = match prepared {
+    let (prompts, common) = match prepared {
         Ok(p) => p,
         Err(e) => {
             m.requests_error.fetch_add(1, Relaxed);
             return error_response(e);
         }
     };
-    let (tx, rx) = unbounded_channel();
-    let req = Request {
-        prompt: ids,
-        params: common.params.clone(),
-        events: tx,
-    };
-    if let Err(r) = app.engine.submit(req) {
-        let e = match r {
-            Refused::QueueFull => {
-                m.requests_rejected.fetch_add(1, Relaxed);
-                ApiError {
-                    status: 429,
-                    kind: "rate_limit_error",
-                    message: "The server's queue is full; retry later.".into(),
-                    param: None,
-                    code: None,
-                }
-            }
-            Refused::Invalid(msg) => ApiError::bad(msg, None),
-            Refused::Stopped => ApiError {
-                status: 503,
-                kind: "server_error",
-                message: "The engine has stopped.".into(),
+    // One engine request per prompt. A refusal drops the receivers of those already
+    // submitted, which cancels them.
+    let mut receivers = Vec::with_capacity(prompts.len());
+    for ids in prompts {
+        let (tx, rx) = unbounded_channel();
+        let req = Request {
+            params: prompt_params(&app, &common, ids.len()),
+            prompt: ids,
+            events: tx,
+        };
+        if let Err(r) = app.engine.submit(req) {
+            return error_response(refusal(r, m));
+        }
+        receivers.push(rx);
+    }
+    let choices = receivers.len() * common.params.n;
+    let events = Events::new(receivers, common.params.n);
+    let state = Responder::new(app.clone(), kind, common, choices);
+    if state.common.stream {
+        stream_response(state, events)
+    } else {
+        collect_response(state, events).await
+    }
+}
+
+/// The HTTP error of a request the engine refused.
+fn refusal(r: Refused, m: &crate::metrics::Metrics) -> ApiError {
+    match r {
+        Refused::QueueFull => {
+            m.requests_rejected.fetch_add(1, Relaxed);
+            ApiError {
+                status: 429,
+                kind: "rate_limit_error",
+                message: "The server's queue is full; retry later.".into(),
                 param: None,
                 code: None,
-            },
-        };
-        return error_response(e);
-    }
-    let state = Responder::new(app.clone(), kind, common);
-    if state.common.stream {
-        stream_response(state, rx)
-    } else {
-        collect_response(state, rx).await
+            }
+        }
+        Refused::Invalid(msg) => ApiError::bad(msg, None),
+        Refused::Stopped => ApiError {
+            status: 503,
+            kind: "server_error",
+            message: "The engine has stopped.".into(),
+            param: None,
+            code: None,
+        },
     }
 }
 
@@ -342,8 +384,8 @@ struct Responder {
 }
 
 impl Responder {
-    fn new(app: Arc<App>, kind: Kind, common: Common) -> Responder {
-        let n = common.params.n;
+    /// A response of `n` choices.
+    fn new(app: Arc<App>, kind: Kind, common: Common, n: usize) -> Responder {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let prefix = if kind == Kind::Chat {
             "chatcmpl"
@@ -482,8 +524,8 @@ fn engine_error(msg: &str) -> ApiError {
     }
 }
 
-async fn collect_response(mut r: Responder, mut rx: UnboundedReceiver<Event>) -> Response {
-    while let Some(e) = rx.recv().await {
+async fn collect_response(mut r: Responder, mut events: Events) -> Response {
+    while let Some(e) = events.recv().await {
         match &e {
             Event::Error(msg) => return error_response(engine_error(msg)),
             Event::Done { .. } => {
@@ -500,12 +542,12 @@ async fn collect_response(mut r: Responder, mut rx: UnboundedReceiver<Event>) ->
 
 struct StreamState {
     r: Responder,
-    rx: UnboundedReceiver<Event>,
+    events: Events,
     out: VecDeque<String>,
     ended: bool,
 }
 
-fn stream_response(r: Responder, rx: UnboundedReceiver<Event>) -> Response {
+fn stream_response(r: Responder, events: Events) -> Response {
     let mut out = VecDeque::new();
     if r.kind == Kind::Chat {
         let choices = (0..r.text.len())
@@ -518,7 +560,7 @@ fn stream_response(r: Responder, rx: UnboundedReceiver<Event>) -> Response {
     }
     let st = StreamState {
         r,
-        rx,
+        events,
         out,
         ended: false,
     };
@@ -530,7 +572,7 @@ fn stream_response(r: Responder, rx: UnboundedReceiver<Event>) -> Response {
             if st.ended {
                 return None;
             }
-            match st.rx.recv().await {
+            match st.events.recv().await {
                 Some(Event::Error(msg)) => {
                     st.out.push_back(engine_error(&msg).body().to_string());
                     st.out.push_back("[DONE]".into());

@@ -5,12 +5,14 @@
 //! - [`sampler`], [`text`], [`config`]: sampling, tokenizer and detokenization, the
 //!   conversation template of `mlc-chat-config.json`;
 //! - [`api`]: OpenAI request validation and response shapes; [`http`]: the axum server;
+//!   [`batch`]: one response over the requests of a list of prompts;
 //! - [`metrics`]: the Prometheus metrics.
 //!
 //! The engine is a library: another program can start an [`engine::Engine`] and submit
 //! requests without the HTTP front.
 
 pub mod api;
+pub mod batch;
 pub mod cli;
 pub mod config;
 pub mod engine;
