@@ -431,7 +431,7 @@ def _(s, client):
 
 
 def check_queue_full(binary):
-    s = Server(binary, "--max-num-sequence", "1", "--max-queue", "1")
+    s = Server(binary, "--max-num-sequence", "1", "--max-queue", "2")
     try:
         statuses = []
 
@@ -448,14 +448,37 @@ def check_queue_full(binary):
             list(pool.map(one, range(8)))
         assert 429 in statuses and 200 in statuses, statuses
         assert set(statuses) <= {200, 429}, statuses
-        # A list of prompts longer than the queue: 429, and the prompts already submitted are
-        # cancelled, not left running (the engine drops them when it next looks at its queue,
-        # so the queue is free again within moments).
+        # A list of prompts the queue cannot take whole now: 429, and the prompts already
+        # submitted are cancelled, not left waiting (the engine drops them when it next looks
+        # at its queue, so the queue is free again within moments). A running stream and a
+        # queued one leave room for one of the two prompts.
         wait_idle(s)
         cancelled = metric(s, 'tvmrt_requests_total{status="cancelled"}')
+        streams = []
+        for _ in range(2):
+            c = http.client.HTTPConnection(s.host, s.port, timeout=30)
+            c.request("POST", "/v1/completions", body=json.dumps(
+                {"prompt": "hello", "max_tokens": 400, "temperature": 0, "stream": True}),
+                headers={"Content-Type": "application/json"})
+            streams.append(c)
+            r = c.getresponse()  # its headers: submitted
+            assert r.status == 200
+            if len(streams) == 1:
+                r.read1(64)  # the first stream's first token: running, out of the queue
         got, _, text = s.request("POST", "/v1/completions",
-                                 {"prompt": ["a", "b", "c", "d"], "max_tokens": 200}, key=None)
+                                 {"prompt": ["a", "b"], "max_tokens": 200}, key=None)
         assert got == 429, (got, text)
+        for _ in range(100):  # the first prompt, queued, is cancelled
+            if metric(s, 'tvmrt_requests_total{status="cancelled"}') == cancelled + 1:
+                break
+            time.sleep(0.02)
+        assert metric(s, 'tvmrt_requests_total{status="cancelled"}') == cancelled + 1
+        got, _, text = s.request("POST", "/v1/completions",
+                                 {"prompt": ["a", "b", "c"], "max_tokens": 2}, key=None)
+        assert got == 400 and "--max-queue" in text, (got, text)
+        for c in streams:
+            c.sock.close()
+            c.close()
         for _ in range(100):
             got, _, text = s.request("POST", "/v1/completions", {"prompt": "hi", "max_tokens": 2})
             if got != 429:

@@ -227,6 +227,17 @@ fn prepare(app: &App, body: &[u8], kind: Kind) -> Result<(Vec<Vec<i32>>, Common)
         }
     };
     let info = &app.engine.info;
+    // A list the queue can never take whole would answer 429 to every retry.
+    if prompts.len() > 1 && prompts.len() > info.config.max_queue {
+        return Err(ApiError::bad(
+            format!(
+                "a list of {} prompts is more than the server's queue holds ({}, --max-queue)",
+                prompts.len(),
+                info.config.max_queue
+            ),
+            Some("prompt"),
+        ));
+    }
     let several = prompts.len() > 1;
     for (i, ids) in prompts.iter().enumerate() {
         check_prompt(app, ids).map_err(|mut e| {
