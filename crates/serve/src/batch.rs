@@ -36,9 +36,12 @@ impl Events {
     }
 
     /// The next event of any request, renumbered; `None` when a request's channel closed
-    /// before it was done (the engine stopped).
+    /// before it was done (the engine stopped), or after the last `Done`.
     pub async fn recv(&mut self) -> Option<Event> {
         loop {
+            if self.done.iter().all(|&d| d) {
+                return None;
+            }
             let (p, event) = poll_fn(|cx| {
                 for (p, rx) in self.receivers.iter_mut().enumerate() {
                     if self.done[p] {
@@ -51,43 +54,27 @@ impl Events {
                 Poll::Pending
             })
             .await;
-            let offset = p * self.per_prompt;
-            match event? {
-                Event::Delta {
-                    choice,
-                    token,
-                    text,
-                    logprob,
-                } => {
-                    return Some(Event::Delta {
-                        choice: offset + choice,
-                        token,
-                        text,
-                        logprob,
-                    })
-                }
-                Event::Finish { choice, reason } => {
-                    return Some(Event::Finish {
-                        choice: offset + choice,
-                        reason,
-                    })
+            let mut event = event?;
+            match &mut event {
+                Event::Delta { choice, .. } | Event::Finish { choice, .. } => {
+                    *choice += p * self.per_prompt;
                 }
                 Event::Done {
                     prompt_tokens,
                     completion_tokens,
                 } => {
                     self.done[p] = true;
-                    self.prompt_tokens += prompt_tokens;
-                    self.completion_tokens += completion_tokens;
-                    if self.done.iter().all(|&d| d) {
-                        return Some(Event::Done {
-                            prompt_tokens: self.prompt_tokens,
-                            completion_tokens: self.completion_tokens,
-                        });
+                    self.prompt_tokens += *prompt_tokens;
+                    self.completion_tokens += *completion_tokens;
+                    if !self.done.iter().all(|&d| d) {
+                        continue;
                     }
+                    *prompt_tokens = self.prompt_tokens;
+                    *completion_tokens = self.completion_tokens;
                 }
-                e @ Event::Error(_) => return Some(e),
+                Event::Error(_) => {}
             }
+            return Some(event);
         }
     }
 }
@@ -146,6 +133,7 @@ mod tests {
         }
         seen.sort();
         assert_eq!(seen, ["0:x", "1:finish", "3:y", "done 8 10"]);
+        assert!(events.recv().await.is_none(), "nothing after the last Done");
     }
 
     #[tokio::test]
