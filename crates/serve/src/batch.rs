@@ -35,6 +35,11 @@ impl Events {
         }
     }
 
+    /// The choices of the whole response: `n` for each prompt.
+    pub fn choices(&self) -> usize {
+        self.receivers.len() * self.per_prompt
+    }
+
     /// The next event of any request, renumbered; `None` when a request's channel closed
     /// before it was done (the engine stopped), or after the last `Done`.
     pub async fn recv(&mut self) -> Option<Event> {

@@ -190,7 +190,6 @@ async fn chat_completions(
     generate(app, headers, body, Kind::Chat).await
 }
 
-/// Validates and tokenizes a request: its prompt ids and parameters.
 /// Validates and tokenizes a request: its prompts (several only for a completion with a list
 /// of prompts) and its options, `max_tokens` as the client gave it (capped per prompt at
 /// submission, [`prompt_params`]).
@@ -346,9 +345,8 @@ async fn generate(
         }
         receivers.push(rx);
     }
-    let choices = receivers.len() * common.params.n;
     let events = Events::new(receivers, common.params.n);
-    let state = Responder::new(app.clone(), kind, common, choices);
+    let state = Responder::new(app.clone(), kind, common, events.choices());
     if state.common.stream {
         stream_response(state, events)
     } else {
