@@ -15,6 +15,9 @@ Starts the server on 127.0.0.1 (a free port), checks, stops it by its process id
 - bad input: 400 (prompt past the context window, unknown model, malformed JSON, wrong types,
   max_tokens 0 or negative), 401 (wrong or missing API key), 429 with Retry-After (full queue);
 - seeds, n, stop strings, logit_bias, /metrics;
+- echo: the prompt before the answer, its tokens' logprobs equal to TVM's (`batch_verify`,
+  expected_prompt_logprobs.json, recorded by tests/fixtures/mlc/prompt_logprobs.py), and
+  lm-evaluation-harness's loglikelihood requests (batched token ids, echo, max_tokens 1);
 - prefix sharing (a prompt continuing a finished answer forks its KV cache) and preemption
   (a server with 17 KV pages and 16 concurrent requests: every answer still TVM's).
 """
@@ -232,6 +235,94 @@ def _(s, client):
     assert status == 400 and json.loads(text)["error"]["message"].startswith("prompt 1: "), text
 
 
+def expected_prompt_logprobs():
+    with open(os.path.join(FIXTURE, "expected_prompt_logprobs.json"), encoding="utf-8") as f:
+        return json.load(f)["cases"]
+
+
+def top_ids(top):
+    """A `top_logprobs` entry as {token id: logprob}."""
+    return {int(k.split(":")[1]): v for k, v in top.items()}
+
+
+@check("echo: the prompt before the answer, its logprobs equal TVM's (every position)")
+def _(s, client):
+    ids_kw = dict(model="model", temperature=0, extra_body={"return_tokens_as_token_ids": True})
+    hits = metric(s, "tvmrt_prefix_hit_tokens_total")
+    for case in expected_prompt_logprobs():
+        ids, ref = case["prompt_ids"], case["prompt_logprobs"]
+        plain = client.completions.create(prompt=ids, max_tokens=3, logprobs=5, **ids_kw)
+        answer = cut([case["first_token"]] + completion_tokens(plain.choices[0])[1:], 3)
+        assert completion_tokens(plain.choices[0])[:1] == [case["first_token"]]
+        # Twice: the second finds the first's sequence in the prefix cache, and must not use it.
+        for _ in range(2):
+            r = client.completions.create(prompt=ids, max_tokens=3, logprobs=5, echo=True,
+                                          **ids_kw)
+            c, p = r.choices[0], plain.choices[0]
+            lp = c.logprobs
+            assert completion_tokens(c) == ids + completion_tokens(p), case["prompt"]
+            assert completion_tokens(p) == answer
+            assert c.text == case["prompt"] + p.text
+            assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
+            for j, want in enumerate(ref, start=1):
+                assert abs(lp.token_logprobs[j] - want["logprob"]) < 1e-4, (j, case["prompt"])
+                got = top_ids(lp.top_logprobs[j])
+                assert sorted(got) == sorted(t for t, _ in want["top"]), (j, got, want["top"])
+                assert all(abs(got[t] - v) < 1e-4 for t, v in want["top"]), (j, got)
+            # The answer's own logprobs are the non-echoed request's.
+            n = len(ids)
+            assert lp.token_logprobs[n:] == p.logprobs.token_logprobs
+            assert lp.top_logprobs[n:] == p.logprobs.top_logprobs
+            assert lp.text_offset[0] == 0 and lp.text_offset == sorted(lp.text_offset)
+            assert lp.text_offset[n] == len(case["prompt"])
+            assert r.usage == plain.usage
+    assert metric(s, "tvmrt_prefix_hit_tokens_total") == hits
+    # A text prompt is echoed as given; without logprobs there are none.
+    case = expected()[0]
+    r = client.completions.create(model="model", prompt=case["prompt"], max_tokens=4,
+                                  temperature=0, echo=True, n=2)
+    plain = client.completions.create(model="model", prompt=case["prompt"], max_tokens=4,
+                                      temperature=0)
+    assert [c.text for c in r.choices] == [case["prompt"] + plain.choices[0].text] * 2
+    assert r.choices[0].logprobs is None
+    # Streamed: the same text and tokens as the whole answer.
+    long = expected_prompt_logprobs()[-1]["prompt_ids"]
+    kw = dict(model="model", prompt=long, max_tokens=5, temperature=0, echo=True)
+    whole = client.completions.create(logprobs=2, extra_body={"return_tokens_as_token_ids": True},
+                                      **kw)
+    text, tokens, finish, usage = stream_completion(client, **kw)
+    assert text == whole.choices[0].text and tokens == completion_tokens(whole.choices[0])
+    assert finish == whole.choices[0].finish_reason
+    assert usage.total_tokens == whole.usage.total_tokens
+
+
+@check("lm-evaluation-harness's loglikelihood requests: batched token ids, echo, max_tokens 1")
+def _(s, client):
+    cases = expected_prompt_logprobs()[:4]
+    # lm-eval's local-completions payload for loglikelihood, context + continuation: once with
+    # the greedy continuation (TVM's first token, then the model's own next two), once with a
+    # continuation the model does not pick.
+    greedy = [c["prompt_ids"] + [c["first_token"]] for c in cases]
+    other = [c["prompt_ids"] + [(c["first_token"] + 1) % 320] for c in cases]
+    for prompts, is_greedy in [(greedy, True), (other, False)]:
+        status, _, text = s.request("POST", "/v1/completions", {
+            "model": "model", "prompt": prompts, "temperature": 0, "max_tokens": 1,
+            "logprobs": 1, "seed": 1234, "echo": True})
+        assert status == 200, text
+        choices = sorted(json.loads(text)["choices"], key=lambda c: c["index"])
+        assert len(choices) == len(cases)
+        for case, prompt, c in zip(cases, prompts, choices):
+            ctxlen = len(case["prompt_ids"])
+            lps = c["logprobs"]["token_logprobs"]
+            assert len(lps) == len(prompt) + 1 and lps[0] is None
+            # parse_logprobs: the continuation's logprobs, greedy if each is its top-1's.
+            cont, tops = lps[ctxlen:-1], c["logprobs"]["top_logprobs"][ctxlen:-1]
+            assert len(cont) == 1
+            assert all(t == max(top.values()) for t, top in zip(cont, tops)) == is_greedy
+            if case["prompt_logprobs"]:
+                assert abs(lps[ctxlen - 1] - case["prompt_logprobs"][-1]["logprob"]) < 1e-4
+
+
 @check("16 concurrent streams, each identical to its solo run")
 def _(s, client):
     rng = random.Random(16)
@@ -354,8 +445,8 @@ def _(s, client):
         ({**ok, "logit_bias": {"abc": 1}}, 400, "logit_bias"),
         ({**ok, "logit_bias": {"99999": 1}}, 400, "logit_bias"),
         ({**ok, "n": 0}, 400, "n"),
+        ({**ok, "echo": "yes"}, 400, "echo"),
         # Options that would change the answer and are not implemented: refused, not ignored.
-        ({**ok, "echo": True}, 400, "echo"),
         ({**ok, "suffix": "!"}, 400, "suffix"),
         ({**ok, "best_of": 3}, 400, "best_of"),
     ]
@@ -501,14 +592,27 @@ def check_preemption(binary):
         client = openai.OpenAI(base_url=s.url + "/v1", api_key="none", max_retries=0,
                                timeout=120)
         cases = expected()
+        ref = {tuple(c["prompt_ids"]): c["prompt_logprobs"] for c in expected_prompt_logprobs()}
 
         def one(k):
+            # Every other request echoes its prompt with logprobs: its prefill is recomputed
+            # too, and its prompt's logprobs are still TVM's (chunked by 64 here, not 128: the
+            # same within float rounding).
             case = cases[k % len(cases)]
-            n = 16 + k % 9
+            ids, n, echo = case["prompt_ids"], 16 + k % 9, k % 2 == 1
             r = client.completions.create(
-                model="model", prompt=case["prompt_ids"], max_tokens=n, temperature=0,
+                model="model", prompt=ids, max_tokens=n, temperature=0, echo=echo,
                 logprobs=0, extra_body={"return_tokens_as_token_ids": True})
-            return completion_tokens(r.choices[0]), cut(case["greedy"], n)
+            got = completion_tokens(r.choices[0])
+            if echo:
+                assert got[:len(ids)] == ids
+                lps = r.choices[0].logprobs.token_logprobs[1:len(ids)]
+                want = [e["logprob"] for e in ref.get(tuple(ids), [])]
+                assert None not in lps and len(lps) == len(ids) - 1
+                assert not want or all(abs(a - b) < 1e-4 for a, b in zip(lps, want, strict=True)), \
+                    (k, lps, want)
+                got = got[len(ids):]
+            return got, cut(case["greedy"], n)
 
         with ThreadPoolExecutor(16) as pool:
             for got, want in pool.map(one, range(16)):

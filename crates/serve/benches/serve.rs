@@ -60,7 +60,7 @@ fn prefilled(model: &Model, batch: usize) -> (ObjectRef, Vec<i64>, Vec<i32>) {
     let seqs: Vec<i64> = (0..batch as i64).collect();
     for (s, p) in seqs.iter().zip(prompts(batch)) {
         model.add_sequence(&cache, *s).unwrap();
-        model.prefill(&cache, &[*s], &[&p]).unwrap();
+        model.prefill(&cache, &[*s], &[&p], false).unwrap();
     }
     (cache, seqs, vec![7i32; batch])
 }

@@ -311,13 +311,11 @@ pub fn completion_request(body: &Map<String, Value>) -> Res<CompletionRequest> {
             ))
         }
     };
-    if boolean(body, "echo")? {
-        return Err(ApiError::bad("`echo` is not supported", Some("echo")));
-    }
     if matches!(body.get("suffix"), Some(Value::String(s)) if !s.is_empty()) {
         return Err(ApiError::bad("`suffix` is not supported", Some("suffix")));
     }
-    let common = common(body, logprobs)?;
+    let mut common = common(body, logprobs)?;
+    common.params.echo = boolean(body, "echo")?;
     // best_of = n (or absent) is what every request does; more candidates than answers is not.
     if let Some(b) = integer(body, "best_of")? {
         if b != common.params.n as i64 {
@@ -438,27 +436,29 @@ pub fn usage(prompt: usize, completion: usize) -> Value {
 }
 
 /// One choice's log-probabilities as the completions endpoint shows them (legacy shape),
-/// accumulated token by token.
+/// accumulated token by token. An echoed prompt's first token has none (`null`), as in
+/// OpenAI's and vLLM's answers.
 #[derive(Default, Debug)]
 pub struct CompletionLogprobs {
     pub tokens: Vec<String>,
-    pub token_logprobs: Vec<f32>,
-    pub top_logprobs: Vec<Map<String, Value>>,
+    pub token_logprobs: Vec<Option<f32>>,
+    pub top_logprobs: Vec<Option<Map<String, Value>>>,
     pub text_offset: Vec<usize>,
 }
 
 impl CompletionLogprobs {
+    /// A token and, unless it opens the prompt, its log-probability and the top alternatives.
     pub fn push(
         &mut self,
         name: String,
-        lp: &TokenLogprob,
+        lp: Option<&TokenLogprob>,
         offset: usize,
         top: Vec<(String, f32)>,
     ) {
         self.tokens.push(name);
-        self.token_logprobs.push(lp.logprob);
+        self.token_logprobs.push(lp.map(|lp| lp.logprob));
         self.top_logprobs
-            .push(top.into_iter().map(|(k, v)| (k, json!(v))).collect());
+            .push(lp.map(|_| top.into_iter().map(|(k, v)| (k, json!(v))).collect()));
         self.text_offset.push(offset);
     }
 
@@ -507,7 +507,7 @@ mod tests {
             (json!({"prompt": "a", "logit_bias": {"x": 1}}), "logit_bias"),
             (json!({"prompt": "a", "logprobs": 21}), "logprobs"),
             (json!({"prompt": "a", "stream": "yes"}), "stream"),
-            (json!({"prompt": "a", "echo": true}), "echo"),
+            (json!({"prompt": "a", "echo": "yes"}), "echo"),
             (json!({"prompt": "a", "suffix": "b"}), "suffix"),
             (json!({"prompt": "a", "best_of": 3}), "best_of"),
             (json!({"prompt": "a", "n": 2, "best_of": 3}), "best_of"),
@@ -572,7 +572,8 @@ mod tests {
         let r = completion_request(&body(json!({
             "prompt": [[1, 2, 3]], "max_tokens": 4, "temperature": 0, "stop": ["x", "y"],
             "logit_bias": {"7": -100}, "logprobs": 2, "stream": true,
-            "stream_options": {"include_usage": true}, "return_tokens_as_token_ids": true
+            "stream_options": {"include_usage": true}, "return_tokens_as_token_ids": true,
+            "echo": true
         })))
         .unwrap();
         assert!(matches!(&r.prompts[..], [Prompt::Ids(v)] if v == &[1, 2, 3]));
@@ -581,7 +582,7 @@ mod tests {
         assert_eq!(c.params.stop, vec!["x", "y"]);
         assert_eq!(c.params.logit_bias, vec![(7, -100.0)]);
         assert_eq!(c.params.logprobs, Some(2));
-        assert!(c.stream && c.include_usage && c.tokens_as_ids);
+        assert!(c.stream && c.include_usage && c.tokens_as_ids && c.params.echo);
         let r = chat_request(&body(json!({"messages": [{"role": "user", "content":
             [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
             "logprobs": true, "top_logprobs": 3})))

@@ -61,7 +61,9 @@ impl Events {
             .await;
             let mut event = event?;
             match &mut event {
-                Event::Delta { choice, .. } | Event::Finish { choice, .. } => {
+                Event::Delta { choice, .. }
+                | Event::Prompt { choice, .. }
+                | Event::Finish { choice, .. } => {
                     *choice += p * self.per_prompt;
                 }
                 Event::Done {
@@ -104,6 +106,11 @@ mod tests {
         let (a, ra) = unbounded_channel();
         let (b, rb) = unbounded_channel();
         let mut events = Events::new(vec![ra, rb], 2);
+        b.send(Event::Prompt {
+            choice: 0,
+            logprobs: Default::default(),
+        })
+        .unwrap();
         b.send(delta(1, "y")).unwrap();
         b.send(Event::Done {
             prompt_tokens: 3,
@@ -125,6 +132,7 @@ mod tests {
         while let Some(e) = events.recv().await {
             match e {
                 Event::Delta { choice, text, .. } => seen.push(format!("{choice}:{text}")),
+                Event::Prompt { choice, .. } => seen.push(format!("{choice}:prompt")),
                 Event::Finish { choice, .. } => seen.push(format!("{choice}:finish")),
                 Event::Done {
                     prompt_tokens,
@@ -137,7 +145,7 @@ mod tests {
             }
         }
         seen.sort();
-        assert_eq!(seen, ["0:x", "1:finish", "3:y", "done 8 10"]);
+        assert_eq!(seen, ["0:x", "1:finish", "2:prompt", "3:y", "done 8 10"]);
         assert!(events.recv().await.is_none(), "nothing after the last Done");
     }
 

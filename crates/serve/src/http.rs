@@ -24,7 +24,7 @@ use crate::api::{self, ApiError, Common, CompletionLogprobs, Prompt};
 use crate::batch::Events;
 use crate::config::ChatConfig;
 use crate::engine::{Engine, Event, FinishReason, Refused, Request};
-use crate::sampler::SamplingParams;
+use crate::sampler::{SamplingParams, TokenLogprob};
 
 /// The server's shared state.
 pub struct App {
@@ -190,25 +190,42 @@ async fn chat_completions(
     generate(app, headers, body, Kind::Chat).await
 }
 
+/// A request ready for the engine: see [`prepare`].
+struct Prepared {
+    prompts: Vec<Vec<i32>>,
+    common: Common,
+    /// For `echo`, each prompt's text; else empty.
+    echoed: Vec<String>,
+}
+
 /// Validates and tokenizes a request: its prompts (several only for a completion with a list
-/// of prompts) and its options, `max_tokens` as the client gave it (capped per prompt at
-/// submission, [`prompt_params`]).
-fn prepare(app: &App, body: &[u8], kind: Kind) -> Result<(Vec<Vec<i32>>, Common), ApiError> {
+/// of prompts), its options, `max_tokens` as the client gave it (capped per prompt at
+/// submission, [`prompt_params`]), and for `echo` each prompt's text (as given, or its
+/// token ids decoded).
+fn prepare(app: &App, body: &[u8], kind: Kind) -> Result<Prepared, ApiError> {
     let body = api::parse_body(body)?;
     api::check_model(&body, &app.model_id)?;
     let codec = &app.engine.codec;
     let bad_tok = |e: tvmrt::Error| ApiError::bad(e.message.to_string(), None);
+    let mut echoed = Vec::new();
     let (prompts, common) = match kind {
         Kind::Completion => {
             let r = api::completion_request(&body)?;
-            let prompts = r
-                .prompts
-                .into_iter()
-                .map(|p| match p {
-                    Prompt::Text(t) => codec.encode(&t).map_err(bad_tok),
-                    Prompt::Ids(ids) => Ok(ids),
-                })
-                .collect::<Result<Vec<_>, _>>()?;
+            let echo = r.common.params.echo;
+            let mut prompts = Vec::with_capacity(r.prompts.len());
+            for p in r.prompts {
+                let ids = match &p {
+                    Prompt::Text(t) => codec.encode(t).map_err(bad_tok)?,
+                    Prompt::Ids(ids) => ids.clone(),
+                };
+                if echo {
+                    echoed.push(match p {
+                        Prompt::Text(t) => t,
+                        Prompt::Ids(ids) => codec.decode(&ids),
+                    });
+                }
+                prompts.push(ids);
+            }
             (prompts, r.common)
         }
         Kind::Chat => {
@@ -260,6 +277,13 @@ fn prepare(app: &App, body: &[u8], kind: Kind) -> Result<(Vec<Vec<i32>>, Common)
             Some("logit_bias"),
         ));
     }
+    if common.params.echo && common.params.logprobs.is_some() && !info.prompt_logprobs {
+        return Err(ApiError::bad(
+            "`echo` with `logprobs` needs the prompt's log-probabilities, which this model \
+             library cannot give (it has no `batch_verify`)",
+            Some("echo"),
+        ));
+    }
     if common.params.n > info.config.max_num_sequence {
         return Err(ApiError::bad(
             format!(
@@ -269,7 +293,11 @@ fn prepare(app: &App, body: &[u8], kind: Kind) -> Result<(Vec<Vec<i32>>, Common)
             Some("n"),
         ));
     }
-    Ok((prompts, common))
+    Ok(Prepared {
+        prompts,
+        common,
+        echoed,
+    })
 }
 
 /// One prompt's checks: not empty, every token in the vocabulary, room left to generate.
@@ -323,7 +351,11 @@ async fn generate(
     let prepared = authorize(&app, &headers)
         .and_then(|_| read_body(body))
         .and_then(|body| prepare(&app, &body, kind));
-    let (prompts, common) = match prepared {
+    let Prepared {
+        prompts,
+        common,
+        echoed,
+    } = match prepared {
         Ok(p) => p,
         Err(e) => {
             m.requests_error.fetch_add(1, Relaxed);
@@ -333,6 +365,11 @@ async fn generate(
     // One engine request per prompt. A refusal drops the receivers of those already
     // submitted, which cancels them.
     let mut receivers = Vec::with_capacity(prompts.len());
+    let echo: Vec<(Vec<i32>, String)> = echoed
+        .into_iter()
+        .zip(&prompts)
+        .map(|(text, ids)| (ids.clone(), text))
+        .collect();
     for ids in prompts {
         let (tx, rx) = unbounded_channel();
         let req = Request {
@@ -346,7 +383,7 @@ async fn generate(
         receivers.push(rx);
     }
     let events = Events::new(receivers, common.params.n);
-    let state = Responder::new(app.clone(), kind, common, events.choices());
+    let state = Responder::new(app.clone(), kind, common, events.choices(), echo);
     if state.common.stream {
         stream_response(state, events)
     } else {
@@ -390,11 +427,19 @@ struct Responder {
     legacy_logprobs: Vec<CompletionLogprobs>,
     chat_logprobs: Vec<Vec<Value>>,
     usage: Option<(usize, usize)>,
+    /// For `echo`: each prompt's token ids and text.
+    echo: Vec<(Vec<i32>, String)>,
 }
 
 impl Responder {
-    /// A response of `n` choices.
-    fn new(app: Arc<App>, kind: Kind, common: Common, n: usize) -> Responder {
+    /// A response of `n` choices (`echo`: the prompts to echo, else empty).
+    fn new(
+        app: Arc<App>,
+        kind: Kind,
+        common: Common,
+        n: usize,
+        echo: Vec<(Vec<i32>, String)>,
+    ) -> Responder {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let prefix = if kind == Kind::Chat {
             "chatcmpl"
@@ -412,6 +457,7 @@ impl Responder {
             legacy_logprobs: (0..n).map(|_| CompletionLogprobs::default()).collect(),
             chat_logprobs: vec![Vec::new(); n],
             usage: None,
+            echo,
         }
     }
 
@@ -438,6 +484,33 @@ impl Responder {
         })
     }
 
+    fn top_names(&self, lp: &TokenLogprob) -> Vec<(String, f32)> {
+        lp.top.iter().map(|&(id, v)| (self.name(id), v)).collect()
+    }
+
+    /// The echoed prompt of choice `c`: its text, and its tokens' log-probabilities when the
+    /// request asked for them (`logprobs[j]` is token `j + 1`'s; the first token has none).
+    /// Returns the stream chunk.
+    fn on_prompt(&mut self, c: usize, logprobs: &[TokenLogprob]) -> Option<Value> {
+        let (ids, text) = self.echo.get(c / self.common.params.n.max(1))?;
+        self.text[c].push_str(text);
+        let mut lp_json = Value::Null;
+        if self.common.params.logprobs.is_some() {
+            let mut lps = CompletionLogprobs::default();
+            let mut offset = 0;
+            for (j, &id) in ids.iter().enumerate() {
+                let lp = j.checked_sub(1).and_then(|j| logprobs.get(j));
+                let top = lp.map(|lp| self.top_names(lp)).unwrap_or_default();
+                lps.push(self.name(id), lp, offset, top);
+                offset += self.app.engine.codec.token_text(id).len();
+            }
+            lp_json = lps.to_json();
+            self.legacy_logprobs[c] = lps;
+        }
+        let choice = json!({"index": c, "text": text, "logprobs": lp_json, "finish_reason": null});
+        Some(self.envelope(vec![choice], true))
+    }
+
     /// Takes an event; returns the stream chunk it makes, if any.
     fn on(&mut self, e: &Event) -> Option<Value> {
         match e {
@@ -452,14 +525,13 @@ impl Responder {
                 self.text[c].push_str(text);
                 let mut lp_json = Value::Null;
                 if let (Some(t), Some(lp)) = (token, logprob) {
-                    let top: Vec<(String, f32)> =
-                        lp.top.iter().map(|&(id, v)| (self.name(id), v)).collect();
+                    let top = self.top_names(lp);
                     let name = self.name(*t);
                     match self.kind {
                         Kind::Completion => {
                             let mut one = CompletionLogprobs::default();
-                            one.push(name.clone(), lp, offset, top.clone());
-                            self.legacy_logprobs[c].push(name, lp, offset, top);
+                            one.push(name.clone(), Some(lp), offset, top.clone());
+                            self.legacy_logprobs[c].push(name, Some(lp), offset, top);
                             lp_json = one.to_json();
                         }
                         Kind::Chat => {
@@ -477,6 +549,7 @@ impl Responder {
                 };
                 Some(self.envelope(vec![choice], true))
             }
+            Event::Prompt { choice, logprobs } => self.on_prompt(*choice, logprobs),
             Event::Finish { choice, reason } => {
                 self.finish[*choice] = Some(*reason);
                 let choice = match self.kind {

@@ -79,6 +79,9 @@ pub struct Model {
     params: ObjectRef,
     embed: Function,
     batch_prefill: Function,
+    /// `batch_verify`: a prefill that returns every position's logits (for prompt
+    /// log-probabilities); MLC-LLM compiles it for speculative decoding.
+    batch_verify: Option<Function>,
     batch_decode: Function,
     create_cache: Function,
     softmax: Function,
@@ -201,6 +204,7 @@ impl Model {
         Ok(Model {
             embed: func("embed")?,
             batch_prefill: func("batch_prefill")?,
+            batch_verify: vm.get_function("batch_verify", false)?,
             batch_decode: func("batch_decode")?,
             create_cache: func("create_tir_paged_kv_cache")?,
             softmax: func("softmax_with_temperature")?,
@@ -306,11 +310,38 @@ impl Model {
         Tensor::from_any_view(&logits.view(), "logits")
     }
 
-    /// One `batch_prefill`: `chunks[i]` new tokens of `seqs[i]`. Returns the logits of each
-    /// chunk's last token, one row per sequence (`[1, n, vocab]`).
-    pub fn prefill(&self, cache: &ObjectRef, seqs: &[i64], chunks: &[&[i32]]) -> Result<Tensor> {
+    /// Whether the library can give every prompt position's logits ([`Model::prefill`] with
+    /// `every_position`).
+    pub fn has_every_position_logits(&self) -> bool {
+        self.batch_verify.is_some()
+    }
+
+    /// One prefill forward: `chunks[i]` new tokens of `seqs[i]`. Returns the logits of each
+    /// chunk's last token, one row per sequence (`batch_prefill`: `[1, n, vocab]`), or with
+    /// `every_position` the logits of every token, the chunks' rows one after another
+    /// (`batch_verify`: `[1, tokens, vocab]`; the same rows, bit for bit, where both give one).
+    pub fn prefill(
+        &self,
+        cache: &ObjectRef,
+        seqs: &[i64],
+        chunks: &[&[i32]],
+        every_position: bool,
+    ) -> Result<Tensor> {
         let lengths: Vec<i64> = chunks.iter().map(|c| c.len() as i64).collect();
         let flat: Vec<i32> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+        let embedded = || self.embeddings(&flat, [1, flat.len() as i64, self.hidden_size]);
+        if every_position {
+            let verify = self.batch_verify.as_ref().ok_or_else(|| {
+                Error::value("the model library has no `batch_verify`, which prompt logprobs need")
+            })?;
+            return self.in_forward(cache, seqs, &lengths, || {
+                Self::logits_of(verify.call_values(&[
+                    Any::from(embedded()?),
+                    Any::from_object(cache.clone()),
+                    Any::from_object(self.params.clone()),
+                ])?)
+            });
+        }
         let mut pos = Vec::with_capacity(chunks.len());
         let mut total = 0i32;
         for c in chunks {
@@ -318,10 +349,9 @@ impl Model {
             pos.push(total - 1);
         }
         self.in_forward(cache, seqs, &lengths, || {
-            let emb = self.embeddings(&flat, [1, flat.len() as i64, self.hidden_size])?;
             let pos = tvmrt::llm::transfer::tensor_from_i32(&pos, self.device)?;
             Self::logits_of(self.batch_prefill.call_values(&[
-                Any::from(emb),
+                Any::from(embedded()?),
                 Any::from(pos),
                 Any::from_object(cache.clone()),
                 Any::from_object(self.params.clone()),

@@ -23,6 +23,9 @@ pub struct SamplingParams {
     pub logit_bias: Vec<(i32, f32)>,
     /// Return the chosen token's log-probability and this many of the most likely tokens'.
     pub logprobs: Option<usize>,
+    /// Return the prompt before the completion (`echo`), with its tokens' log-probabilities
+    /// where `logprobs` is set (the first token has none).
+    pub echo: bool,
 }
 
 impl Default for SamplingParams {
@@ -38,6 +41,7 @@ impl Default for SamplingParams {
             frequency_penalty: 0.0,
             logit_bias: Vec::new(),
             logprobs: None,
+            echo: false,
         }
     }
 }
@@ -119,8 +123,16 @@ pub fn logprobs(row: &[f32], chosen: i32, k: usize) -> TokenLogprob {
         .enumerate()
         .map(|(i, v)| (i as i32, v - lse))
         .collect();
-    top.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    top.truncate(k);
+    // The k largest (ties: the smaller id) without sorting the whole vocabulary: an echoed
+    // prompt asks this at every position.
+    let order = |a: &(i32, f32), b: &(i32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    if k < top.len() {
+        if k > 0 {
+            top.select_nth_unstable_by(k - 1, order);
+        }
+        top.truncate(k);
+    }
+    top.sort_unstable_by(order);
     TokenLogprob {
         logprob: row
             .get(chosen as usize)
@@ -158,6 +170,21 @@ mod tests {
             .sum();
         assert!((total - 1.0).abs() < 1e-5);
         assert!((lp.logprob - lp.top[1].1).abs() < 1e-7);
+    }
+
+    #[test]
+    fn top_logprobs_are_the_largest_in_order() {
+        let row: Vec<f32> = (0..50).map(|i| ((i * 37) % 23) as f32).collect();
+        let mut want: Vec<usize> = (0..50).collect();
+        want.sort_by(|&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
+        for k in [0, 1, 5, 49, 50, 80] {
+            let got: Vec<usize> = logprobs(&row, 0, k)
+                .top
+                .iter()
+                .map(|t| t.0 as usize)
+                .collect();
+            assert_eq!(got, want[..k.min(50)], "k = {k}");
+        }
     }
 
     #[test]

@@ -108,7 +108,7 @@ fn the_engine_serves_on_cuda() {
             loop {
                 match rx.blocking_recv().expect("the engine answers") {
                     Event::Delta { token: Some(_), .. } => tokens += 1,
-                    Event::Delta { .. } | Event::Finish { .. } => {}
+                    Event::Delta { .. } | Event::Prompt { .. } | Event::Finish { .. } => {}
                     Event::Done { .. } => break,
                     Event::Error(e) => panic!("{e}"),
                 }

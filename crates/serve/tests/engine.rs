@@ -81,7 +81,7 @@ fn collect(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Event>, n: usize) -> Ve
                 token: Some(t),
                 ..
             } => out[choice].push(t),
-            Event::Delta { .. } | Event::Finish { .. } => {}
+            Event::Delta { .. } | Event::Prompt { .. } | Event::Finish { .. } => {}
             Event::Done { .. } => return out,
             Event::Error(e) => panic!("{e}"),
         }
@@ -440,4 +440,90 @@ fn prompts_fork_shared_prefixes() {
     // Full pool: the oldest finished sequences leave; pages come back when the pool is
     // dropped for lack of pages (tested with preemption above).
     assert!(metric(&e.metrics.prefix_cache_sequences) <= 4);
+}
+
+/// TVM's prompt logprobs (expected_prompt_logprobs.json): per prompt, its ids and the logprob
+/// of each token after the first.
+fn expected_prompt_logprobs() -> Vec<(Vec<i32>, Vec<f64>)> {
+    let text = std::fs::read_to_string(fixture().join("expected_prompt_logprobs.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let ids = c["prompt_ids"].as_array().unwrap();
+            let lps = c["prompt_logprobs"].as_array().unwrap();
+            (
+                ids.iter().map(|t| t.as_i64().unwrap() as i32).collect(),
+                lps.iter().map(|e| e["logprob"].as_f64().unwrap()).collect(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn echoed_prompts_give_every_positions_logprobs_beside_plain_prefills() {
+    let e = engine(64);
+    let cases = expected();
+    let refs = expected_prompt_logprobs();
+    // Echoing requests (two choices each) and plain ones submitted together, so that prefills
+    // through `batch_verify` and `batch_prefill` share iterations.
+    let mut echoing = Vec::new();
+    let mut plain = Vec::new();
+    for (k, (prompt, lps)) in refs.iter().enumerate() {
+        let (tx, rx) = unbounded_channel();
+        let mut params = greedy(6, 2);
+        params.echo = true;
+        params.logprobs = Some(3);
+        e.submit(Request {
+            prompt: prompt.clone(),
+            params,
+            events: tx,
+        })
+        .unwrap();
+        echoing.push((prompt, lps, rx));
+        let (p, _) = &cases[k % cases.len()];
+        plain.push((k % cases.len(), submit(&e, p, 6)));
+    }
+    for (prompt, want, mut rx) in echoing {
+        let want_tokens = cut(&cases.iter().find(|c| &c.0 == prompt).unwrap().1, 6);
+        let mut prompt_seen = [false; 2];
+        let mut tokens = vec![Vec::new(); 2];
+        loop {
+            match rx.blocking_recv().expect("the engine answers") {
+                Event::Prompt { choice, logprobs } => {
+                    assert!(!prompt_seen[choice] && tokens[choice].is_empty());
+                    prompt_seen[choice] = true;
+                    assert_eq!(logprobs.len(), prompt.len() - 1);
+                    for (j, (got, want)) in logprobs.iter().zip(want).enumerate() {
+                        let d = (f64::from(got.logprob) - want).abs();
+                        assert!(
+                            d < 1e-4,
+                            "prompt token {}: {} vs {want}",
+                            j + 1,
+                            got.logprob
+                        );
+                        assert_eq!(got.top.len(), 3);
+                        assert!(got.top[0].1 >= got.logprob);
+                    }
+                }
+                Event::Delta {
+                    choice,
+                    token: Some(t),
+                    ..
+                } => {
+                    assert!(prompt_seen[choice], "the prompt comes before the answer");
+                    tokens[choice].push(t);
+                }
+                Event::Delta { .. } | Event::Finish { .. } => {}
+                Event::Done { .. } => break,
+                Event::Error(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(tokens, vec![want_tokens.clone(), want_tokens]);
+    }
+    for (k, mut rx) in plain {
+        assert_eq!(collect(&mut rx, 1)[0], cut(&cases[k].1, 6));
+    }
 }

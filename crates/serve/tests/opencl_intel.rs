@@ -2,7 +2,8 @@
 //! OpenCL (tests/fixtures/mlc/model/lib_opencl.so), on Intel's CPU OpenCL runtime from PyPI
 //! (`.ci/venv.sh intel_opencl`), driven through Debian's ICD loader by `OCL_ICD_VENDORS`.
 //! Greedy tokens must equal those TVM's runtime gives with the CPU build
-//! (tests/fixtures/mlc/expected.json).
+//! (tests/fixtures/mlc/expected.json), and an echoed prompt's logprobs (every position's logits,
+//! `batch_verify`) TVM's within float rounding (expected_prompt_logprobs.json).
 //!
 //! Each prompt is served alone and fits one prefill chunk: a prefill over tokens already in the
 //! cache (a second chunk, or a shared prefix) merges two attention states with TVM's
@@ -88,7 +89,21 @@ fn greedy_tokens_on_intel_opencl_are_tvms() {
         },
     )
     .unwrap();
+    // TVM's prompt logprobs (CPU build), by prompt: completion prompts are echoed with them.
+    let text = std::fs::read_to_string(dir.join("../expected_prompt_logprobs.json")).unwrap();
+    let refs: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let prompt_ref = |prompt: &[i32]| {
+        refs["cases"].as_array().unwrap().iter().find_map(|c| {
+            (ids(&c["prompt_ids"]) == prompt).then(|| {
+                let lps = c["prompt_logprobs"].as_array().unwrap();
+                lps.iter()
+                    .map(|e| e["logprob"].as_f64().unwrap())
+                    .collect::<Vec<_>>()
+            })
+        })
+    };
     let mut served = 0;
+    let mut echoed = 0;
     for (i, case) in v["cases"].as_array().unwrap().iter().enumerate() {
         let prompt = ids(&case["prompt_ids"]);
         if prompt.len() > 128 {
@@ -98,6 +113,7 @@ fn greedy_tokens_on_intel_opencl_are_tvms() {
             .into_iter()
             .take_while(|&t| t != 2)
             .collect();
+        let want_prompt = prompt_ref(&prompt);
         let (tx, mut rx) = unbounded_channel();
         engine
             .submit(Request {
@@ -105,6 +121,9 @@ fn greedy_tokens_on_intel_opencl_are_tvms() {
                 params: SamplingParams {
                     temperature: 0.0,
                     max_tokens: Some(want.len()),
+                    // Every position's logits through `batch_verify` on the device.
+                    echo: want_prompt.is_some(),
+                    logprobs: want_prompt.as_ref().map(|_| 0),
                     ..Default::default()
                 },
                 events: tx,
@@ -113,6 +132,15 @@ fn greedy_tokens_on_intel_opencl_are_tvms() {
         let mut got = Vec::new();
         loop {
             match rx.blocking_recv().expect("the engine answers") {
+                Event::Prompt { logprobs, .. } => {
+                    let want = want_prompt.as_ref().expect("echo asked");
+                    assert_eq!(logprobs.len(), want.len(), "case {i}");
+                    for (j, (g, w)) in logprobs.iter().zip(want).enumerate() {
+                        let d = (f64::from(g.logprob) - w).abs();
+                        assert!(d < 1e-3, "case {i}, prompt token {}: {g:?} vs {w}", j + 1);
+                    }
+                    echoed += 1;
+                }
                 Event::Delta { token: Some(t), .. } => got.push(t),
                 Event::Done { .. } => break,
                 Event::Error(e) => panic!("case {i}: {e}"),
@@ -126,6 +154,7 @@ fn greedy_tokens_on_intel_opencl_are_tvms() {
         served += 1;
     }
     assert_eq!(served, 7, "every prompt of one chunk was served");
+    assert_eq!(echoed, 5, "every completion prompt of one chunk was echoed");
 }
 
 fn tensor_f32(v: &[f32], shape: &[i64], dev: tvmrt::abi::DLDevice) -> Tensor {

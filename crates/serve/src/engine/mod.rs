@@ -64,6 +64,9 @@ pub struct EngineConfig {
 pub struct ModelInfo {
     pub context_window: usize,
     pub vocab_size: usize,
+    /// Whether the library gives every prompt position's logits (`batch_verify`), which
+    /// `echo` with `logprobs` needs.
+    pub prompt_logprobs: bool,
     pub config: EngineConfig,
 }
 
@@ -93,6 +96,13 @@ pub enum Event {
         token: Option<i32>,
         text: String,
         logprob: Option<TokenLogprob>,
+    },
+    /// The prompt of an `echo` request, once it is in the KV cache: sent for each choice
+    /// before its first token, with the log-probability of each prompt token after the first
+    /// when `logprobs` is set (else empty).
+    Prompt {
+        choice: usize,
+        logprobs: Arc<Vec<TokenLogprob>>,
     },
     /// A choice ended.
     Finish { choice: usize, reason: FinishReason },
@@ -180,6 +190,7 @@ impl Engine {
                         info: ModelInfo {
                             context_window: model.metadata.context_window_size as usize,
                             vocab_size: model.vocab_size as usize,
+                            prompt_logprobs: model.has_every_position_logits(),
                             config,
                         },
                         model,

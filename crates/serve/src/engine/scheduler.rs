@@ -132,8 +132,12 @@ impl Worker {
         }
     }
 
-    /// The longest prefix of `a`'s prompt some sequence in the cache holds.
+    /// The longest prefix of `a`'s prompt some sequence in the cache holds (none for a prompt
+    /// whose every position's logits are wanted).
     fn prefix_hit(&self, a: &Active) -> Option<Hit> {
+        if a.wants_prompt_logprobs() {
+            return None;
+        }
         let live: Vec<(i64, Vec<i32>)> = self.active.iter().flat_map(Active::kv_tokens).collect();
         let cands = self
             .pool

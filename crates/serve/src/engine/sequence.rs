@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use super::{Event, Job, PAGE_SIZE};
-use crate::sampler::{Rng, SamplingParams};
+use crate::sampler::{self, Rng, SamplingParams, TokenLogprob};
 use crate::text::Detokenized;
 
 /// Pages a sequence of `len` tokens occupies.
@@ -59,6 +59,12 @@ pub struct Active {
     pub choices: Vec<Choice>,
     /// Whether it has been counted out of the engine's queue bound.
     pub dequeued: bool,
+    /// For `echo` with `logprobs`: the log-probabilities of prompt tokens 1, 2, ... gathered
+    /// so far, from every position's logits (`batch_verify`).
+    pub prompt_logprobs: Vec<TokenLogprob>,
+    /// Whether its [`Event::Prompt`]s were sent (the prompt is not echoed again after a
+    /// preemption).
+    pub echoed: bool,
 }
 
 impl Active {
@@ -86,6 +92,8 @@ impl Active {
             forked: false,
             choices,
             dequeued: false,
+            prompt_logprobs: Vec::new(),
+            echoed: false,
         }
     }
 
@@ -95,6 +103,26 @@ impl Active {
 
     pub fn params(&self) -> &SamplingParams {
         &self.job.req.params
+    }
+
+    /// Whether its prompt's prefill must give the logits of every position: `echo` with
+    /// `logprobs`, until the prompt has been echoed. Such a prompt shares no prefix (the
+    /// shared tokens' logits would be missing).
+    pub fn wants_prompt_logprobs(&self) -> bool {
+        let p = self.params();
+        p.echo && p.logprobs.is_some() && !self.echoed
+    }
+
+    /// Takes the logits of prompt position `at` (`row`): the log-probability of the prompt
+    /// token after it, unless it is the last position or was gathered before (a preempted
+    /// prompt is prefilled again).
+    pub fn gather_prompt_logprob(&mut self, at: usize, row: &[f32]) {
+        let prompt = &self.job.req.prompt;
+        if at == self.prompt_logprobs.len() && at + 1 < prompt.len() {
+            let k = self.job.req.params.logprobs.unwrap_or(0);
+            self.prompt_logprobs
+                .push(sampler::logprobs(row, prompt[at + 1], k));
+        }
     }
 
     pub fn prefilling(&self) -> bool {
@@ -188,5 +216,49 @@ mod tests {
         assert_eq!(pages_to_grow(0, 1), 1);
         assert_eq!(common_prefix(&[1, 2, 3], &[1, 2, 4]), 2);
         assert_eq!(common_prefix(&[1, 2], &[1, 2, 4]), 2);
+    }
+
+    #[test]
+    fn prompt_logprobs_are_gathered_once_per_position() {
+        let (events, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let params = SamplingParams {
+            echo: true,
+            logprobs: Some(1),
+            ..Default::default()
+        };
+        let req = super::super::Request {
+            prompt: vec![0, 2, 1],
+            params,
+            events,
+        };
+        let mut a = Active::new(
+            Job {
+                req,
+                arrived: Instant::now(),
+            },
+            0,
+        );
+        assert!(a.wants_prompt_logprobs());
+        let row = [0.0f32, 1.0, 2.0];
+        a.gather_prompt_logprob(0, &row); // token 2 after position 0
+        a.gather_prompt_logprob(0, &row); // position 0 again (a recomputed prefill): ignored
+        a.gather_prompt_logprob(2, &row); // out of order: ignored
+        a.gather_prompt_logprob(1, &row); // token 1 after position 1
+        a.gather_prompt_logprob(2, &row); // the last position has no next prompt token
+        let lse = (1.0f32 + 1f32.exp() + 2f32.exp()).ln();
+        let got: Vec<f32> = a.prompt_logprobs.iter().map(|l| l.logprob).collect();
+        assert_eq!(got.len(), 2);
+        assert!((got[0] - (2.0 - lse)).abs() < 1e-6, "{got:?}");
+        assert!((got[1] - (1.0 - lse)).abs() < 1e-6, "{got:?}");
+        assert_eq!(a.prompt_logprobs[1].top.len(), 1);
+        assert_eq!(a.prompt_logprobs[1].top[0].0, 2);
+        a.echoed = true;
+        assert!(!a.wants_prompt_logprobs());
+        a.job.req.params.logprobs = None;
+        a.echoed = false;
+        assert!(
+            !a.wants_prompt_logprobs(),
+            "echo alone needs no prompt logits"
+        );
     }
 }

@@ -1,9 +1,11 @@
 //! One iteration's forwards and what follows them: a `batch_prefill` of prompt chunks (and of
-//! the tokens a preempted request recomputes), a `batch_decode` of one token for every running
-//! choice, sampling through the model's logit processors, and each new token's stop checks,
-//! text and events.
+//! the tokens a preempted request recomputes; a prompt echoed with logprobs goes through
+//! `batch_verify`, which gives every position's logits), a `batch_decode` of one token for
+//! every running choice, sampling through the model's logit processors, and each new token's
+//! stop checks, text and events.
 
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::Instant;
 
 use tvmrt::Result;
@@ -107,11 +109,13 @@ impl Worker {
             })
             .collect();
         let which: Vec<usize> = plan.iter().map(|c| c.active).collect();
-        let logits = match self
-            .model
-            .prefill(&self.cache, &seqs, &chunks)
-            .and_then(|l| read_f32(&l))
-        {
+        // A prompt whose every position's logits are wanted (echo with logprobs) goes through
+        // its own forward; the others give their last token's.
+        let every: Vec<bool> = plan
+            .iter()
+            .map(|c| c.choice.is_none() && self.active[c.active].wants_prompt_logprobs())
+            .collect();
+        let logits = match self.chunk_logits(&seqs, &chunks, &every) {
             Ok(l) => l,
             Err(e) => return self.fail(&which, &e),
         };
@@ -119,7 +123,7 @@ impl Worker {
         let mut rows = Vec::new();
         let mut failed = Vec::new();
         for (k, chunk) in plan.iter().enumerate() {
-            let row = || logits[k * vocab..(k + 1) * vocab].to_vec();
+            let row = || logits[k][logits[k].len() - vocab..].to_vec();
             let i = chunk.active;
             self.metrics
                 .prompt_tokens
@@ -134,6 +138,11 @@ impl Worker {
                 }
                 None => {
                     let a = &mut self.active[i];
+                    if every[k] {
+                        for (r, at) in (a.prefilled..a.prefilled + chunk.take).enumerate() {
+                            a.gather_prompt_logprob(at, &logits[k][r * vocab..(r + 1) * vocab]);
+                        }
+                    }
                     a.prefilled += chunk.take;
                     if a.prefilled < a.prompt().len() {
                         continue;
@@ -153,6 +162,35 @@ impl Worker {
             return self.fail(&which, &e);
         }
         self.sample(rows);
+    }
+
+    /// The logits of each chunk (`chunks[k]` of sequence `seqs[k]`): every position's rows
+    /// where `every[k]`, else its last token's row. At most two forwards: one
+    /// `batch_prefill`, one `batch_verify`.
+    fn chunk_logits(
+        &self,
+        seqs: &[i64],
+        chunks: &[&[i32]],
+        every: &[bool],
+    ) -> Result<Vec<Vec<f32>>> {
+        let vocab = self.info.vocab_size;
+        let mut out = vec![Vec::new(); chunks.len()];
+        for all in [false, true] {
+            let part: Vec<usize> = (0..chunks.len()).filter(|&k| every[k] == all).collect();
+            if part.is_empty() {
+                continue;
+            }
+            let s: Vec<i64> = part.iter().map(|&k| seqs[k]).collect();
+            let c: Vec<&[i32]> = part.iter().map(|&k| chunks[k]).collect();
+            let flat = read_f32(&self.model.prefill(&self.cache, &s, &c, all)?)?;
+            let mut at = 0;
+            for &k in &part {
+                let rows = if all { chunks[k].len() } else { 1 };
+                out[k] = flat[at * vocab..(at + rows) * vocab].to_vec();
+                at += rows;
+            }
+        }
+        Ok(out)
     }
 
     /// The prompt of active `i` is in: its live choices get their sequences (choice 0 the
@@ -183,6 +221,16 @@ impl Worker {
         let a = &mut self.active[i];
         a.forked = true;
         a.parent = None;
+        if a.params().echo && !a.echoed {
+            a.echoed = true;
+            let logprobs = Arc::new(std::mem::take(&mut a.prompt_logprobs));
+            for choice in 0..a.choices.len() {
+                a.send(Event::Prompt {
+                    choice,
+                    logprobs: logprobs.clone(),
+                });
+            }
+        }
         if a.choices[0].done {
             self.model.remove_sequence(&self.cache, parent)?;
         }
