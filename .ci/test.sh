@@ -163,9 +163,11 @@ run "tvm4j suite on tvmrt" conformance/tvm4j/run.sh
 run "onnx conformance subset" conformance/onnx/run.sh --subset 150
 # `tvmrt serve` on the MLC-LLM fixture with OpenAI's pinned Python client and plain HTTP
 # (tests/serve/run.sh): TVM's greedy tokens, streaming, 16 concurrent streams, 64 requests,
-# disconnects, bad input, a full queue. About 20 s with the debug tool already built, plus
-# about 10 s the first time to build its venv.
-run "tvmrt serve: OpenAI client on the MLC-LLM fixture" tests/serve/run.sh
+# disconnects, bad input, a full queue, echo's prompt logprobs; then lm-evaluation-harness's
+# local-completions client on three local tasks, its loglikelihoods and texts TVM's. About
+# 30 s with the debug tool already built, plus about 55 s the first time to build the two
+# venvs (lm-eval's: 760 MB, no torch).
+run "tvmrt serve: OpenAI client and lm-evaluation-harness on the MLC-LLM fixture" tests/serve/run.sh
 
 # `tvmrt serve`'s engine on OpenCL with a second implementation, Intel's CPU runtime from PyPI
 # (pinned venv; Debian's ICD loader opens it through OCL_ICD_VENDORS, which the test sets):

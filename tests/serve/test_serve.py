@@ -15,6 +15,8 @@ Starts the server on 127.0.0.1 (a free port), checks, stops it by its process id
 - bad input: 400 (prompt past the context window, unknown model, malformed JSON, wrong types,
   max_tokens 0 or negative), 401 (wrong or missing API key), 429 with Retry-After (full queue);
 - seeds, n, stop strings, logit_bias, /metrics;
+- vLLM's tokenizer endpoints (/tokenize of a prompt or of chat messages, /detokenize,
+  /tokenizer_info) giving the fixture's own token ids;
 - echo: the prompt before the answer, its tokens' logprobs equal to TVM's (`batch_verify`,
   expected_prompt_logprobs.json, recorded by tests/fixtures/mlc/prompt_logprobs.py), and
   lm-evaluation-harness's loglikelihood requests (batched token ids, echo, max_tokens 1);
@@ -29,17 +31,15 @@ import random
 import re
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import openai
 
+from server import KEY, LIB, MODEL, Server
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "..", "fixtures", "mlc")
-MODEL = os.path.join(FIXTURE, "model")
-LIB = os.path.join(MODEL, "lib.so")
-KEY = "test-key"
 STOP_TOKEN = 2  # chatml's <|im_end|>
 CONTEXT = 512
 CHECKS = []
@@ -52,53 +52,19 @@ def check(name):
     return wrap
 
 
-class Server:
-    def __init__(self, binary, *extra):
-        self.proc = subprocess.Popen(
-            [binary, "serve", MODEL, "--model-lib", LIB, "--host", "127.0.0.1", "--port", "0",
-             *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        m = re.match(r"listening on http://([\d.]+):(\d+)", line)
-        if not m:
-            self.proc.kill()
-            raise SystemExit(f"the server did not start: {line!r} {self.proc.stderr.read()}")
-        self.host, self.port = m.group(1), int(m.group(2))
-        self.url = f"http://{self.host}:{self.port}"
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        assert self.proc.returncode == 0, f"the server exited with {self.proc.returncode}"
-
-    def request(self, method, path, body=None, key=KEY, raw=None, headers=None):
-        c = http.client.HTTPConnection(self.host, self.port, timeout=60)
-        h = {"Content-Type": "application/json", **(headers or {})}
-        if key is not None:
-            h["Authorization"] = f"Bearer {key}"
-        data = raw if raw is not None else (None if body is None else json.dumps(body))
-        c.request(method, path, body=data, headers=h)
-        r = c.getresponse()
-        text = r.read().decode()
-        c.close()
-        return r.status, dict(r.getheaders()), text
-
-
 def expected():
     with open(os.path.join(FIXTURE, "expected.json"), encoding="utf-8") as f:
         return json.load(f)["cases"]
 
 
 def cut(tokens, n):
+    """TVM's first n greedy tokens up to and including the first stop token, which ends a
+    choice as its last token (in `logprobs`, as vLLM returns an EOS; not in the text)."""
     out = []
     for t in tokens[:n]:
+        out.append(t)
         if t == STOP_TOKEN:
             break
-        out.append(t)
     return out
 
 
@@ -142,9 +108,9 @@ def _(s, client):
                 extra_body={"return_tokens_as_token_ids": True})
             c = r.choices[0]
             assert completion_tokens(c) == want, (case["prompt"], completion_tokens(c), want)
-            assert c.finish_reason == ("stop" if len(want) < 20 else "length")
+            assert c.finish_reason == ("stop" if want[-1] == STOP_TOKEN else "length")
             assert r.usage.prompt_tokens == len(case["prompt_ids"])
-            assert r.usage.completion_tokens == len(want) + (len(want) < 20)
+            assert r.usage.completion_tokens == len(want)
 
 
 @check("greedy chats equal TVM's tokens through MLC's conversation template")
@@ -159,6 +125,9 @@ def _(s, client):
         c = r.choices[0]
         assert chat_tokens(c) == want, (chat_tokens(c), want)
         assert r.usage.prompt_tokens == len(case["prompt_ids"])
+        assert r.usage.completion_tokens == len(want)
+        assert c.finish_reason == ("stop" if want[-1] == STOP_TOKEN else "length")
+        assert "<|im_end|>" not in c.message.content
         assert c.message.role == "assistant"
         assert all(len(t.top_logprobs) == 2 for t in c.logprobs.content)
 
@@ -233,6 +202,47 @@ def _(s, client):
     status, _, text = s.request("POST", "/v1/completions", {
         "model": "model", "prompt": [[5, 6], list(range(4, 300)) * 2], "max_tokens": 2})
     assert status == 400 and json.loads(text)["error"]["message"].startswith("prompt 1: "), text
+
+
+@check("vLLM's /tokenize, /detokenize, /tokenizer_info: the server's own tokenization")
+def _(s, client):
+    def call(method, path, body=None, **kw):
+        status, _, text = s.request(method, path, body, **kw)
+        return status, json.loads(text)
+
+    for case in expected():
+        if case["kind"] == "completion":
+            status, r = call("POST", "/tokenize", {"model": "model", "prompt": case["prompt"],
+                                                   "add_special_tokens": False})
+            assert status == 200 and r["tokens"] == case["prompt_ids"], (case["prompt"], r)
+            assert r["count"] == len(case["prompt_ids"]) and r["max_model_len"] == CONTEXT
+            assert r["token_strs"] is None
+            status, r = call("POST", "/detokenize", {"tokens": case["prompt_ids"]})
+            assert status == 200 and r == {"prompt": case["prompt"]}, r
+        else:
+            status, r = call("POST", "/tokenize", {"messages": case["messages"],
+                                                   "return_token_strs": True})
+            assert status == 200 and r["tokens"] == case["prompt_ids"], r
+            assert "".join(r["token_strs"]) == case["prompt"]
+    # Special tokens are text in /detokenize, as vLLM decodes.
+    assert call("POST", "/detokenize", {"tokens": [STOP_TOKEN]})[1] == {"prompt": "<|im_end|>"}
+    status, info = call("GET", "/tokenizer_info")
+    assert status == 200 and info["eos_token"] == "<|im_end|>" and info["bos_token"] == "<s>", info
+    assert "pad_token" in info and info["model_max_length"] == CONTEXT
+    for path, body, param in [("/tokenize", {}, "prompt"), ("/tokenize", {"prompt": 5}, "prompt"),
+                              ("/tokenize", {"prompt": "a", "messages": []}, "prompt"),
+                              ("/tokenize", {"messages": "hi"}, "messages"),
+                              ("/tokenize", {"prompt": "a", "add_special_tokens": "no"},
+                               "add_special_tokens"),
+                              ("/tokenize", {"prompt": "a", "model": "other"}, "model"),
+                              ("/detokenize", {"tokens": [1, 99999]}, "tokens"),
+                              ("/detokenize", {"tokens": "1 2"}, "tokens"),
+                              ("/detokenize", {}, "tokens")]:
+        status, r = call("POST", path, body)
+        assert status == 400 and r["error"]["param"] == param, (path, body, r)
+    for key in ["wrong", None]:
+        assert s.request("GET", "/tokenizer_info", key=key)[0] == 401
+        assert s.request("POST", "/tokenize", {"prompt": "a"}, key=key)[0] == 401
 
 
 def expected_prompt_logprobs():

@@ -175,7 +175,7 @@ fn engine_tpot(dir: &Path, lib: &Path) -> f64 {
         let mut times = Vec::new();
         while let Some(e) = rx.blocking_recv() {
             match e {
-                Event::Delta { token: Some(_), .. } => times.push(Instant::now()),
+                Event::Delta { .. } => times.push(Instant::now()),
                 Event::Done { .. } | Event::Error(_) => break,
                 _ => {}
             }
@@ -232,7 +232,7 @@ fn check_greedy(dir: &Path, lib: &Path) -> bool {
         let mut got = Vec::new();
         while let Some(e) = rx.blocking_recv() {
             match e {
-                Event::Delta { token: Some(t), .. } => got.push(t),
+                Event::Delta { token: t, .. } => got.push(t),
                 Event::Done { .. } => break,
                 Event::Error(e) => panic!("{e}"),
                 _ => {}

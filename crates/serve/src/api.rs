@@ -146,7 +146,7 @@ fn integer(body: &Map<String, Value>, key: &'static str) -> Res<Option<i64>> {
     }
 }
 
-fn boolean(body: &Map<String, Value>, key: &'static str) -> Res<bool> {
+pub(crate) fn boolean(body: &Map<String, Value>, key: &'static str) -> Res<bool> {
     match body.get(key) {
         None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(b)) => Ok(*b),
@@ -333,6 +333,34 @@ pub fn completion_request(body: &Map<String, Value>) -> Res<CompletionRequest> {
 
 /// Validates a `/v1/chat/completions` body.
 pub fn chat_request(body: &Map<String, Value>) -> Res<ChatRequest> {
+    let messages = messages(body)?;
+    unsupported_chat_options(body)?;
+    let top = integer(body, "top_logprobs")?;
+    let logprobs = match (boolean(body, "logprobs")?, top) {
+        (false, None) => None,
+        (false, Some(_)) => {
+            return Err(ApiError::bad(
+                "`top_logprobs` needs `logprobs: true`",
+                Some("top_logprobs"),
+            ))
+        }
+        (true, None) => Some(0),
+        (true, Some(k)) if (0..=20).contains(&k) => Some(k as usize),
+        (true, Some(k)) => {
+            return Err(ApiError::bad(
+                format!("`top_logprobs` must be between 0 and 20, not {k}"),
+                Some("top_logprobs"),
+            ))
+        }
+    };
+    Ok(ChatRequest {
+        messages,
+        common: common(body, logprobs)?,
+    })
+}
+
+/// A body's chat `messages` (text content only).
+pub fn messages(body: &Map<String, Value>) -> Res<Vec<Message>> {
     let bad = |m: &str| ApiError::bad(m.to_string(), Some("messages"));
     let list = match body.get("messages") {
         Some(Value::Array(a)) if !a.is_empty() => a,
@@ -364,29 +392,7 @@ pub fn chat_request(body: &Map<String, Value>) -> Res<ChatRequest> {
             content,
         });
     }
-    unsupported_chat_options(body)?;
-    let top = integer(body, "top_logprobs")?;
-    let logprobs = match (boolean(body, "logprobs")?, top) {
-        (false, None) => None,
-        (false, Some(_)) => {
-            return Err(ApiError::bad(
-                "`top_logprobs` needs `logprobs: true`",
-                Some("top_logprobs"),
-            ))
-        }
-        (true, None) => Some(0),
-        (true, Some(k)) if (0..=20).contains(&k) => Some(k as usize),
-        (true, Some(k)) => {
-            return Err(ApiError::bad(
-                format!("`top_logprobs` must be between 0 and 20, not {k}"),
-                Some("top_logprobs"),
-            ))
-        }
-    };
-    Ok(ChatRequest {
-        messages,
-        common: common(body, logprobs)?,
-    })
+    Ok(messages)
 }
 
 /// Chat options that would change what the answer must be (tool calls, a response format) and

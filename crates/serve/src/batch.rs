@@ -95,7 +95,7 @@ mod tests {
     fn delta(choice: usize, text: &str) -> Event {
         Event::Delta {
             choice,
-            token: Some(1),
+            token: 1,
             text: text.into(),
             logprob: None,
         }

@@ -57,7 +57,7 @@ fn now() -> u64 {
 }
 
 /// The routes: `/health`, `/metrics`, `/v1/models`, `/v1/completions`,
-/// `/v1/chat/completions`.
+/// `/v1/chat/completions`, and vLLM's `/tokenize`, `/detokenize`, `/tokenizer_info`.
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
         .route("/health", get(health))
@@ -65,6 +65,9 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/models", get(models))
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
+        .route("/tokenize", post(tokenize))
+        .route("/detokenize", post(detokenize))
+        .route("/tokenizer_info", get(tokenizer_info))
         .fallback(unknown_route)
         .method_not_allowed_fallback(wrong_method)
         .with_state(app)
@@ -166,6 +169,47 @@ async fn models(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
         "max_model_len": app.engine.info.context_window,
     }]}))
     .into_response()
+}
+
+async fn tokenize(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    json_call(&app, &headers, body, crate::tokenize::tokenize)
+}
+
+async fn detokenize(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    json_call(&app, &headers, body, crate::tokenize::detokenize)
+}
+
+/// An authorized call of `f` on the request body: its JSON answer, or the error's.
+fn json_call(
+    app: &App,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    f: fn(&App, &[u8]) -> Result<Value, ApiError>,
+) -> Response {
+    match authorize(app, headers)
+        .and_then(|_| read_body(body))
+        .and_then(|body| f(app, &body))
+    {
+        Ok(v) => axum::Json(v).into_response(),
+        Err(e) => error_response(e),
+    }
+}
+
+async fn tokenizer_info(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    if let Err(e) = authorize(&app, &headers) {
+        return error_response(e);
+    }
+    let info =
+        crate::tokenize::tokenizer_info(app.engine.codec.config(), app.engine.info.context_window);
+    axum::Json(info).into_response()
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -524,9 +568,9 @@ impl Responder {
                 let offset = self.text[c].len();
                 self.text[c].push_str(text);
                 let mut lp_json = Value::Null;
-                if let (Some(t), Some(lp)) = (token, logprob) {
+                if let Some(lp) = logprob {
                     let top = self.top_names(lp);
-                    let name = self.name(*t);
+                    let name = self.name(*token);
                     match self.kind {
                         Kind::Completion => {
                             let mut one = CompletionLogprobs::default();

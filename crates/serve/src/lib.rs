@@ -5,6 +5,7 @@
 //! - [`sampler`], [`text`], [`config`]: sampling, tokenizer and detokenization, the
 //!   conversation template of `mlc-chat-config.json`;
 //! - [`api`]: OpenAI request validation and response shapes; [`http`]: the axum server;
+//!   [`tokenize`]: vLLM's tokenizer endpoints;
 //!   [`batch`]: one response over the requests of a list of prompts;
 //! - [`metrics`]: the Prometheus metrics.
 //!
@@ -21,3 +22,4 @@ pub mod metrics;
 pub mod model;
 pub mod sampler;
 pub mod text;
+pub mod tokenize;

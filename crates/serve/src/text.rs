@@ -9,30 +9,59 @@ use tvmrt::{Error, Result};
 /// The model's tokenizer.
 pub struct TextCodec {
     tok: tokenizers::Tokenizer,
+    /// `tokenizer_config.json`, where the model directory has one (else empty).
+    config: serde_json::Map<String, serde_json::Value>,
 }
 
 impl TextCodec {
-    /// Reads `MODEL_DIR/tokenizer.json`.
+    /// Reads `MODEL_DIR/tokenizer.json` and, if present, `tokenizer_config.json`.
     pub fn load(model_dir: &Path) -> Result<TextCodec> {
         let path = model_dir.join("tokenizer.json");
         let tok = tokenizers::Tokenizer::from_file(&path)
             .map_err(|e| Error::value(format!("{}: {e}", path.display())))?;
-        Ok(TextCodec { tok })
+        let path = model_dir.join("tokenizer_config.json");
+        let config = match std::fs::read_to_string(&path) {
+            Err(_) => serde_json::Map::new(),
+            Ok(text) => match serde_json::from_str(&text) {
+                Ok(serde_json::Value::Object(m)) => m,
+                Ok(_) => tvmrt::bail_value!("{}: not a JSON object", path.display()),
+                Err(e) => tvmrt::bail_value!("{}: {e}", path.display()),
+            },
+        };
+        Ok(TextCodec { tok, config })
     }
 
     /// Token ids of `text` (special tokens written in the text are matched; none are added).
     pub fn encode(&self, text: &str) -> Result<Vec<i32>> {
+        self.encode_with(text, false)
+    }
+
+    /// Token ids of `text`, with the tokenizer's own special tokens (its post-processor's,
+    /// such as a BOS) where `add_special_tokens`.
+    pub fn encode_with(&self, text: &str, add_special_tokens: bool) -> Result<Vec<i32>> {
         let enc = self
             .tok
-            .encode(text, false)
+            .encode(text, add_special_tokens)
             .map_err(|e| Error::value(format!("cannot tokenize the prompt: {e}")))?;
         Ok(enc.get_ids().iter().map(|&i| i as i32).collect())
     }
 
     /// The text of `ids`, special tokens left out.
     pub fn decode(&self, ids: &[i32]) -> String {
+        self.decode_with(ids, true)
+    }
+
+    /// The text of `ids`, special tokens left out where `skip_special_tokens`.
+    pub fn decode_with(&self, ids: &[i32], skip_special_tokens: bool) -> String {
         let ids: Vec<u32> = ids.iter().map(|&i| i as u32).collect();
-        self.tok.decode(&ids, true).unwrap_or_default()
+        self.tok
+            .decode(&ids, skip_special_tokens)
+            .unwrap_or_default()
+    }
+
+    /// `tokenizer_config.json` as read (empty where the model directory has none).
+    pub fn config(&self) -> &serde_json::Map<String, serde_json::Value> {
+        &self.config
     }
 
     /// The text of one token as a client sees it in `logprobs` (special tokens included).

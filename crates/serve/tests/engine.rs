@@ -77,25 +77,24 @@ fn collect(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Event>, n: usize) -> Ve
     loop {
         match rx.blocking_recv().expect("the engine answers") {
             Event::Delta {
-                choice,
-                token: Some(t),
-                ..
+                choice, token: t, ..
             } => out[choice].push(t),
-            Event::Delta { .. } | Event::Prompt { .. } | Event::Finish { .. } => {}
+            Event::Prompt { .. } | Event::Finish { .. } => {}
             Event::Done { .. } => return out,
             Event::Error(e) => panic!("{e}"),
         }
     }
 }
 
-/// TVM's greedy tokens up to (not including) the first stop token (2, chatml's <|im_end|>).
+/// TVM's first `n` greedy tokens, up to and including the first stop token (2, chatml's
+/// <|im_end|>), which the engine returns as the choice's last token.
 fn cut(tokens: &[i32], n: usize) -> Vec<i32> {
-    tokens
+    let n = n.min(tokens.len());
+    let end = tokens[..n]
         .iter()
-        .copied()
-        .take(n)
-        .take_while(|&t| t != 2)
-        .collect()
+        .position(|&t| t == 2)
+        .map_or(n, |i| i + 1);
+    tokens[..end].to_vec()
 }
 
 #[test]
@@ -406,7 +405,7 @@ fn prompts_fork_shared_prefixes() {
     let mut first = submit(&e, prompt, 200);
     let mut seen = Vec::new();
     while seen.len() < 8 {
-        if let Some(Event::Delta { token: Some(t), .. }) = first.blocking_recv() {
+        if let Some(Event::Delta { token: t, .. }) = first.blocking_recv() {
             seen.push(t);
         }
     }
@@ -421,7 +420,7 @@ fn prompts_fork_shared_prefixes() {
         before + longer.len() as u64 - 1
     );
     while seen.len() < 24 {
-        if let Some(Event::Delta { token: Some(t), .. }) = first.blocking_recv() {
+        if let Some(Event::Delta { token: t, .. }) = first.blocking_recv() {
             seen.push(t);
         }
     }
@@ -509,14 +508,12 @@ fn echoed_prompts_give_every_positions_logprobs_beside_plain_prefills() {
                     }
                 }
                 Event::Delta {
-                    choice,
-                    token: Some(t),
-                    ..
+                    choice, token: t, ..
                 } => {
                     assert!(prompt_seen[choice], "the prompt comes before the answer");
                     tokens[choice].push(t);
                 }
-                Event::Delta { .. } | Event::Finish { .. } => {}
+                Event::Finish { .. } => {}
                 Event::Done { .. } => break,
                 Event::Error(e) => panic!("{e}"),
             }

@@ -141,7 +141,7 @@ fn greedy_tokens_on_intel_opencl_are_tvms() {
                     }
                     echoed += 1;
                 }
-                Event::Delta { token: Some(t), .. } => got.push(t),
+                Event::Delta { token: t, .. } => got.push(t),
                 Event::Done { .. } => break,
                 Event::Error(e) => panic!("case {i}: {e}"),
                 _ => {}

@@ -89,11 +89,12 @@ impl FinishReason {
 /// What a request's receiver gets, in order.
 #[derive(Clone, Debug)]
 pub enum Event {
-    /// A generated token of a choice (`None` for a text flush without a token) and the text
-    /// it releases.
+    /// A generated token of a choice (a stop token too, which ends it) and the text it
+    /// releases (none for a stop token; text held back for an unfinished character comes
+    /// out with a later token).
     Delta {
         choice: usize,
-        token: Option<i32>,
+        token: i32,
         text: String,
         logprob: Option<TokenLogprob>,
     },

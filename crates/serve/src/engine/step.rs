@@ -376,16 +376,16 @@ impl Worker {
         self.metrics.generation_tokens.fetch_add(1, Relaxed);
         let stops = &a.job.req.params.stop;
         let mut reason = None;
-        let mut out_token = None;
         if self.stop_ids.contains(&token) {
-            // Release what was held back for an unfinished character.
+            // A stop token ends the choice as one of its tokens (with its logprob, as vLLM
+            // returns an EOS), but adds no text; what was held back for an unfinished
+            // character is released.
             ch.detok.push(&self.codec, &ch.tokens, stops, true);
             ch.tokens.push(token);
             reason = Some(FinishReason::Stop);
         } else {
             ch.tokens.push(token);
             *ch.counts.entry(token).or_default() += 1;
-            out_token = Some(token);
             let full = ch.tokens.len() >= a.max_tokens || prompt_len + ch.tokens.len() >= context;
             if ch
                 .detok
@@ -398,14 +398,12 @@ impl Worker {
             }
         }
         let text = ch.detok.take_delta(stops, reason.is_some());
-        if out_token.is_some() || !text.is_empty() {
-            let _ = a.job.req.events.send(Event::Delta {
-                choice: c,
-                token: out_token,
-                text,
-                logprob: if out_token.is_some() { logprob } else { None },
-            });
-        }
+        let _ = a.job.req.events.send(Event::Delta {
+            choice: c,
+            token,
+            text,
+            logprob,
+        });
         if let Some(reason) = reason {
             ch.done = true;
             let seq = ch.seq.take().expect("running");
