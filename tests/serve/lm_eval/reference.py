@@ -5,9 +5,9 @@ package):
 
     python reference.py MODEL_DIR LIB MAX_LENGTH > expected.json
 
-Every request lm-eval makes is rebuilt here from its documented rules and scored as a fresh
-sequence, the prompt prefilled with `batch_verify` (every position's logits) in chunks of
-`prefill_chunk_size`, log-softmax in float64:
+Every request lm-eval makes is rebuilt here from its rules and scored as a fresh sequence
+(tests/fixtures/mlc/tvm_model.py), the prompt prefilled with `batch_verify` (every position's
+logits) in chunks of `prefill_chunk_size`, log-softmax in float64:
 - multiple choice: context = the question, continuation = " " + choice; the pair is encoded
   whole and split at the length of the context's own encoding (trailing spaces of the context
   move to the continuation); the loglikelihood is the sum of the continuation tokens'
@@ -18,7 +18,8 @@ sequence, the prompt prefilled with `batch_verify` (every position's logits) in 
   later one on the tokens before it that fit in L; the document's loglikelihood is the sum;
 - generation: the prompt's greedy tokens (at most max_gen_toks, up to the EOS), decoded with
   special tokens skipped.
-Run by hand (it needs TVM); tests/serve/test_lm_eval.py compares lm-eval's samples with it.
+Run by hand with the venv of tests/fixtures/mlc/requirements.txt (build.sh runs it);
+tests/serve/test_lm_eval.py compares lm-eval's samples with it.
 """
 
 import json
@@ -29,10 +30,10 @@ import sys
 import numpy as np
 import tvm
 from tokenizers import Tokenizer
-from tvm import relax
-from tvm.runtime import ShapeTuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "fixtures", "mlc"))
+from tvm_model import TvmModel, log_softmax  # noqa: E402  (the fixture's TVM driver)
 
 
 def docs(name):
@@ -40,70 +41,13 @@ def docs(name):
         return [json.loads(line) for line in f if line.strip()]
 
 
-class Scorer:
-    def __init__(self, model_dir, lib_path):
-        dev = tvm.cpu()
-        self.dev = dev
-        self.vm = relax.VirtualMachine(tvm.runtime.load_module(lib_path), dev)
-        self.meta = json.loads(self.vm["_metadata"]())
-        tvm.get_global_func("vm.builtin.tensor_cache.load")(
-            model_dir, dev.dlpack_device_type(), 0)
-        self.params = tvm.get_global_func("vm.builtin.param_array_from_cache_by_name")(
-            [p["name"] for p in self.meta["params"]])
-        self.kv = self.vm["create_tir_paged_kv_cache"](
-            ShapeTuple([4]), ShapeTuple([self.meta["context_window_size"]]),
-            ShapeTuple([self.meta["prefill_chunk_size"]]), ShapeTuple([16]), ShapeTuple([0]))
-        g = tvm.get_global_func
-        self.begin, self.end = g("vm.builtin.kv_state_begin_forward"), g("vm.builtin.kv_state_end_forward")
-        self.add, self.remove = g("vm.builtin.kv_state_add_sequence"), g("vm.builtin.kv_state_remove_sequence")
-
-    def embed(self, ids):
-        e = self.vm["embed"](tvm.runtime.tensor(np.array(ids, dtype="int32"), self.dev), self.params)
-        return tvm.runtime.tensor(e.numpy().reshape(1, len(ids), -1), self.dev)
-
-    def logits(self, ids):
-        """Every position's logits of `ids` prefilled as a fresh sequence."""
-        self.add(self.kv, 0)
-        rows, chunk = [], self.meta["prefill_chunk_size"]
-        for at in range(0, len(ids), chunk):
-            part = ids[at:at + chunk]
-            self.begin(self.kv, ShapeTuple([0]), ShapeTuple([len(part)]))
-            rows.append(self.vm["batch_verify"](self.embed(part), self.kv, self.params)[0].numpy()[0])
-            self.end(self.kv)
-        self.remove(self.kv, 0)
-        return np.concatenate(rows).astype(np.float64)
-
-    def score(self, inp, ctxlen):
-        """lm-eval's (loglikelihood, is_greedy) of inp[ctxlen:] given what precedes it."""
-        logits = self.logits(inp)
-        lse = logits.max(axis=1) + np.log(np.exp(logits - logits.max(axis=1, keepdims=True)).sum(axis=1))
-        total, greedy = 0.0, True
-        for j in range(ctxlen, len(inp)):
-            total += logits[j - 1, inp[j]] - lse[j - 1]
-            greedy &= int(np.argmax(logits[j - 1])) == inp[j]
-        return total, greedy
-
-    def greedy(self, ids, n, stop):
-        """Up to n greedy tokens after `ids` (TVM's batch_prefill / batch_decode), cut before `stop`."""
-        self.add(self.kv, 0)
-        chunk = self.meta["prefill_chunk_size"]
-        for at in range(0, len(ids), chunk):
-            part = ids[at:at + chunk]
-            self.begin(self.kv, ShapeTuple([0]), ShapeTuple([len(part)]))
-            pos = tvm.runtime.tensor(np.array([len(part) - 1], dtype="int32"), self.dev)
-            logits, _ = self.vm["batch_prefill"](self.embed(part), pos, self.kv, self.params)
-            self.end(self.kv)
-        out = []
-        while True:
-            t = int(np.argmax(logits.numpy()[0, -1]))
-            if t == stop or len(out) == n:
-                break
-            out.append(t)
-            self.begin(self.kv, ShapeTuple([0]), ShapeTuple([1]))
-            logits, _ = self.vm["batch_decode"](self.embed([t]), self.kv, self.params)
-            self.end(self.kv)
-        self.remove(self.kv, 0)
-        return out
+def score(model, inp, ctxlen):
+    """lm-eval's (loglikelihood, is_greedy) of inp[ctxlen:] given what precedes it."""
+    logits = model.every_position(inp)
+    logp = log_softmax(logits)
+    total = sum(logp[j - 1, inp[j]] for j in range(ctxlen, len(inp)))
+    greedy = all(int(np.argmax(logits[j - 1])) == inp[j] for j in range(ctxlen, len(inp)))
+    return float(total), greedy
 
 
 def rolling_requests(tokens, prefix, max_length):
@@ -137,7 +81,7 @@ def main():
     # lm-eval's prefix token with a remote tokenizer: the BOS (as /tokenizer_info names it)
     # when it has a nonzero id, else the EOS.
     prefix = (enc(config["bos_token"])[0] if config.get("bos_token") else 0) or eos
-    s = Scorer(model_dir, lib_path)
+    model = TvmModel(model_dir, lib_path)
 
     choice_scores = []
     for d in docs("multiple_choice.jsonl"):
@@ -148,17 +92,19 @@ def main():
             if n_spaces:
                 context, cont = context[:-n_spaces], context[-n_spaces:] + cont
             whole, ctx = enc(context + cont), enc(context)
-            per.append(list(s.score(whole, len(ctx))))
+            per.append(list(score(model, whole, len(ctx))))
         choice_scores.append(per)
 
     rolling = []
     for d in docs("rolling.jsonl"):
         reqs = rolling_requests(enc(d["text"]), prefix, max_length)
-        rolling.append({"windows": len(reqs), "loglikelihood": sum(s.score(i, c)[0] for i, c in reqs)})
+        rolling.append({"windows": len(reqs),
+                        "loglikelihood": sum(score(model, i, c)[0] for i, c in reqs)})
 
     with open(os.path.join(HERE, "tvmrt_generate.yaml"), encoding="utf-8") as f:
         max_gen = int(re.search(r"max_gen_toks: (\d+)", f.read()).group(1))
-    generated = [tok.decode(s.greedy(enc(d["prompt"]), max_gen, eos), skip_special_tokens=True)
+    generated = [tok.decode(model.greedy(enc(d["prompt"]), max_gen, eos),
+                            skip_special_tokens=True)
                  for d in docs("generate.jsonl")]
 
     json.dump({"tvm": tvm.__version__, "max_length": max_length_arg,
