@@ -13,7 +13,8 @@ Starts the server on 127.0.0.1 (a free port), checks, stops it by its process id
 - 64 requests of random lengths, all answered;
 - a client that disconnects mid-stream: its pages are freed and the server still serves;
 - bad input: 400 (prompt past the context window, unknown model, malformed JSON, wrong types,
-  max_tokens 0 or negative), 401 (wrong or missing API key), 429 with Retry-After (full queue);
+  max_tokens 0 without echo or negative), 401 (wrong or missing API key), 429 with Retry-After
+  (full queue);
 - seeds, n, stop strings, logit_bias, /metrics;
 - vLLM's tokenizer endpoints (/tokenize of a prompt or of chat messages, /detokenize,
   /tokenizer_info) giving the fixture's own token ids;
@@ -287,6 +288,22 @@ def _(s, client):
             assert lp.text_offset[n] == len(case["prompt"])
             assert r.usage == plain.usage
     assert metric(s, "tvmrt_prefix_hit_tokens_total") == hits
+    # max_tokens 0 with echo scores the prompt alone (OpenAI's legacy idiom), n times.
+    case = expected_prompt_logprobs()[2]
+    r = client.completions.create(model="model", prompt=case["prompt_ids"], max_tokens=0,
+                                  echo=True, logprobs=1, n=2, temperature=0,
+                                  extra_body={"return_tokens_as_token_ids": True})
+    assert r.usage.completion_tokens == 0 and r.usage.prompt_tokens == len(case["prompt_ids"])
+    for c in r.choices:
+        assert c.text == case["prompt"] and c.finish_reason == "length"
+        assert completion_tokens(c) == case["prompt_ids"]
+        got = c.logprobs.token_logprobs
+        assert got[0] is None and len(got) == len(case["prompt_ids"])
+        assert all(abs(a - b["logprob"]) < 1e-4 for a, b in zip(got[1:], case["prompt_logprobs"]))
+    text, tokens, finish, usage = stream_completion(
+        client, model="model", prompt=case["prompt_ids"], max_tokens=0, echo=True)
+    assert (text, tokens, finish) == (case["prompt"], case["prompt_ids"], "length")
+    assert usage.completion_tokens == 0
     # A text prompt is echoed as given; without logprobs there are none.
     case = expected()[0]
     r = client.completions.create(model="model", prompt=case["prompt"], max_tokens=4,

@@ -158,7 +158,9 @@ pub(crate) fn boolean(body: &Map<String, Value>, key: &'static str) -> Res<bool>
 }
 
 /// Parameters common to both endpoints; `logprobs` is read by the caller (its type differs).
-fn common(body: &Map<String, Value>, logprobs: Option<usize>) -> Res<Common> {
+/// `max_tokens` may be 0 only where `zero_tokens` (a completion with `echo`: the prompt alone,
+/// as OpenAI's legacy endpoint scores a text).
+fn common(body: &Map<String, Value>, logprobs: Option<usize>, zero_tokens: bool) -> Res<Common> {
     let mut p = SamplingParams::default();
     if let Some(t) = number(body, "temperature", 0.0, 2.0)? {
         p.temperature = t as f32;
@@ -177,9 +179,10 @@ fn common(body: &Map<String, Value>, logprobs: Option<usize>) -> Res<Common> {
         None => integer(body, "max_tokens")?,
     };
     if let Some(m) = max_tokens {
-        if m < 1 {
+        let least = if zero_tokens { 0 } else { 1 };
+        if m < least {
             return Err(ApiError::bad(
-                format!("`max_tokens` must be at least 1, not {m}"),
+                format!("`max_tokens` must be at least {least}, not {m}"),
                 Some("max_tokens"),
             ));
         }
@@ -314,8 +317,9 @@ pub fn completion_request(body: &Map<String, Value>) -> Res<CompletionRequest> {
     if matches!(body.get("suffix"), Some(Value::String(s)) if !s.is_empty()) {
         return Err(ApiError::bad("`suffix` is not supported", Some("suffix")));
     }
-    let mut common = common(body, logprobs)?;
-    common.params.echo = boolean(body, "echo")?;
+    let echo = boolean(body, "echo")?;
+    let mut common = common(body, logprobs, echo)?;
+    common.params.echo = echo;
     // best_of = n (or absent) is what every request does; more candidates than answers is not.
     if let Some(b) = integer(body, "best_of")? {
         if b != common.params.n as i64 {
@@ -355,7 +359,7 @@ pub fn chat_request(body: &Map<String, Value>) -> Res<ChatRequest> {
     };
     Ok(ChatRequest {
         messages,
-        common: common(body, logprobs)?,
+        common: common(body, logprobs, false)?,
     })
 }
 
@@ -514,6 +518,10 @@ mod tests {
             (json!({"prompt": "a", "logprobs": 21}), "logprobs"),
             (json!({"prompt": "a", "stream": "yes"}), "stream"),
             (json!({"prompt": "a", "echo": "yes"}), "echo"),
+            (
+                json!({"prompt": "a", "max_tokens": -1, "echo": true}),
+                "max_tokens",
+            ),
             (json!({"prompt": "a", "suffix": "b"}), "suffix"),
             (json!({"prompt": "a", "best_of": 3}), "best_of"),
             (json!({"prompt": "a", "n": 2, "best_of": 3}), "best_of"),
@@ -589,6 +597,15 @@ mod tests {
         assert_eq!(c.params.logit_bias, vec![(7, -100.0)]);
         assert_eq!(c.params.logprobs, Some(2));
         assert!(c.stream && c.include_usage && c.tokens_as_ids && c.params.echo);
+        // max_tokens 0 is the prompt alone: only with echo, only on completions.
+        let r = completion_request(&body(json!({"prompt": "a", "max_tokens": 0, "echo": true})));
+        assert_eq!(r.unwrap().common.params.max_tokens, Some(0));
+        let chat = json!({"messages": [{"role": "user", "content": "a"}], "max_tokens": 0,
+                          "echo": true});
+        assert_eq!(
+            chat_request(&body(chat)).unwrap_err().param,
+            Some("max_tokens")
+        );
         let r = chat_request(&body(json!({"messages": [{"role": "user", "content":
             [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
             "logprobs": true, "top_logprobs": 3})))

@@ -523,4 +523,35 @@ fn echoed_prompts_give_every_positions_logprobs_beside_plain_prefills() {
     for (k, mut rx) in plain {
         assert_eq!(collect(&mut rx, 1)[0], cut(&cases[k].1, 6));
     }
+    // max_tokens 0 with echo: the prompt alone, every choice ended with no token.
+    let (prompt, want) = &refs[2];
+    let (tx, mut rx) = unbounded_channel();
+    let mut params = greedy(0, 2);
+    params.echo = true;
+    params.logprobs = Some(0);
+    e.submit(Request {
+        prompt: prompt.clone(),
+        params,
+        events: tx,
+    })
+    .unwrap();
+    let mut seen = Vec::new();
+    loop {
+        match rx.blocking_recv().expect("the engine answers") {
+            Event::Prompt { choice, logprobs } => {
+                assert_eq!(logprobs.len(), want.len());
+                seen.push(format!("prompt {choice}"));
+            }
+            Event::Finish { choice, reason } => seen.push(format!("{choice} {}", reason.as_str())),
+            Event::Done {
+                completion_tokens, ..
+            } => {
+                assert_eq!(completion_tokens, 0);
+                break;
+            }
+            e => panic!("{e:?}"),
+        }
+    }
+    assert_eq!(seen, ["prompt 0", "prompt 1", "0 length", "1 length"]);
+    assert_eq!(metric(&e.metrics.kv_pages_in_use), 0, "its pages are back");
 }

@@ -194,13 +194,16 @@ impl Worker {
     }
 
     /// The prompt of active `i` is in: its live choices get their sequences (choice 0 the
-    /// prompt's own, the others forks of it). Returns the choices to sample a first token for
+    /// prompt's own, the others forks of it), an `echo` its [`Event::Prompt`]s; with
+    /// max_tokens 0 (echo alone) every choice ends there. Returns the choices to sample a first token for
     /// (those that have none yet; a recomputed choice goes on with its own tokens).
     fn fork_choices(&mut self, i: usize) -> Result<Vec<usize>> {
         let parent = self.active[i].parent.expect("admitted");
+        // `echo` with max_tokens 0 asks for the prompt alone: no choice forks or samples.
+        let prompt_only = self.active[i].max_tokens == 0;
         let mut fresh = Vec::new();
         for c in 0..self.active[i].choices.len() {
-            if self.active[i].choices[c].done {
+            if self.active[i].choices[c].done || prompt_only {
                 continue;
             }
             let seq = if c == 0 {
@@ -231,7 +234,17 @@ impl Worker {
                 });
             }
         }
-        if a.choices[0].done {
+        if prompt_only {
+            for (choice, ch) in a.choices.iter_mut().enumerate() {
+                ch.done = true;
+                let _ = a.job.req.events.send(Event::Finish {
+                    choice,
+                    reason: FinishReason::Length,
+                });
+            }
+            let kv = a.prompt().to_vec();
+            self.finish_sequence(parent, kv);
+        } else if a.choices[0].done {
             self.model.remove_sequence(&self.cache, parent)?;
         }
         Ok(fresh)
