@@ -4,7 +4,8 @@
 //! - [`engine`]: continuous batching on one thread that owns the model and its KV cache;
 //! - [`sampler`], [`text`], [`config`]: sampling, tokenizer and detokenization, the
 //!   conversation template of `mlc-chat-config.json`;
-//! - [`api`]: OpenAI request validation and response shapes; [`http`]: the axum server;
+//! - [`api`]: OpenAI request validation and response shapes; [`http`]: the axum server,
+//!   [`respond`]: its answers, whole or streamed;
 //!   [`tokenize`]: vLLM's tokenizer endpoints;
 //!   [`batch`]: one response over the requests of a list of prompts;
 //! - [`metrics`]: the Prometheus metrics.
@@ -20,6 +21,7 @@ pub mod engine;
 pub mod http;
 pub mod metrics;
 pub mod model;
+pub mod respond;
 pub mod sampler;
 pub mod text;
 pub mod tokenize;
