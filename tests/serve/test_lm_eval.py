@@ -76,7 +76,8 @@ def main():
                 got = float(doc["resps"][0][0])
                 assert abs(got - ref["loglikelihood"]) < 1e-2, (doc, ref)
             windows = sum(r["windows"] for r in want["rolling"])
-            print(f"ok: rolling loglikelihood, {len(rolling)} documents in {windows} windows: TVM's")
+            print(f"ok: rolling loglikelihood, {len(rolling)} documents in {windows} windows: "
+                  "TVM's")
 
             gen = samples(out, "tvmrt_generate")
             assert [d["resps"][0][0] for d in gen] == want["generate"], \

@@ -139,7 +139,8 @@ mod tests {
     #[test]
     fn tokenizer_info_names_special_tokens_as_strings() {
         let config = json!({"eos_token": {"content": "</s>", "lstrip": false},
-                            "bos_token": "<s>", "model_max_length": 4096, "added_tokens_decoder": {}});
+                            "bos_token": "<s>", "model_max_length": 4096,
+                            "added_tokens_decoder": {}});
         let info = tokenizer_info(config.as_object().unwrap(), 512);
         assert_eq!(info["eos_token"], "</s>");
         assert_eq!(info["bos_token"], "<s>");

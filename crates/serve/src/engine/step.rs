@@ -195,8 +195,9 @@ impl Worker {
 
     /// The prompt of active `i` is in: its live choices get their sequences (choice 0 the
     /// prompt's own, the others forks of it), an `echo` its [`Event::Prompt`]s; with
-    /// max_tokens 0 (echo alone) every choice ends there. Returns the choices to sample a first token for
-    /// (those that have none yet; a recomputed choice goes on with its own tokens).
+    /// max_tokens 0 (echo alone) every choice ends there. Returns the choices to sample a
+    /// first token for (those that have none yet; a recomputed choice goes on with its own
+    /// tokens).
     fn fork_choices(&mut self, i: usize) -> Result<Vec<usize>> {
         let parent = self.active[i].parent.expect("admitted");
         // `echo` with max_tokens 0 asks for the prompt alone: no choice forks or samples.
