@@ -38,6 +38,11 @@ impl ApiError {
         }
     }
 
+    /// 400 for text the tokenizer could not take.
+    pub fn tokenizer(e: tvmrt::Error) -> ApiError {
+        ApiError::bad(e.message.to_string(), None)
+    }
+
     /// The JSON body.
     pub fn body(&self) -> Value {
         json!({"error": {
@@ -146,9 +151,14 @@ fn integer(body: &Map<String, Value>, key: &'static str) -> Res<Option<i64>> {
     }
 }
 
-pub(crate) fn boolean(body: &Map<String, Value>, key: &'static str) -> Res<bool> {
+fn boolean(body: &Map<String, Value>, key: &'static str) -> Res<bool> {
+    boolean_or(body, key, false)
+}
+
+/// A boolean field, `default` where absent or null.
+pub(crate) fn boolean_or(body: &Map<String, Value>, key: &'static str, default: bool) -> Res<bool> {
     match body.get(key) {
-        None | Some(Value::Null) => Ok(false),
+        None | Some(Value::Null) => Ok(default),
         Some(Value::Bool(b)) => Ok(*b),
         Some(_) => Err(ApiError::bad(
             format!("`{key}` must be a boolean"),

@@ -249,7 +249,6 @@ fn prepare(app: &App, body: &[u8], kind: Kind) -> Result<Prepared, ApiError> {
     let body = api::parse_body(body)?;
     api::check_model(&body, &app.model_id)?;
     let codec = &app.engine.codec;
-    let bad_tok = |e: tvmrt::Error| ApiError::bad(e.message.to_string(), None);
     let mut echoed = Vec::new();
     let (prompts, common) = match kind {
         Kind::Completion => {
@@ -258,7 +257,7 @@ fn prepare(app: &App, body: &[u8], kind: Kind) -> Result<Prepared, ApiError> {
             let mut prompts = Vec::with_capacity(r.prompts.len());
             for p in r.prompts {
                 let ids = match &p {
-                    Prompt::Text(t) => codec.encode(t).map_err(bad_tok)?,
+                    Prompt::Text(t) => codec.encode(t).map_err(ApiError::tokenizer)?,
                     Prompt::Ids(ids) => ids.clone(),
                 };
                 if echo {
@@ -282,7 +281,7 @@ fn prepare(app: &App, body: &[u8], kind: Kind) -> Result<Prepared, ApiError> {
             c.params
                 .stop
                 .extend(app.chat.conv_template.stop_str.iter().cloned());
-            (vec![codec.encode(&text).map_err(bad_tok)?], c)
+            (vec![codec.encode(&text).map_err(ApiError::tokenizer)?], c)
         }
     };
     let info = &app.engine.info;

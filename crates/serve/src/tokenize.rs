@@ -22,17 +22,11 @@ pub fn tokenize(app: &App, body: &[u8]) -> Res<Value> {
     let body = api::parse_body(body)?;
     api::check_model(&body, &app.model_id)?;
     let codec = &app.engine.codec;
-    let flag = |key: &'static str, default: bool| -> Res<bool> {
-        match body.get(key) {
-            None | Some(Value::Null) => Ok(default),
-            Some(_) => api::boolean(&body, key),
-        }
-    };
-    let bad_tok = |e: tvmrt::Error| ApiError::bad(e.message.to_string(), None);
+    let flag = |key, default| api::boolean_or(&body, key, default);
     let tokens = match (body.get("prompt"), body.get("messages")) {
         (Some(Value::String(text)), None) => codec
             .encode_with(text, flag("add_special_tokens", true)?)
-            .map_err(bad_tok)?,
+            .map_err(ApiError::tokenizer)?,
         (None, Some(_)) => {
             if !flag("add_generation_prompt", true)? {
                 return Err(ApiError::bad(
@@ -49,7 +43,7 @@ pub fn tokenize(app: &App, body: &[u8]) -> Res<Value> {
                 .map_err(|e| ApiError::bad(e.message.to_string(), Some("messages")))?;
             codec
                 .encode_with(&text, flag("add_special_tokens", false)?)
-                .map_err(bad_tok)?
+                .map_err(ApiError::tokenizer)?
         }
         (Some(_), None) => return Err(ApiError::bad("`prompt` must be a string", Some("prompt"))),
         (Some(_), Some(_)) => {

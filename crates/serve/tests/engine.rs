@@ -34,14 +34,29 @@ fn metric(v: &std::sync::atomic::AtomicU64) -> u64 {
 
 /// Submits `prompt` for `max_tokens` greedy tokens.
 fn submit(e: &Engine, prompt: &[i32], max_tokens: usize) -> UnboundedReceiver<Event> {
+    submit_with(e, prompt, greedy(max_tokens, 1))
+}
+
+/// Submits `prompt` with `params`.
+fn submit_with(e: &Engine, prompt: &[i32], params: SamplingParams) -> UnboundedReceiver<Event> {
     let (tx, rx) = unbounded_channel();
     e.submit(Request {
         prompt: prompt.to_vec(),
-        params: greedy(max_tokens, 1),
+        params,
         events: tx,
     })
     .unwrap();
     rx
+}
+
+/// Greedy parameters for `n` choices of `max_tokens` that echo the prompt with its logprobs
+/// (`top` alternatives each).
+fn echoing(max_tokens: usize, n: usize, top: usize) -> SamplingParams {
+    SamplingParams {
+        echo: true,
+        logprobs: Some(top),
+        ..greedy(max_tokens, n)
+    }
 }
 
 fn expected() -> Vec<(Vec<i32>, Vec<i32>)> {
@@ -103,25 +118,13 @@ fn greedy_tokens_match_tvm_alone_and_batched() {
     assert!(e.is_alive());
     let cases = expected();
     for (prompt, want) in &cases {
-        let (tx, mut rx) = unbounded_channel();
-        e.submit(Request {
-            prompt: prompt.clone(),
-            params: greedy(20, 1),
-            events: tx,
-        })
-        .unwrap();
+        let mut rx = submit(&e, prompt, 20);
         assert_eq!(collect(&mut rx, 1)[0], cut(want, 20));
     }
     // All at once: prefills join the running decode batch.
     let mut rxs = Vec::new();
     for (k, (prompt, _)) in cases.iter().enumerate() {
-        let (tx, rx) = unbounded_channel();
-        e.submit(Request {
-            prompt: prompt.clone(),
-            params: greedy(10 + k, 1),
-            events: tx,
-        })
-        .unwrap();
+        let rx = submit(&e, prompt, 10 + k);
         rxs.push(rx);
     }
     for (k, ((_, want), mut rx)) in cases.iter().zip(rxs).enumerate() {
@@ -139,20 +142,13 @@ fn greedy_tokens_match_tvm_alone_and_batched() {
 fn choices_fork_the_prompt() {
     let e = engine(8);
     let (prompt, want) = &expected()[0];
-    let (tx, mut rx) = unbounded_channel();
-    e.submit(Request {
-        prompt: prompt.clone(),
-        params: greedy(12, 3),
-        events: tx,
-    })
-    .unwrap();
+    let mut rx = submit_with(&e, prompt, greedy(12, 3));
     let out = collect(&mut rx, 3);
     for c in out {
         assert_eq!(c, cut(want, 12));
     }
     // Seeded sampling repeats.
     let sampled = |seed| {
-        let (tx, mut rx) = unbounded_channel();
         let params = SamplingParams {
             temperature: 0.8,
             top_p: 0.9,
@@ -160,12 +156,7 @@ fn choices_fork_the_prompt() {
             max_tokens: Some(12),
             ..Default::default()
         };
-        e.submit(Request {
-            prompt: prompt.clone(),
-            params,
-            events: tx,
-        })
-        .unwrap();
+        let mut rx = submit_with(&e, prompt, params);
         collect(&mut rx, 1).remove(0)
     };
     assert_eq!(sampled(5), sampled(5));
@@ -175,13 +166,7 @@ fn choices_fork_the_prompt() {
 fn cancelled_requests_free_their_pages_and_the_queue_is_bounded() {
     let e = engine(2);
     let (prompt, want) = &expected()[1];
-    let (tx, mut rx) = unbounded_channel();
-    e.submit(Request {
-        prompt: prompt.clone(),
-        params: greedy(400, 1),
-        events: tx,
-    })
-    .unwrap();
+    let mut rx = submit(&e, prompt, 400);
     // Wait for the first token, then walk away.
     assert!(matches!(rx.blocking_recv(), Some(Event::Delta { .. })));
     drop(rx);
@@ -307,13 +292,7 @@ fn preemption_when_pages_run_out_keeps_every_answer() {
                 let (prompt, want) = &cases[k % cases.len()];
                 let max_tokens = 16 + k % 9;
                 let n = if k % 5 == 1 { 2 } else { 1 };
-                let (tx, rx) = unbounded_channel();
-                e.submit(Request {
-                    prompt: prompt.clone(),
-                    params: greedy(max_tokens, n),
-                    events: tx,
-                })
-                .unwrap();
+                let rx = submit_with(&e, prompt, greedy(max_tokens, n));
                 (rx, n, cut(want, max_tokens))
             })
             .collect();
@@ -468,24 +447,15 @@ fn echoed_prompts_give_every_positions_logprobs_beside_plain_prefills() {
     let refs = expected_prompt_logprobs();
     // Echoing requests (two choices each) and plain ones submitted together, so that prefills
     // through `batch_verify` and `batch_prefill` share iterations.
-    let mut echoing = Vec::new();
+    let mut echo_rxs = Vec::new();
     let mut plain = Vec::new();
     for (k, (prompt, lps)) in refs.iter().enumerate() {
-        let (tx, rx) = unbounded_channel();
-        let mut params = greedy(6, 2);
-        params.echo = true;
-        params.logprobs = Some(3);
-        e.submit(Request {
-            prompt: prompt.clone(),
-            params,
-            events: tx,
-        })
-        .unwrap();
-        echoing.push((prompt, lps, rx));
+        let rx = submit_with(&e, prompt, echoing(6, 2, 3));
+        echo_rxs.push((prompt, lps, rx));
         let (p, _) = &cases[k % cases.len()];
         plain.push((k % cases.len(), submit(&e, p, 6)));
     }
-    for (prompt, want, mut rx) in echoing {
+    for (prompt, want, mut rx) in echo_rxs {
         let want_tokens = cut(&cases.iter().find(|c| &c.0 == prompt).unwrap().1, 6);
         let mut prompt_seen = [false; 2];
         let mut tokens = vec![Vec::new(); 2];
@@ -525,16 +495,7 @@ fn echoed_prompts_give_every_positions_logprobs_beside_plain_prefills() {
     }
     // max_tokens 0 with echo: the prompt alone, every choice ended with no token.
     let (prompt, want) = &refs[2];
-    let (tx, mut rx) = unbounded_channel();
-    let mut params = greedy(0, 2);
-    params.echo = true;
-    params.logprobs = Some(0);
-    e.submit(Request {
-        prompt: prompt.clone(),
-        params,
-        events: tx,
-    })
-    .unwrap();
+    let mut rx = submit_with(&e, prompt, echoing(0, 2, 0));
     let mut seen = Vec::new();
     loop {
         match rx.blocking_recv().expect("the engine answers") {
