@@ -16,10 +16,10 @@ KEY = "test-key"
 
 
 class Server:
-    def __init__(self, binary, *extra):
+    def __init__(self, binary, *extra, model=MODEL):
         self.proc = subprocess.Popen(
-            [binary, "serve", MODEL, "--model-lib", LIB, "--host", "127.0.0.1", "--port", "0",
-             *extra],
+            [binary, "serve", model, "--model-lib", os.path.join(model, "lib.so"),
+             "--host", "127.0.0.1", "--port", "0", *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         m = re.match(r"listening on http://([\d.]+):(\d+)", line)

@@ -22,7 +22,10 @@ Starts the server on 127.0.0.1 (a free port), checks, stops it by its process id
   expected_prompt_logprobs.json, recorded by tests/fixtures/mlc/prompt_logprobs.py), and
   lm-evaluation-harness's loglikelihood requests (batched token ids, echo, max_tokens 1);
 - prefix sharing (a prompt continuing a finished answer forks its KV cache) and preemption
-  (a server with 17 KV pages and 16 concurrent requests: every answer still TVM's).
+  (a server with 17 KV pages and 16 concurrent requests: every answer still TVM's);
+- the fixture's q4f16_1 build (model_q4f16_1: MLC's 4-bit quantization, float16 activations):
+  completions, chats and echoed prompt logprobs equal to TVM's (expected_q4f16_1.json,
+  expected_prompt_logprobs_q4f16_1.json).
 """
 
 import http.client
@@ -53,8 +56,8 @@ def check(name):
     return wrap
 
 
-def expected():
-    with open(os.path.join(FIXTURE, "expected.json"), encoding="utf-8") as f:
+def expected(name="expected.json"):
+    with open(os.path.join(FIXTURE, name), encoding="utf-8") as f:
         return json.load(f)["cases"]
 
 
@@ -653,6 +656,43 @@ def check_preemption(binary):
     print("ok: preemption when KV pages run out keeps every answer; too big for the cache: 400")
 
 
+def check_q4f16_1(binary):
+    s = Server(binary, model=os.path.join(FIXTURE, "model_q4f16_1"))
+    try:
+        client = openai.OpenAI(base_url=s.url + "/v1", api_key="none", max_retries=0,
+                               timeout=60)
+        cases = expected("expected_q4f16_1.json")
+        assert [c["greedy"] for c in cases] != [c["greedy"] for c in expected()]
+        for case in cases:
+            want = cut(case["greedy"], 20)
+            if case["kind"] == "completion":
+                r = client.completions.create(
+                    model="model_q4f16_1", prompt=case["prompt"], max_tokens=20, temperature=0,
+                    logprobs=1, extra_body={"return_tokens_as_token_ids": True})
+                got = completion_tokens(r.choices[0])
+            else:
+                r = client.chat.completions.create(
+                    model="model_q4f16_1", messages=case["messages"], max_tokens=20, temperature=0,
+                    logprobs=True, extra_body={"return_tokens_as_token_ids": True})
+                got = chat_tokens(r.choices[0])
+            assert got == want, (case["prompt"], got, want)
+            assert r.usage.prompt_tokens == len(case["prompt_ids"])
+        with open(os.path.join(FIXTURE, "expected_prompt_logprobs_q4f16_1.json"),
+                  encoding="utf-8") as f:
+            refs = json.load(f)["cases"]
+        for ref in refs:
+            r = client.completions.create(
+                model="model_q4f16_1", prompt=ref["prompt_ids"], max_tokens=1, temperature=0, echo=True,
+                logprobs=0, extra_body={"return_tokens_as_token_ids": True})
+            lps = r.choices[0].logprobs.token_logprobs[1:len(ref["prompt_ids"])]
+            want = [e["logprob"] for e in ref["prompt_logprobs"]]
+            assert all(abs(a - b) < 1e-4 for a, b in zip(lps, want, strict=True)), (lps, want)
+            assert completion_tokens(r.choices[0])[-1] == ref["first_token"]
+    finally:
+        s.stop()
+    print("ok: the q4f16_1 build answers as TVM's runtime does (completions, chats, echo)")
+
+
 def check_bad_startup(binary):
     for args, words in [
         (["serve", "/nonexistent/model", "--model-lib", LIB], "mlc-chat-config.json"),
@@ -679,7 +719,8 @@ def main():
         s.stop()
     check_queue_full(binary)
     check_preemption(binary)
-    print(f"all {len(CHECKS) + 3} checks passed")
+    check_q4f16_1(binary)
+    print(f"all {len(CHECKS) + 4} checks passed")
 
 
 if __name__ == "__main__":

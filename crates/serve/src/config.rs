@@ -126,6 +126,11 @@ pub struct ChatConfig {
     pub frequency_penalty: f64,
     #[serde(default)]
     pub eos_token_id: Option<serde_json::Value>,
+    /// The vocabulary's size (MLC writes it at the top and in `model_config`).
+    #[serde(default)]
+    vocab_size: Option<i64>,
+    #[serde(default)]
+    model_config: serde_json::Value,
 }
 
 fn one() -> f64 {
@@ -147,6 +152,14 @@ impl ChatConfig {
             );
         }
         Ok(cfg)
+    }
+
+    /// The vocabulary's size, as MLC's engine reads it: `vocab_size`, else `model_config`'s.
+    pub fn vocab_size(&self) -> Result<i64> {
+        match self.vocab_size.or(self.model_config["vocab_size"].as_i64()) {
+            Some(v) if v > 0 => Ok(v),
+            _ => tvmrt::bail_value!("mlc-chat-config.json has no positive `vocab_size`"),
+        }
     }
 
     /// The token ids that end generation: the template's stop tokens and the model's EOS.

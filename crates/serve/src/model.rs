@@ -195,11 +195,18 @@ impl Model {
         let metadata = Metadata::parse(&meta_text)?;
         tvmrt::llm::tensor_cache::load(model_dir, device)?;
         let weights = tvmrt::llm::tensor_cache::params_by_name(&metadata.params)?;
-        let embed_table = weights.first().map(|t| t.shape().to_vec());
-        let (vocab_size, hidden_size) = match embed_table.as_deref() {
-            Some([v, h]) => (*v, *h),
-            _ => tvmrt::bail_value!("the first parameter is not a [vocab, hidden] embedding table"),
-        };
+        // As MLC's engine: the hidden size from the embedding buffer the model allocates
+        // (`[prefill chunk, hidden]`), the vocabulary from mlc-chat-config.json. A quantized
+        // model's first parameter is a packed table, whose shape says neither.
+        let embedding = func("alloc_embedding_tensor")?.call_values(&[])?;
+        let hidden_size =
+            match Tensor::from_any_view(&embedding.view(), "alloc_embedding_tensor")?.shape() {
+                [_, h] if *h > 0 => *h,
+                other => tvmrt::bail_value!(
+                    "alloc_embedding_tensor() gave shape {other:?}, not [prefill chunk, hidden]"
+                ),
+            };
+        let vocab_size = crate::config::ChatConfig::load(model_dir)?.vocab_size()?;
         let params = new_array(weights.into_iter().map(Any::from).collect());
         Ok(Model {
             embed: func("embed")?,
