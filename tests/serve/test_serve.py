@@ -498,8 +498,11 @@ def _(s, client):
         err = json.loads(text)["error"]
         assert got == status and err["message"] and err["type"] == "invalid_request_error", \
             (method, path, got, text)
+    # Refused as MLC refuses them: a system message after the first, parts from the assistant.
     for msgs in [[], "hi", [{"role": "user"}], [{"role": "wizard", "content": "x"}],
-                 [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]]:
+                 [{"role": "user", "content": "a"}, {"role": "system", "content": "b"}],
+                 [{"role": "user", "content": "a"},
+                  {"role": "assistant", "content": [{"type": "text", "text": "b"}]}]]:
         got, _, text = s.request("POST", "/v1/chat/completions", {"messages": msgs})
         assert got == 400 and json.loads(text)["error"]["param"] == "messages", (msgs, text)
     hi = [{"role": "user", "content": "hi"}]

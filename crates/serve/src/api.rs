@@ -4,7 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::config::Message;
+use crate::conversation::{Content, ConvTemplate, Message};
 use crate::engine::FinishReason;
 use crate::sampler::{SamplingParams, TokenLogprob};
 
@@ -388,17 +388,16 @@ pub fn messages(body: &Map<String, Value>) -> Res<Vec<Message>> {
             .as_str()
             .ok_or_else(|| bad("every message needs a string `role`"))?;
         let content = match &m["content"] {
-            Value::String(s) => s.clone(),
-            Value::Array(parts) => {
-                let mut s = String::new();
-                for p in parts {
-                    match (p["type"].as_str(), p["text"].as_str()) {
-                        (Some("text"), Some(t)) => s.push_str(t),
-                        _ => return Err(bad("only text content parts are supported")),
-                    }
-                }
-                s
-            }
+            Value::String(s) => Content::Text(s.clone()),
+            Value::Array(parts) => Content::Parts(
+                parts
+                    .iter()
+                    .map(|p| match (p["type"].as_str(), p["text"].as_str()) {
+                        (Some("text"), Some(t)) => Ok(t.to_string()),
+                        _ => Err(bad("only text content parts are supported")),
+                    })
+                    .collect::<Res<_>>()?,
+            ),
             _ => return Err(bad("every message needs a string `content`")),
         };
         messages.push(Message {
@@ -407,6 +406,21 @@ pub fn messages(body: &Map<String, Value>) -> Res<Vec<Message>> {
         });
     }
     Ok(messages)
+}
+
+/// A chat's prompt token ids: the template's prefix ids, then `encode` of the messages rendered
+/// through the template (a 400 naming `messages` where the template refuses them).
+pub fn chat_prompt_ids(
+    template: &ConvTemplate,
+    messages: &[Message],
+    encode: impl FnOnce(&str) -> tvmrt::Result<Vec<i32>>,
+) -> Res<Vec<i32>> {
+    let text = template
+        .render(messages)
+        .map_err(|e| ApiError::bad(e.message.to_string(), Some("messages")))?;
+    let mut ids = template.prefix_ids().to_vec();
+    ids.extend(encode(&text).map_err(ApiError::tokenizer)?);
+    Ok(ids)
 }
 
 /// Chat options that would change what the answer must be (tool calls, a response format) and
@@ -620,8 +634,29 @@ mod tests {
             [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
             "logprobs": true, "top_logprobs": 3})))
         .unwrap();
-        assert_eq!(r.messages[0].content, "ab");
+        assert_eq!(
+            r.messages[0].content,
+            Content::Parts(vec!["a".into(), "b".into()])
+        );
         assert_eq!(r.common.params.logprobs, Some(3));
+    }
+
+    #[test]
+    fn a_chats_ids_start_with_the_templates_prefix() {
+        let template: ConvTemplate = serde_json::from_value(json!({
+            "system_template": "[S]{system_message}", "system_prefix_token_ids": [1],
+            "roles": {"user": "U:", "assistant": "A:"}, "seps": ["|"]
+        }))
+        .unwrap();
+        let byte_ids = |t: &str| Ok(t.bytes().map(i32::from).collect());
+        let ids = chat_prompt_ids(&template, &[Message::text("user", "h")], byte_ids).unwrap();
+        assert_eq!(ids[0], 1);
+        assert_eq!(
+            String::from_utf8(ids[1..].iter().map(|&b| b as u8).collect()).unwrap(),
+            "[S]U:h|A:"
+        );
+        let refused = chat_prompt_ids(&template, &[Message::text("tool", "x")], byte_ids);
+        assert_eq!(refused.unwrap_err().param, Some("messages"));
     }
 
     #[test]

@@ -272,16 +272,14 @@ fn prepare(app: &App, body: &[u8], kind: Kind) -> Result<Prepared, ApiError> {
         }
         Kind::Chat => {
             let r = api::chat_request(&body)?;
-            let text = app
-                .chat
-                .conv_template
-                .render(&r.messages)
-                .map_err(|e| ApiError::bad(e.message.to_string(), Some("messages")))?;
+            let ids = api::chat_prompt_ids(&app.chat.conv_template, &r.messages, |text| {
+                codec.encode(text)
+            })?;
             let mut c = r.common;
             c.params
                 .stop
                 .extend(app.chat.conv_template.stop_str.iter().cloned());
-            (vec![codec.encode(&text).map_err(ApiError::tokenizer)?], c)
+            (vec![ids], c)
         }
     };
     let info = &app.engine.info;

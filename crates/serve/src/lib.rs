@@ -2,8 +2,8 @@
 //!
 //! - [`model`]: the model library and weights, driven as MLC-LLM's engine drives them;
 //! - [`engine`]: continuous batching on one thread that owns the model and its KV cache;
-//! - [`sampler`], [`text`], [`config`]: sampling, tokenizer and detokenization, the
-//!   conversation template of `mlc-chat-config.json`;
+//! - [`sampler`], [`text`], [`config`], [`conversation`]: sampling, tokenizer and
+//!   detokenization, `mlc-chat-config.json`, a chat's prompt through its conversation template;
 //! - [`api`]: OpenAI request validation and response shapes; [`http`]: the axum server,
 //!   [`respond`]: its answers, whole or streamed;
 //!   [`tokenize`]: vLLM's tokenizer endpoints;
@@ -17,6 +17,7 @@ pub mod api;
 pub mod batch;
 pub mod cli;
 pub mod config;
+pub mod conversation;
 pub mod engine;
 pub mod http;
 pub mod metrics;

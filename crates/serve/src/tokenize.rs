@@ -36,14 +36,10 @@ pub fn tokenize(app: &App, body: &[u8]) -> Res<Value> {
                 ));
             }
             let messages = api::messages(&body)?;
-            let text = app
-                .chat
-                .conv_template
-                .render(&messages)
-                .map_err(|e| ApiError::bad(e.message.to_string(), Some("messages")))?;
-            codec
-                .encode_with(&text, flag("add_special_tokens", false)?)
-                .map_err(ApiError::tokenizer)?
+            let special = flag("add_special_tokens", false)?;
+            api::chat_prompt_ids(&app.chat.conv_template, &messages, |text| {
+                codec.encode_with(text, special)
+            })?
         }
         (Some(_), None) => return Err(ApiError::bad("`prompt` must be a string", Some("prompt"))),
         (Some(_), Some(_)) => {
