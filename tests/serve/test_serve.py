@@ -23,6 +23,8 @@ Starts the server on 127.0.0.1 (a free port), checks, stops it by its process id
   lm-evaluation-harness's loglikelihood requests (batched token ids, echo, max_tokens 1);
 - prefix sharing (a prompt continuing a finished answer forks its KV cache) and preemption
   (a server with 17 KV pages and 16 concurrent requests: every answer still TVM's);
+- the model's sampling defaults (mlc-chat-config.json's temperature, ...) for what a request leaves
+  out, as MLC's server takes them; a default out of range stops the server at start;
 - the fixture's q4f16_1 build (model_q4f16_1: MLC's 4-bit quantization, float16 activations):
   completions, chats and echoed prompt logprobs equal to TVM's (expected_q4f16_1.json,
   expected_prompt_logprobs_q4f16_1.json).
@@ -35,6 +37,7 @@ import random
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -696,6 +699,51 @@ def check_q4f16_1(binary):
     print("ok: the q4f16_1 build answers as TVM's runtime does (completions, chats, echo)")
 
 
+def model_with_config(tmp, **changes):
+    """A copy of the fixture's model directory (links to its files) whose mlc-chat-config.json
+    has `changes`."""
+    os.makedirs(tmp)
+    for name in os.listdir(MODEL):
+        if name != "mlc-chat-config.json":
+            os.symlink(os.path.abspath(os.path.join(MODEL, name)), os.path.join(tmp, name))
+    with open(os.path.join(MODEL, "mlc-chat-config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    config.update(changes)
+    with open(os.path.join(tmp, "mlc-chat-config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f)
+    return tmp
+
+
+def check_model_defaults(binary):
+    with tempfile.TemporaryDirectory() as tmp:
+        # The model's default temperature 0: a request without one decodes greedily.
+        s = Server(binary, "--served-model-name", "model",
+                   model=model_with_config(os.path.join(tmp, "greedy"), temperature=0.0))
+        try:
+            client = openai.OpenAI(base_url=s.url + "/v1", api_key="none", max_retries=0,
+                                   timeout=60)
+            for case in expected()[:4]:
+                r = client.completions.create(
+                    model="model", prompt=case["prompt_ids"], max_tokens=12, logprobs=0,
+                    extra_body={"return_tokens_as_token_ids": True})
+                assert completion_tokens(r.choices[0]) == cut(case["greedy"], 12), case
+            # A request's own temperature still wins: sampled, not the greedy answer.
+            case = expected()[0]
+            answers = {tuple(completion_tokens(client.completions.create(
+                model="model", prompt=case["prompt_ids"], max_tokens=12, logprobs=0,
+                temperature=1.5, seed=seed,
+                extra_body={"return_tokens_as_token_ids": True}).choices[0]))
+                for seed in range(4)}
+            assert tuple(cut(case["greedy"], 12)) not in answers or len(answers) > 1, answers
+        finally:
+            s.stop()
+        bad = model_with_config(os.path.join(tmp, "bad"), top_p=0.0)
+        r = subprocess.run([binary, "serve", bad, "--model-lib", LIB, "--port", "0"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1 and "top_p" in r.stderr, (r.returncode, r.stderr)
+    print("ok: the model's sampling defaults fill what a request leaves out; bad ones stop it")
+
+
 def check_bad_startup(binary):
     for args, words in [
         (["serve", "/nonexistent/model", "--model-lib", LIB], "mlc-chat-config.json"),
@@ -723,7 +771,8 @@ def main():
     check_queue_full(binary)
     check_preemption(binary)
     check_q4f16_1(binary)
-    print(f"all {len(CHECKS) + 4} checks passed")
+    check_model_defaults(binary)
+    print(f"all {len(CHECKS) + 5} checks passed")
 
 
 if __name__ == "__main__":

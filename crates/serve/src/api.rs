@@ -168,10 +168,23 @@ pub(crate) fn boolean_or(body: &Map<String, Value>, key: &'static str, default: 
 }
 
 /// Parameters common to both endpoints; `logprobs` is read by the caller (its type differs).
+/// What the body leaves out of `temperature`, `top_p` and the two penalties comes from
+/// `defaults` (the model's, as MLC-LLM's server takes them from mlc-chat-config.json).
 /// `max_tokens` may be 0 only where `zero_tokens` (a completion with `echo`: the prompt alone,
 /// as OpenAI's legacy endpoint scores a text).
-fn common(body: &Map<String, Value>, logprobs: Option<usize>, zero_tokens: bool) -> Res<Common> {
-    let mut p = SamplingParams::default();
+fn common(
+    body: &Map<String, Value>,
+    defaults: &SamplingParams,
+    logprobs: Option<usize>,
+    zero_tokens: bool,
+) -> Res<Common> {
+    let mut p = SamplingParams {
+        temperature: defaults.temperature,
+        top_p: defaults.top_p,
+        presence_penalty: defaults.presence_penalty,
+        frequency_penalty: defaults.frequency_penalty,
+        ..SamplingParams::default()
+    };
     if let Some(t) = number(body, "temperature", 0.0, 2.0)? {
         p.temperature = t as f32;
     }
@@ -208,8 +221,12 @@ fn common(body: &Map<String, Value>, logprobs: Option<usize>, zero_tokens: bool)
         p.n = n as usize;
     }
     p.seed = integer(body, "seed")?.map(|s| s as u64);
-    p.presence_penalty = number(body, "presence_penalty", -2.0, 2.0)?.unwrap_or(0.0) as f32;
-    p.frequency_penalty = number(body, "frequency_penalty", -2.0, 2.0)?.unwrap_or(0.0) as f32;
+    if let Some(v) = number(body, "presence_penalty", -2.0, 2.0)? {
+        p.presence_penalty = v as f32;
+    }
+    if let Some(v) = number(body, "frequency_penalty", -2.0, 2.0)? {
+        p.frequency_penalty = v as f32;
+    }
     p.stop = match body.get("stop") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::String(s)) => vec![s.clone()],
@@ -275,8 +292,11 @@ fn common(body: &Map<String, Value>, logprobs: Option<usize>, zero_tokens: bool)
     })
 }
 
-/// Validates a `/v1/completions` body.
-pub fn completion_request(body: &Map<String, Value>) -> Res<CompletionRequest> {
+/// Validates a `/v1/completions` body; `defaults`: the model's sampling defaults.
+pub fn completion_request(
+    body: &Map<String, Value>,
+    defaults: &SamplingParams,
+) -> Res<CompletionRequest> {
     let bad_prompt = || {
         ApiError::bad(
             "`prompt` must be a string, a list of token ids, or a non-empty list of either \
@@ -328,7 +348,7 @@ pub fn completion_request(body: &Map<String, Value>) -> Res<CompletionRequest> {
         return Err(ApiError::bad("`suffix` is not supported", Some("suffix")));
     }
     let echo = boolean(body, "echo")?;
-    let mut common = common(body, logprobs, echo)?;
+    let mut common = common(body, defaults, logprobs, echo)?;
     common.params.echo = echo;
     // best_of = n (or absent) is what every request does; more candidates than answers is not.
     if let Some(b) = integer(body, "best_of")? {
@@ -345,8 +365,8 @@ pub fn completion_request(body: &Map<String, Value>) -> Res<CompletionRequest> {
     Ok(CompletionRequest { prompts, common })
 }
 
-/// Validates a `/v1/chat/completions` body.
-pub fn chat_request(body: &Map<String, Value>) -> Res<ChatRequest> {
+/// Validates a `/v1/chat/completions` body; `defaults`: the model's sampling defaults.
+pub fn chat_request(body: &Map<String, Value>, defaults: &SamplingParams) -> Res<ChatRequest> {
     let messages = messages(body)?;
     unsupported_chat_options(body)?;
     let top = integer(body, "top_logprobs")?;
@@ -369,7 +389,7 @@ pub fn chat_request(body: &Map<String, Value>) -> Res<ChatRequest> {
     };
     Ok(ChatRequest {
         messages,
-        common: common(body, logprobs, false)?,
+        common: common(body, defaults, logprobs, false)?,
     })
 }
 
@@ -519,6 +539,15 @@ pub fn finish(reason: Option<FinishReason>) -> Value {
 mod tests {
     use super::*;
 
+    /// The endpoints' parsers with tvmrt's own defaults (temperature 1, top_p 1, no penalty).
+    fn completion_request(body: &Map<String, Value>) -> Res<CompletionRequest> {
+        super::completion_request(body, &SamplingParams::default())
+    }
+
+    fn chat_request(body: &Map<String, Value>) -> Res<ChatRequest> {
+        super::chat_request(body, &SamplingParams::default())
+    }
+
     fn body(v: Value) -> Map<String, Value> {
         v.as_object().unwrap().clone()
     }
@@ -657,6 +686,33 @@ mod tests {
         );
         let refused = chat_prompt_ids(&template, &[Message::text("tool", "x")], byte_ids);
         assert_eq!(refused.unwrap_err().param, Some("messages"));
+    }
+
+    #[test]
+    fn the_models_defaults_fill_what_a_request_leaves_out() {
+        let defaults = SamplingParams {
+            temperature: 0.6,
+            top_p: 0.9,
+            frequency_penalty: 0.3,
+            ..SamplingParams::default()
+        };
+        let hi = json!([{"role": "user", "content": "hi"}]);
+        let r = super::chat_request(&body(json!({"messages": hi})), &defaults).unwrap();
+        let p = r.common.params;
+        assert_eq!(
+            (p.temperature, p.top_p, p.frequency_penalty),
+            (0.6, 0.9, 0.3)
+        );
+        let r = super::completion_request(
+            &body(json!({"prompt": "a", "temperature": 0, "frequency_penalty": 0})),
+            &defaults,
+        )
+        .unwrap();
+        let p = r.common.params;
+        assert_eq!(
+            (p.temperature, p.top_p, p.frequency_penalty),
+            (0.0, 0.9, 0.0)
+        );
     }
 
     #[test]

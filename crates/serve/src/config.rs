@@ -7,6 +7,7 @@ use serde::Deserialize;
 use tvmrt::{Error, Result};
 
 use crate::conversation::ConvTemplate;
+use crate::sampler::SamplingParams;
 
 /// mlc-chat-config.json.
 #[derive(Clone, Debug, Deserialize)]
@@ -45,6 +46,8 @@ impl ChatConfig {
             .map_err(|e| Error::value(format!("cannot read {}: {e}", path.display())))?;
         let cfg: ChatConfig = serde_json::from_str(&text)
             .map_err(|e| Error::value(format!("{}: {e}", path.display())))?;
+        cfg.check_sampling()
+            .map_err(|e| Error::value(format!("{}: {}", path.display(), e.message)))?;
         if cfg.conv_template.seps.is_empty() {
             tvmrt::bail_value!(
                 "{}: the conversation template has no separator",
@@ -52,6 +55,54 @@ impl ChatConfig {
             );
         }
         Ok(cfg)
+    }
+
+    /// The model's sampling defaults (`temperature`, `top_p`, `presence_penalty`,
+    /// `frequency_penalty`), which a request overrides field by field, as MLC-LLM's engine
+    /// takes them (`GenerationConfig::GetDefaultFromModelConfig`).
+    pub fn sampling_defaults(&self) -> SamplingParams {
+        SamplingParams {
+            temperature: self.temperature as f32,
+            top_p: self.top_p as f32,
+            presence_penalty: self.presence_penalty as f32,
+            frequency_penalty: self.frequency_penalty as f32,
+            ..SamplingParams::default()
+        }
+    }
+
+    /// The sampling defaults within the ranges a request may give.
+    fn check_sampling(&self) -> Result<()> {
+        let penalty = |v: f64| (-2.0..=2.0).contains(&v);
+        let checks = [
+            (
+                "temperature",
+                self.temperature,
+                (0.0..=2.0).contains(&self.temperature),
+                "0 to 2",
+            ),
+            (
+                "top_p",
+                self.top_p,
+                self.top_p > 0.0 && self.top_p <= 1.0,
+                "above 0, at most 1",
+            ),
+            (
+                "presence_penalty",
+                self.presence_penalty,
+                penalty(self.presence_penalty),
+                "-2 to 2",
+            ),
+            (
+                "frequency_penalty",
+                self.frequency_penalty,
+                penalty(self.frequency_penalty),
+                "-2 to 2",
+            ),
+        ];
+        if let Some((key, v, _, allowed)) = checks.into_iter().find(|c| !c.2) {
+            tvmrt::bail_value!("`{key}` is {v}; a request's may be {allowed}");
+        }
+        Ok(())
     }
 
     /// The vocabulary's size, as MLC's engine reads it: `vocab_size`, else `model_config`'s.
@@ -75,5 +126,46 @@ impl ChatConfig {
         ids.sort_unstable();
         ids.dedup();
         ids
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: serde_json::Value) -> ChatConfig {
+        let mut v = serde_json::json!({
+            "conv_template": {"roles": {"user": "U", "assistant": "A"}, "seps": ["\n"]},
+            "vocab_size": 320
+        });
+        v.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn the_models_sampling_defaults_are_checked_and_given() {
+        let c = config(serde_json::json!({"temperature": 0.6, "top_p": 0.9,
+                                          "presence_penalty": 0.5}));
+        c.check_sampling().unwrap();
+        let d = c.sampling_defaults();
+        assert_eq!((d.temperature, d.top_p), (0.6, 0.9));
+        assert_eq!((d.presence_penalty, d.frequency_penalty), (0.5, 0.0));
+        assert_eq!(
+            config(serde_json::json!({}))
+                .sampling_defaults()
+                .temperature,
+            1.0
+        );
+        for bad in [
+            serde_json::json!({"temperature": 3.0}),
+            serde_json::json!({"top_p": 0.0}),
+            serde_json::json!({"frequency_penalty": -2.5}),
+        ] {
+            let key = bad.as_object().unwrap().keys().next().unwrap().clone();
+            let e = config(bad).check_sampling().unwrap_err();
+            assert!(e.message.contains(&key), "{}", e.message);
+        }
     }
 }
