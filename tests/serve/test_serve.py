@@ -24,7 +24,8 @@ Starts the server on 127.0.0.1 (a free port), checks, stops it by its process id
 - prefix sharing (a prompt continuing a finished answer forks its KV cache) and preemption
   (a server with 17 KV pages and 16 concurrent requests: every answer still TVM's);
 - the model's sampling defaults (mlc-chat-config.json's temperature, ...) for what a request leaves
-  out, as MLC's server takes them; a default out of range stops the server at start;
+  out, as MLC's server takes them; a default out of range stops the server at start; the
+  template's stop strings end completions too;
 - the fixture's q4f16_1 build (model_q4f16_1: MLC's 4-bit quantization, float16 activations):
   completions, chats and echoed prompt logprobs equal to TVM's (expected_q4f16_1.json,
   expected_prompt_logprobs_q4f16_1.json).
@@ -735,6 +736,31 @@ def check_model_defaults(binary):
                 extra_body={"return_tokens_as_token_ids": True}).choices[0]))
                 for seed in range(4)}
             assert tuple(cut(case["greedy"], 12)) not in answers or len(answers) > 1, answers
+            # A greedy answer with two printable characters after its first: the stop string.
+            for case in expected():
+                text = client.completions.create(model="model", prompt=case["prompt"],
+                                                 max_tokens=12).choices[0].text
+                at = next((i for i in range(1, len(text) - 1)
+                           if text[i:i + 2].isascii() and text[i:i + 2].isprintable()), None)
+                if at is not None:
+                    break
+        finally:
+            s.stop()
+        # The template's stop strings end completions too, as in MLC's server: one taken from
+        # the greedy answer cuts it there.
+        stop = text[at:at + 2]
+        template = dict(json.load(open(os.path.join(MODEL, "mlc-chat-config.json"),
+                                       encoding="utf-8"))["conv_template"])
+        template["stop_str"] = template["stop_str"] + [stop]
+        s = Server(binary, "--served-model-name", "model",
+                   model=model_with_config(os.path.join(tmp, "stop"), temperature=0.0,
+                                           conv_template=template))
+        try:
+            r = openai.OpenAI(base_url=s.url + "/v1", api_key="none", max_retries=0,
+                              timeout=60).completions.create(
+                model="model", prompt=case["prompt"], max_tokens=12)
+            assert r.choices[0].text == text[:text.index(stop)], (r.choices[0].text, text, stop)
+            assert r.choices[0].finish_reason == "stop"
         finally:
             s.stop()
         bad = model_with_config(os.path.join(tmp, "bad"), top_p=0.0)

@@ -275,13 +275,15 @@ fn prepare(app: &App, body: &[u8], kind: Kind) -> Result<Prepared, ApiError> {
             let ids = api::chat_prompt_ids(&app.chat.conv_template, &r.messages, |text| {
                 codec.encode(text)
             })?;
-            let mut c = r.common;
-            c.params
-                .stop
-                .extend(app.chat.conv_template.stop_str.iter().cloned());
-            (vec![ids], c)
+            (vec![ids], r.common)
         }
     };
+    // Both endpoints stop at the template's stop strings too, as MLC's server does.
+    let mut common = common;
+    common
+        .params
+        .stop
+        .extend(app.chat.conv_template.stop_str.iter().cloned());
     let info = &app.engine.info;
     // A list the queue can never take whole would answer 429 to every retry.
     if prompts.len() > 1 && prompts.len() > info.config.max_queue {
