@@ -24,8 +24,8 @@ Starts the server on 127.0.0.1 (a free port), checks, stops it by its process id
 - prefix sharing (a prompt continuing a finished answer forks its KV cache) and preemption
   (a server with 17 KV pages and 16 concurrent requests: every answer still TVM's);
 - the model's sampling defaults (mlc-chat-config.json's temperature, ...) for what a request leaves
-  out, as MLC's server takes them; a default out of range stops the server at start; the
-  template's stop strings end completions too;
+  out, as MLC's server takes them; a default out of range, or a sliding window, stops the
+  server at start; the template's stop strings end completions too;
 - the fixture's q4f16_1 build (model_q4f16_1: MLC's 4-bit quantization, float16 activations):
   completions, chats and echoed prompt logprobs equal to TVM's (expected_q4f16_1.json,
   expected_prompt_logprobs_q4f16_1.json).
@@ -763,10 +763,13 @@ def check_model_defaults(binary):
             assert r.choices[0].finish_reason == "stop"
         finally:
             s.stop()
-        bad = model_with_config(os.path.join(tmp, "bad"), top_p=0.0)
-        r = subprocess.run([binary, "serve", bad, "--model-lib", LIB, "--port", "0"],
-                           capture_output=True, text=True, timeout=60)
-        assert r.returncode == 1 and "top_p" in r.stderr, (r.returncode, r.stderr)
+        # A default out of range, and a sliding window (which MLC enables on every sequence and
+        # this server does not): refused at start, never served wrong.
+        for key, value in [("top_p", 0.0), ("sliding_window_size", 32)]:
+            bad = model_with_config(os.path.join(tmp, key), **{key: value})
+            r = subprocess.run([binary, "serve", bad, "--model-lib", LIB, "--port", "0"],
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == 1 and key in r.stderr, (r.returncode, r.stderr)
     print("ok: the model's sampling defaults fill what a request leaves out; bad ones stop it")
 
 

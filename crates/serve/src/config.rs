@@ -32,6 +32,9 @@ pub struct ChatConfig {
     vocab_size: Option<i64>,
     #[serde(default)]
     model_config: serde_json::Value,
+    /// Set (not -1) for models MLC runs with a sliding attention window on every sequence.
+    #[serde(default)]
+    sliding_window_size: Option<i64>,
 }
 
 fn one() -> f64 {
@@ -47,6 +50,7 @@ impl ChatConfig {
         let cfg: ChatConfig = serde_json::from_str(&text)
             .map_err(|e| Error::value(format!("{}: {e}", path.display())))?;
         cfg.check_sampling()
+            .and_then(|_| cfg.check_window())
             .map_err(|e| Error::value(format!("{}: {}", path.display(), e.message)))?;
         if cfg.conv_template.seps.is_empty() {
             tvmrt::bail_value!(
@@ -103,6 +107,19 @@ impl ChatConfig {
             tvmrt::bail_value!("`{key}` is {v}; a request's may be {allowed}");
         }
         Ok(())
+    }
+
+    /// MLC's engine enables a sliding window on every sequence of a model that has one
+    /// (`kv_cache_enable_sliding_window_for_seq`); this server does not, so such a model is
+    /// refused rather than answered with attention over the whole context.
+    fn check_window(&self) -> Result<()> {
+        match self.sliding_window_size {
+            Some(w) if w != -1 => tvmrt::bail_value!(
+                "`sliding_window_size` is {w}: models with a sliding attention window are not \
+                 supported by tvmrt serve"
+            ),
+            _ => Ok(()),
+        }
     }
 
     /// The vocabulary's size, as MLC's engine reads it: `vocab_size`, else `model_config`'s.
@@ -167,5 +184,20 @@ mod tests {
             let e = config(bad).check_sampling().unwrap_err();
             assert!(e.message.contains(&key), "{}", e.message);
         }
+    }
+
+    #[test]
+    fn a_sliding_window_model_is_refused() {
+        config(serde_json::json!({"sliding_window_size": -1}))
+            .check_window()
+            .unwrap();
+        let e = config(serde_json::json!({"sliding_window_size": 4096}))
+            .check_window()
+            .unwrap_err();
+        assert!(
+            e.message.contains("sliding_window_size` is 4096"),
+            "{}",
+            e.message
+        );
     }
 }

@@ -56,6 +56,13 @@ impl Metadata {
                     .ok_or_else(|| Error::value("a parameter of _metadata() has no name"))
             })
             .collect::<Result<Vec<_>>>()?;
+        if int("context_window_size")? <= 0 {
+            tvmrt::bail_value!(
+                "the model has no bounded context window (context_window_size {}: a \
+                 sliding-window model); tvmrt serve drives models with one",
+                v["context_window_size"]
+            );
+        }
         if v["kv_state_kind"].as_str().unwrap_or("kv_cache") != "kv_cache" {
             tvmrt::bail_value!(
                 "the model keeps its state as `{}`; tvmrt serve drives paged KV caches only",
@@ -499,5 +506,32 @@ impl Model {
             .chunks(v as usize)
             .map(<[f32]>::to_vec)
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Metadata;
+
+    fn metadata(context: i64, kind: &str) -> String {
+        serde_json::json!({
+            "model_type": "llama", "context_window_size": context, "prefill_chunk_size": 128,
+            "max_batch_size": 16, "kv_state_kind": kind, "params": [{"name": "w"}]
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn metadata_without_a_bounded_context_or_a_kv_cache_is_refused() {
+        let m = Metadata::parse(&metadata(512, "kv_cache")).unwrap();
+        assert_eq!((m.context_window_size, m.params.len()), (512, 1));
+        let e = Metadata::parse(&metadata(-1, "kv_cache")).unwrap_err();
+        assert!(
+            e.message.contains("context_window_size -1"),
+            "{}",
+            e.message
+        );
+        let e = Metadata::parse(&metadata(512, "rnn_state")).unwrap_err();
+        assert!(e.message.contains("rnn_state"), "{}", e.message);
     }
 }
