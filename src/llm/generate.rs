@@ -154,7 +154,8 @@ impl LanguageModel {
     pub fn create_cache(&self, opts: &CacheOptions) -> Result<ObjectRef> {
         let mut args = Vec::new();
         for name in &self.create_params {
-            let v = match name.as_str() {
+            // MLC-LLM's libraries name them with a trailing underscore (`max_batch_size_`).
+            let v = match name.trim_end_matches('_') {
                 "max_batch_size" => opts.max_batch_size,
                 "max_total_seq_len" => opts.max_total_seq_len,
                 "prefill_chunk_size" => opts.prefill_chunk_size,

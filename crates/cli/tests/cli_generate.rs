@@ -1,5 +1,6 @@
-//! `tvmrt generate` on the TVM-built tiny Llama (tests/fixtures/llm): the greedy tokens are
-//! the ones TVM's runtime chose, timing goes to standard error, errors are one line.
+//! `tvmrt generate` on the TVM-built tiny Llama (tests/fixtures/llm) and on the libraries
+//! MLC-LLM built (tests/fixtures/mlc, q0f32 and q4f16_1): the greedy tokens are the ones TVM's
+//! runtime chose, timing goes to standard error, errors are one line.
 
 mod cli_support;
 
@@ -78,6 +79,53 @@ fn generates_tvms_greedy_tokens() {
     assert_eq!(tokens, want);
     assert_eq!(v["decode_ns"].as_array().unwrap().len(), want.len() - 1);
     assert!(v["decode_tokens_per_second"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn generates_tvms_greedy_tokens_with_mlc_llms_libraries() {
+    for (model, expected) in [
+        ("model", "expected.json"),
+        ("model_q4f16_1", "expected_q4f16_1.json"),
+    ] {
+        let dir = fixtures().join("mlc").join(model);
+        let text = std::fs::read_to_string(fixtures().join("mlc").join(expected)).unwrap();
+        let cases: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let ids = |v: &serde_json::Value| -> Vec<i64> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_i64().unwrap())
+                .collect()
+        };
+        // The prompts of one prefill chunk (128 tokens), which generate takes whole.
+        let mut checked = 0;
+        for case in cases["cases"].as_array().unwrap() {
+            let prompt = ids(&case["prompt_ids"]);
+            if prompt.len() > 128 {
+                continue;
+            }
+            let want = ids(&case["greedy"]);
+            let (lib, weights) = (dir.join("lib.so"), dir.to_string_lossy().into_owned());
+            let o = tvmrt(&[
+                "generate",
+                &lib.to_string_lossy(),
+                "--weights",
+                &weights,
+                "--prompt",
+                &join(&prompt),
+                "--max-tokens",
+                &want.len().to_string(),
+            ]);
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            assert_eq!(
+                String::from_utf8_lossy(&o.stdout).trim(),
+                join(&want),
+                "{model}"
+            );
+            checked += 1;
+        }
+        assert!(checked >= 6, "{model}: {checked} prompts");
+    }
 }
 
 #[test]
