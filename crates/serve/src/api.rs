@@ -167,24 +167,10 @@ pub(crate) fn boolean_or(body: &Map<String, Value>, key: &'static str, default: 
     }
 }
 
-/// Parameters common to both endpoints; `logprobs` is read by the caller (its type differs).
-/// What the body leaves out of `temperature`, `top_p` and the two penalties comes from
-/// `defaults` (the model's, as MLC-LLM's server takes them from mlc-chat-config.json).
-/// `max_tokens` may be 0 only where `zero_tokens` (a completion with `echo`: the prompt alone,
-/// as OpenAI's legacy endpoint scores a text).
-fn common(
-    body: &Map<String, Value>,
-    defaults: &SamplingParams,
-    logprobs: Option<usize>,
-    zero_tokens: bool,
-) -> Res<Common> {
-    let mut p = SamplingParams {
-        temperature: defaults.temperature,
-        top_p: defaults.top_p,
-        presence_penalty: defaults.presence_penalty,
-        frequency_penalty: defaults.frequency_penalty,
-        ..SamplingParams::default()
-    };
+/// The sampling fields of a body (`temperature`, `top_p`, `presence_penalty`,
+/// `frequency_penalty`) checked and written into `p`; those the body leaves out keep `p`'s.
+/// The model's own defaults (mlc-chat-config.json) go through here too.
+pub fn sampling_fields(body: &Map<String, Value>, p: &mut SamplingParams) -> Res<()> {
     if let Some(t) = number(body, "temperature", 0.0, 2.0)? {
         p.temperature = t as f32;
     }
@@ -197,6 +183,28 @@ fn common(
         }
         p.top_p = t as f32;
     }
+    if let Some(v) = number(body, "presence_penalty", -2.0, 2.0)? {
+        p.presence_penalty = v as f32;
+    }
+    if let Some(v) = number(body, "frequency_penalty", -2.0, 2.0)? {
+        p.frequency_penalty = v as f32;
+    }
+    Ok(())
+}
+
+/// Parameters common to both endpoints; `logprobs` is read by the caller (its type differs).
+/// What the body leaves out comes from `defaults` (the server passes the model's sampling
+/// defaults, as MLC-LLM's server takes them from mlc-chat-config.json).
+/// `max_tokens` may be 0 only where `zero_tokens` (a completion with `echo`: the prompt alone,
+/// as OpenAI's legacy endpoint scores a text).
+fn common(
+    body: &Map<String, Value>,
+    defaults: &SamplingParams,
+    logprobs: Option<usize>,
+    zero_tokens: bool,
+) -> Res<Common> {
+    let mut p = defaults.clone();
+    sampling_fields(body, &mut p)?;
     let max_tokens = match integer(body, "max_completion_tokens")? {
         Some(m) => Some(m),
         None => integer(body, "max_tokens")?,
@@ -221,12 +229,6 @@ fn common(
         p.n = n as usize;
     }
     p.seed = integer(body, "seed")?.map(|s| s as u64);
-    if let Some(v) = number(body, "presence_penalty", -2.0, 2.0)? {
-        p.presence_penalty = v as f32;
-    }
-    if let Some(v) = number(body, "frequency_penalty", -2.0, 2.0)? {
-        p.frequency_penalty = v as f32;
-    }
     p.stop = match body.get("stop") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::String(s)) => vec![s.clone()],

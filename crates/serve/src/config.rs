@@ -35,6 +35,9 @@ pub struct ChatConfig {
     /// Set (not -1) for models MLC runs with a sliding attention window on every sequence.
     #[serde(default)]
     sliding_window_size: Option<i64>,
+    /// The four sampling fields above, checked (filled in by [`ChatConfig::load`]).
+    #[serde(skip)]
+    sampling: SamplingParams,
 }
 
 fn one() -> f64 {
@@ -47,10 +50,11 @@ impl ChatConfig {
         let path = model_dir.join("mlc-chat-config.json");
         let text = std::fs::read_to_string(&path)
             .map_err(|e| Error::value(format!("cannot read {}: {e}", path.display())))?;
-        let cfg: ChatConfig = serde_json::from_str(&text)
+        let mut cfg: ChatConfig = serde_json::from_str(&text)
             .map_err(|e| Error::value(format!("{}: {e}", path.display())))?;
-        cfg.check_sampling()
-            .and_then(|_| cfg.check_window())
+        cfg.sampling = cfg
+            .check_window()
+            .and_then(|_| cfg.parse_sampling())
             .map_err(|e| Error::value(format!("{}: {}", path.display(), e.message)))?;
         if cfg.conv_template.seps.is_empty() {
             tvmrt::bail_value!(
@@ -64,49 +68,23 @@ impl ChatConfig {
     /// The model's sampling defaults (`temperature`, `top_p`, `presence_penalty`,
     /// `frequency_penalty`), which a request overrides field by field, as MLC-LLM's engine
     /// takes them (`GenerationConfig::GetDefaultFromModelConfig`).
-    pub fn sampling_defaults(&self) -> SamplingParams {
-        SamplingParams {
-            temperature: self.temperature as f32,
-            top_p: self.top_p as f32,
-            presence_penalty: self.presence_penalty as f32,
-            frequency_penalty: self.frequency_penalty as f32,
-            ..SamplingParams::default()
-        }
+    pub fn sampling_defaults(&self) -> &SamplingParams {
+        &self.sampling
     }
 
-    /// The sampling defaults within the ranges a request may give.
-    fn check_sampling(&self) -> Result<()> {
-        let penalty = |v: f64| (-2.0..=2.0).contains(&v);
-        let checks = [
-            (
-                "temperature",
-                self.temperature,
-                (0.0..=2.0).contains(&self.temperature),
-                "0 to 2",
-            ),
-            (
-                "top_p",
-                self.top_p,
-                self.top_p > 0.0 && self.top_p <= 1.0,
-                "above 0, at most 1",
-            ),
-            (
-                "presence_penalty",
-                self.presence_penalty,
-                penalty(self.presence_penalty),
-                "-2 to 2",
-            ),
-            (
-                "frequency_penalty",
-                self.frequency_penalty,
-                penalty(self.frequency_penalty),
-                "-2 to 2",
-            ),
-        ];
-        if let Some((key, v, _, allowed)) = checks.into_iter().find(|c| !c.2) {
-            tvmrt::bail_value!("`{key}` is {v}; a request's may be {allowed}");
-        }
-        Ok(())
+    /// The sampling defaults through the request parser's checks (the ranges a request may
+    /// give); the other fields as tvmrt's defaults.
+    fn parse_sampling(&self) -> Result<SamplingParams> {
+        let fields = serde_json::json!({
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "presence_penalty": self.presence_penalty,
+            "frequency_penalty": self.frequency_penalty,
+        });
+        let mut p = SamplingParams::default();
+        let fields = fields.as_object().expect("a JSON object");
+        crate::api::sampling_fields(fields, &mut p).map_err(|e| Error::value(e.message))?;
+        Ok(p)
     }
 
     /// MLC's engine enables a sliding window on every sequence of a model that has one
@@ -165,13 +143,13 @@ mod tests {
     fn the_models_sampling_defaults_are_checked_and_given() {
         let c = config(serde_json::json!({"temperature": 0.6, "top_p": 0.9,
                                           "presence_penalty": 0.5}));
-        c.check_sampling().unwrap();
-        let d = c.sampling_defaults();
+        let d = c.parse_sampling().unwrap();
         assert_eq!((d.temperature, d.top_p), (0.6, 0.9));
         assert_eq!((d.presence_penalty, d.frequency_penalty), (0.5, 0.0));
         assert_eq!(
             config(serde_json::json!({}))
-                .sampling_defaults()
+                .parse_sampling()
+                .unwrap()
                 .temperature,
             1.0
         );
@@ -181,7 +159,7 @@ mod tests {
             serde_json::json!({"frequency_penalty": -2.5}),
         ] {
             let key = bad.as_object().unwrap().keys().next().unwrap().clone();
-            let e = config(bad).check_sampling().unwrap_err();
+            let e = config(bad).parse_sampling().unwrap_err();
             assert!(e.message.contains(&key), "{}", e.message);
         }
     }

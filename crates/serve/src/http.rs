@@ -250,9 +250,9 @@ fn prepare(app: &App, body: &[u8], kind: Kind) -> Result<Prepared, ApiError> {
     api::check_model(&body, &app.model_id)?;
     let codec = &app.engine.codec;
     let mut echoed = Vec::new();
-    let (prompts, common) = match kind {
+    let (prompts, mut common) = match kind {
         Kind::Completion => {
-            let r = api::completion_request(&body, &app.chat.sampling_defaults())?;
+            let r = api::completion_request(&body, app.chat.sampling_defaults())?;
             let echo = r.common.params.echo;
             let mut prompts = Vec::with_capacity(r.prompts.len());
             for p in r.prompts {
@@ -271,7 +271,7 @@ fn prepare(app: &App, body: &[u8], kind: Kind) -> Result<Prepared, ApiError> {
             (prompts, r.common)
         }
         Kind::Chat => {
-            let r = api::chat_request(&body, &app.chat.sampling_defaults())?;
+            let r = api::chat_request(&body, app.chat.sampling_defaults())?;
             let ids = api::chat_prompt_ids(&app.chat.conv_template, &r.messages, |text| {
                 codec.encode(text)
             })?;
@@ -279,7 +279,6 @@ fn prepare(app: &App, body: &[u8], kind: Kind) -> Result<Prepared, ApiError> {
         }
     };
     // Both endpoints stop at the template's stop strings too, as MLC's server does.
-    let mut common = common;
     common
         .params
         .stop
