@@ -103,17 +103,24 @@ PYEOF
   done
 }
 
-# opencl_env CMD...: runs CMD on opencl:0 through an OpenCL ICD loader: the machine's own
-# libOpenCL.so.1, or the one pack.sh carries (Debian's ocl-icd, needing only libc); the
-# machine's vendor files (/etc/OpenCL/vendors), or else NVIDIA's driver library by name.
+# opencl_env CMD...: runs CMD on opencl:0 through an OpenCL ICD loader (the machine's own
+# libOpenCL.so.1, or the one pack.sh carries: Debian's ocl-icd, needing only libc) and NVIDIA's
+# OpenCL driver. The H200 machine's /etc/OpenCL/vendors lists only POCL's CPU driver; its
+# environment names both drivers in OCL_ICD_FILENAMES (read by ocl-icd and Khronos' loader),
+# and tvmrt takes GPUs first (seen 2026-11-28). Where that variable is unset, NVIDIA's driver is
+# named by its path; the benchmark prints the device's own name.
 opencl_env() {
   if ! ldconfig -p | grep -q 'libOpenCL\.so\.1 '; then
     export TVMRT_OPENCL_LIBRARY="$DIR/lib/ocl/libOpenCL.so.1"
   fi
-  if [[ -z ${OCL_ICD_VENDORS:-} ]] && ! compgen -G '/etc/OpenCL/vendors/*.icd' >/dev/null; then
-    export OCL_ICD_VENDORS=libnvidia-opencl.so.1
+  local d nv=""
+  for d in ${LD_LIBRARY_PATH//:/ } /usr/local/nvidia/lib64 /usr/lib/x86_64-linux-gnu /usr/lib64; do
+    [[ -e $d/libnvidia-opencl.so.1 ]] && { nv=$d/libnvidia-opencl.so.1; break; }
+  done
+  if [[ -n $nv && -z ${OCL_ICD_FILENAMES:-} ]]; then
+    export OCL_ICD_FILENAMES=$nv
   fi
-  echo "OpenCL: loader ${TVMRT_OPENCL_LIBRARY:-libOpenCL.so.1}, vendors ${OCL_ICD_VENDORS:-/etc/OpenCL/vendors}"
+  echo "OpenCL: loader ${TVMRT_OPENCL_LIBRARY:-libOpenCL.so.1}, driver ${OCL_ICD_FILENAMES:-as the vendor files say}"
   TVMRT_SERVE_DEVICE=opencl:0 "$@"
 }
 

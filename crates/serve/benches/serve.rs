@@ -35,6 +35,26 @@ fn device() -> tvmrt::abi::DLDevice {
     tvmrt::device::parse_device(&text).unwrap()
 }
 
+/// `device()` as its driver names it (`runtime.GetDeviceAttr`'s device name): which GPU, or
+/// which OpenCL device (NVIDIA's driver or POCL's CPU device).
+fn device_label() -> String {
+    let dev = device();
+    let attr = tvmrt::function::registry::get("runtime.GetDeviceAttr").expect("a core global");
+    let name = attr
+        .call_values(&[
+            tvmrt::value::Any::from(i64::from(dev.device_type.0)),
+            tvmrt::value::Any::from(i64::from(dev.device_id)),
+            tvmrt::value::Any::from(5i64),
+        ])
+        .ok()
+        .and_then(|v| v.view().as_str().map(str::to_owned))
+        .unwrap_or_default();
+    match name.as_str() {
+        "" => tvmrt::device::device_name(dev),
+        _ => format!("{} ({name})", tvmrt::device::device_name(dev)),
+    }
+}
+
 fn percentile(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(f64::total_cmp);
     let i = ((v.len() as f64 - 1.0) * p).round() as usize;
@@ -309,6 +329,7 @@ fn main() {
         .unwrap();
     }
 
+    println!("device: {}", device_label());
     if std::env::args().any(|a| a == "--check") && !check_greedy(&dir, &lib) {
         std::process::exit(1);
     }

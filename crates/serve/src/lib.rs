@@ -24,5 +24,6 @@ pub mod metrics;
 pub mod model;
 pub mod respond;
 pub mod sampler;
+pub mod staging;
 pub mod text;
 pub mod tokenize;

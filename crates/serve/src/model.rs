@@ -12,6 +12,7 @@
 //! Everything here calls into tvmrt's public API; a [`Model`] is not `Send` (it holds runtime
 //! objects) and lives on the engine's thread.
 
+use std::cell::RefCell;
 use std::path::Path;
 
 use tvmrt::abi::DLDevice;
@@ -24,6 +25,8 @@ use tvmrt::object::ObjectRef;
 use tvmrt::tensor::layout::cpu;
 use tvmrt::tensor::Tensor;
 use tvmrt::{Any, AnyView, Error, Function, Result};
+
+use crate::staging::Staging;
 
 /// What `_metadata()` says about the compiled model.
 #[derive(Clone, Debug)]
@@ -100,6 +103,8 @@ pub struct Model {
     remove_sequence: Function,
     fork_sequence: Function,
     available_pages: Function,
+    /// The logit kernels' arguments, one device buffer reused from token to token.
+    staging: RefCell<Staging>,
     /// Where the weights, the KV cache and the forward passes live.
     pub device: DLDevice,
     pub metadata: Metadata,
@@ -230,6 +235,7 @@ impl Model {
             remove_sequence: global("vm.builtin.kv_state_remove_sequence")?,
             fork_sequence: global("vm.builtin.kv_state_fork_sequence")?,
             available_pages: global("vm.builtin.attention_kv_cache_get_num_available_pages")?,
+            staging: RefCell::new(Staging::new(device)?),
             _exec: exec,
             _vm: vm,
             params,
@@ -456,31 +462,47 @@ impl Model {
             return Ok(());
         }
         let n = rows.len() as i64;
-        let flat: Vec<f32> = rows.iter().flatten().copied().collect();
-        let logits = tensor_f32_on(&flat, &[n, self.vocab_size], self.device)?;
-        let ints = |v: Vec<i32>| tvmrt::llm::transfer::tensor_from_i32(&v, self.device);
-        let logits_arg = || Any::from(logits.clone());
-        if !bias.is_empty() {
+        let mut st = self.staging.borrow_mut();
+        st.reset();
+        let logits = st.push_f32(rows.iter().flatten().copied());
+        let ints = |st: &mut Staging, v: Vec<i32>| st.push_i32(&v);
+        let bias_args = (!bias.is_empty()).then(|| {
+            (
+                ints(&mut st, bias.iter().map(|b| b.0).collect()),
+                ints(&mut st, bias.iter().map(|b| b.1).collect()),
+                st.push_f32(bias.iter().map(|b| b.2)),
+            )
+        });
+        let penalty_args = (!counts.is_empty()).then(|| {
+            (
+                ints(&mut st, (0..n as i32).collect()),
+                ints(&mut st, counts.iter().map(|c| c.0).collect()),
+                ints(&mut st, counts.iter().map(|c| c.1).collect()),
+                ints(&mut st, counts.iter().map(|c| c.2).collect()),
+                st.push_f32(penalties.iter().flatten().copied()),
+            )
+        });
+        st.commit()?;
+        let logits = st.tensor(logits, &[n, self.vocab_size])?;
+        let arg = |staged, len: usize| st.tensor(staged, &[len as i64]).map(Any::from);
+        if let Some((pos, tokens, values)) = bias_args {
+            let k = bias.len();
             self.apply_logit_bias.call_values(&[
-                logits_arg(),
-                Any::from(ints(bias.iter().map(|b| b.0).collect())?),
-                Any::from(ints(bias.iter().map(|b| b.1).collect())?),
-                Any::from(tensor_f32_on(
-                    &bias.iter().map(|b| b.2).collect::<Vec<_>>(),
-                    &[bias.len() as i64],
-                    self.device,
-                )?),
+                Any::from(logits.clone()),
+                arg(pos, k)?,
+                arg(tokens, k)?,
+                arg(values, k)?,
             ])?;
         }
-        if !counts.is_empty() {
-            let flat_pen: Vec<f32> = penalties.iter().flatten().copied().collect();
+        if let Some((seq_ids, pos, tokens, cnt, pen)) = penalty_args {
+            let k = counts.len();
             self.apply_penalty.call_values(&[
-                logits_arg(),
-                Any::from(ints((0..n as i32).collect())?),
-                Any::from(ints(counts.iter().map(|c| c.0).collect())?),
-                Any::from(ints(counts.iter().map(|c| c.1).collect())?),
-                Any::from(ints(counts.iter().map(|c| c.2).collect())?),
-                Any::from(tensor_f32_on(&flat_pen, &[n, 3], self.device)?),
+                Any::from(logits.clone()),
+                arg(seq_ids, n as usize)?,
+                arg(pos, k)?,
+                arg(tokens, k)?,
+                arg(cnt, k)?,
+                Any::from(st.tensor(pen, &[n, 3])?),
             ])?;
         }
         let out = read_f32(&logits)?;
@@ -495,12 +517,15 @@ impl Model {
     pub fn softmax(&self, rows: &[Vec<f32>], temperatures: &[f32]) -> Result<Vec<Vec<f32>>> {
         let n = rows.len() as i64;
         let v = self.vocab_size;
-        let flat: Vec<f32> = rows.iter().flatten().copied().collect();
-        let logits = tensor_f32_on(&flat, &[n, 1, v], self.device)?;
-        let temps = tensor_f32_on(temperatures, &[n], self.device)?;
-        let probs = self
-            .softmax
-            .call_values(&[Any::from(logits), Any::from(temps)])?;
+        let mut st = self.staging.borrow_mut();
+        st.reset();
+        let logits = st.push_f32(rows.iter().flatten().copied());
+        let temps = st.push_f32(temperatures.iter().copied());
+        st.commit()?;
+        let probs = self.softmax.call_values(&[
+            Any::from(st.tensor(logits, &[n, 1, v])?),
+            Any::from(st.tensor(temps, &[n])?),
+        ])?;
         let probs = Tensor::from_any_view(&probs.view(), "probabilities")?;
         Ok(read_f32(&probs)?
             .chunks(v as usize)

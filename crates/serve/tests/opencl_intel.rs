@@ -285,3 +285,80 @@ fn merge_state_races_where_work_items_run_one_by_one() {
         );
     }
 }
+
+/// The model's logit kernels on opencl:0, their arguments in one staged device buffer (views at
+/// offsets into it, which OpenCL passes as buffer offsets): a logit bias and the penalties give
+/// OpenAI's definitions (`sampler::process_logits`), and `softmax_with_temperature` the
+/// softmax of logits over temperature; a second, smaller batch reuses the buffer.
+#[test]
+fn logit_kernels_on_intel_opencl_follow_the_definitions() {
+    use std::collections::HashMap;
+    use tvmrt_serve::model::Model;
+    use tvmrt_serve::sampler::process_logits;
+    let dev = intel_runtime();
+    let dir = model_dir();
+    let model = Model::load(&dir.join("lib_opencl.so"), &dir, dev).unwrap();
+    let vocab = model.vocab_size as usize;
+    let row = |r: usize| -> Vec<f32> {
+        (0..vocab)
+            .map(|i| ((i * 7 + r * 13) % 29) as f32 * 0.25 - 3.0)
+            .collect()
+    };
+    let params = [
+        (vec![(5, 1.5), (319, -2.0)], 0.5, 0.25),
+        (vec![], 0.0, 0.0),
+        (vec![(0, 100.0)], -0.75, 1.0),
+    ]
+    .map(
+        |(logit_bias, presence_penalty, frequency_penalty)| SamplingParams {
+            logit_bias,
+            presence_penalty,
+            frequency_penalty,
+            ..Default::default()
+        },
+    );
+    let counts = [
+        HashMap::from([(5, 2u32), (17, 1)]),
+        HashMap::new(),
+        HashMap::from([(0, 3u32), (300, 4)]),
+    ];
+    for batch in [3usize, 1] {
+        let (mut bias, mut seen, mut penalties) = (Vec::new(), Vec::new(), Vec::new());
+        for (k, (p, c)) in params.iter().zip(&counts).take(batch).enumerate() {
+            bias.extend(p.logit_bias.iter().map(|&(t, b)| (k as i32, t, b)));
+            seen.extend(c.iter().map(|(&t, &n)| (k as i32, t, n as i32)));
+            penalties.push([p.presence_penalty, p.frequency_penalty, 1.0]);
+        }
+        let mut got: Vec<Vec<f32>> = (0..batch).map(row).collect();
+        model
+            .process_logits(&mut got, &bias, &seen, &penalties)
+            .unwrap();
+        for (k, g) in got.iter().enumerate() {
+            let mut want = row(k);
+            process_logits(&mut want, &params[k], &counts[k]);
+            for (i, (a, b)) in g.iter().zip(&want).enumerate() {
+                assert!(
+                    (a - b).abs() < 1e-5,
+                    "batch {batch}, row {k}, token {i}: {a} vs {b}"
+                );
+            }
+        }
+        let temps = [1.0f32, 0.5, 2.0];
+        let probs = model.softmax(&got, &temps[..batch]).unwrap();
+        for (k, (p, g)) in probs.iter().zip(&got).enumerate() {
+            let max = g.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let e: Vec<f64> = g
+                .iter()
+                .map(|v| f64::from((v - max) / temps[k]).exp())
+                .collect();
+            let total: f64 = e.iter().sum();
+            for (i, (a, b)) in p.iter().zip(&e).enumerate() {
+                let want = b / total;
+                assert!(
+                    (f64::from(*a) - want).abs() < 1e-6,
+                    "batch {batch}, row {k}, token {i}: {a} vs {want}"
+                );
+            }
+        }
+    }
+}
