@@ -7,7 +7,8 @@
 //!     cargo bench -p tvmrt-serve --bench serve -- --profile   # per-kernel batch_decode
 //!
 //! `TVMRT_SERVE_DEVICE=cuda:0` with `lib_cuda.so` runs it on a GPU (benches/gpu/run.sh);
-//! `--check` first compares greedy tokens with TVM's (expected.json), exiting 1 if any differ.
+//! `--check` first compares greedy tokens with TVM's (expected.json), exiting 1 if any differ
+//! (`--solo`: each prompt alone rather than all in one batch).
 //!
 //! Every request: a random prompt of 16 to 48 token ids (fixed seed), 64 new tokens (the stop
 //! token is masked with logit_bias, so every answer has exactly 64). The prompts are written
@@ -19,7 +20,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tvmrt::dtype::dtypes;
 use tvmrt::object::ObjectRef;
+use tvmrt::tensor::Tensor;
 use tvmrt_serve::config::ChatConfig;
 use tvmrt_serve::engine::{Engine, EngineConfig};
 use tvmrt_serve::http::App;
@@ -150,6 +153,20 @@ fn per_token_costs(dir: &Path, lib: &Path) {
             .process_logits(&mut rows, &[(0, 2, -100.0)], &[], &[[0.0, 0.0, 1.0]])
             .unwrap();
     });
+    // As a decode step's logits take it: in place on the device, then read back (the read
+    // alone is part of the bare step).
+    let on_device = Tensor::empty(&[1, 1, model.vocab_size], dtypes::FLOAT32, device()).unwrap();
+    let bytes: Vec<u8> = row.iter().flat_map(|v| v.to_le_bytes()).collect();
+    on_device.copy_from_bytes(&bytes).unwrap();
+    let read = median(&mut || {
+        std::hint::black_box(tvmrt_serve::model::read_f32(&on_device).unwrap());
+    });
+    let in_place = median(&mut || {
+        model
+            .process_logits_in_place(&on_device, &[(0, 2, -1.0)], &[], &[[0.0, 0.0, 1.0]])
+            .unwrap();
+        std::hint::black_box(tvmrt_serve::model::read_f32(&on_device).unwrap());
+    }) - read;
     let argmax = median(&mut || {
         std::hint::black_box(tvmrt_serve::sampler::argmax(&row));
     });
@@ -162,8 +179,9 @@ fn per_token_costs(dir: &Path, lib: &Path) {
         }
     }) / tokens.len() as f64;
     println!(
-        "per token, median: logit bias kernel {bias:.2} us, argmax {argmax:.2} us, \
-         detokenization {detok:.2} us"
+        "per token, median: logit bias kernel {bias:.2} us on host rows, {in_place:.2} us in \
+         place on a decode's logits (beyond their read back, {read:.2} us), argmax \
+         {argmax:.2} us, detokenization {detok:.2} us"
     );
 }
 
@@ -207,15 +225,20 @@ fn engine_tpot(dir: &Path, lib: &Path) -> f64 {
     percentile(&mut per_request, 0.5)
 }
 
-/// Greedy tokens of expected.json's prompts (TVM's runtime driving the CPU build) through the
-/// engine on `device()`, all at once in one batch, compared token for token up to TVM's first
-/// stop token; prints a PASS or FAIL line per prompt and returns whether all passed. On a GPU
-/// the logits differ from the CPU's by rounding, so a late token may differ where two logits
-/// are within that rounding: the line says where the first difference is.
-fn check_greedy(dir: &Path, lib: &Path) -> bool {
+/// Greedy tokens of expected.json's prompts (expected_q4f16_1.json's for model_q4f16_1/; TVM's
+/// runtime driving the CPU build) through the engine on `device()`, all at once in one batch
+/// (or `solo`, one after another: a float16 model's tokens depend on where a prompt's prefill
+/// is cut), compared token for token up to TVM's first stop token; prints a PASS or FAIL line
+/// per prompt and returns whether all passed. On a GPU the logits differ from the CPU's by
+/// rounding, so a late token may differ where two logits are within that rounding: the line
+/// says where the first difference is.
+fn check_greedy(dir: &Path, lib: &Path, solo: bool) -> bool {
     use tvmrt_serve::engine::{Event, Request};
     use tvmrt_serve::sampler::SamplingParams;
-    let text = std::fs::read_to_string(dir.join("../expected.json")).unwrap();
+    // model/ -> expected.json, model_q4f16_1/ -> expected_q4f16_1.json
+    let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("model");
+    let suffix = name.strip_prefix("model").unwrap_or("");
+    let text = std::fs::read_to_string(dir.join(format!("../expected{suffix}.json"))).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     let ids = |x: &serde_json::Value| -> Vec<i32> {
         x.as_array()
@@ -225,6 +248,18 @@ fn check_greedy(dir: &Path, lib: &Path) -> bool {
             .collect()
     };
     let engine = start_engine(dir, lib, 0);
+    let collect = |mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>| {
+        let mut got = Vec::new();
+        while let Some(e) = rx.blocking_recv() {
+            match e {
+                Event::Delta { token: t, .. } => got.push(t),
+                Event::Done { .. } => break,
+                Event::Error(e) => panic!("{e}"),
+                _ => {}
+            }
+        }
+        got
+    };
     let mut runs = Vec::new();
     for case in v["cases"].as_array().unwrap() {
         let want: Vec<i32> = ids(&case["greedy"])
@@ -245,19 +280,13 @@ fn check_greedy(dir: &Path, lib: &Path) -> bool {
                 events: tx,
             })
             .unwrap();
-        runs.push((want, rx));
+        // Alone, a prompt is cut into prefill chunks where TVM's reference cut it.
+        let answer = if solo { Ok(collect(rx)) } else { Err(rx) };
+        runs.push((want, answer));
     }
     let mut all = true;
-    for (i, (want, mut rx)) in runs.into_iter().enumerate() {
-        let mut got = Vec::new();
-        while let Some(e) = rx.blocking_recv() {
-            match e {
-                Event::Delta { token: t, .. } => got.push(t),
-                Event::Done { .. } => break,
-                Event::Error(e) => panic!("{e}"),
-                _ => {}
-            }
-        }
+    for (i, (want, answer)) in runs.into_iter().enumerate() {
+        let got = answer.unwrap_or_else(collect);
         let same = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
         let ok = got == want;
         all &= ok;
@@ -330,7 +359,8 @@ fn main() {
     }
 
     println!("device: {}", device_label());
-    if std::env::args().any(|a| a == "--check") && !check_greedy(&dir, &lib) {
+    let solo = std::env::args().any(|a| a == "--solo");
+    if std::env::args().any(|a| a == "--check") && !check_greedy(&dir, &lib, solo) {
         std::process::exit(1);
     }
     if std::env::args().any(|a| a == "--profile") {

@@ -26,7 +26,14 @@ use tvmrt::tensor::layout::cpu;
 use tvmrt::tensor::Tensor;
 use tvmrt::{Any, AnyView, Error, Function, Result};
 
-use crate::staging::Staging;
+use crate::staging::{Staged, Staging};
+
+/// The staged arguments of the logit-bias kernel (row, token, value, count) and of the
+/// penalty kernel (sequence ids, row, token, count, penalties, count), each where it has work.
+type StagedLogitArgs = (
+    Option<(Staged, Staged, Staged, usize)>,
+    Option<(Staged, Staged, Staged, Staged, Staged, usize)>,
+);
 
 /// What `_metadata()` says about the compiled model.
 #[derive(Clone, Debug)]
@@ -464,29 +471,87 @@ impl Model {
         let n = rows.len() as i64;
         let mut st = self.staging.borrow_mut();
         st.reset();
-        let logits = st.push_f32(rows.iter().flatten().copied());
-        let ints = |st: &mut Staging, v: Vec<i32>| st.push_i32(&v);
+        let staged = st.push_f32(rows.iter().flatten().copied());
+        let args = self.stage_logit_args(&mut st, n, bias, counts, penalties);
+        st.commit()?;
+        let logits = st.tensor(staged, &[n, self.vocab_size])?;
+        self.run_logit_kernels(&st, &logits, args, n)?;
+        let out = read_f32(&logits)?;
+        for (row, chunk) in rows.iter_mut().zip(out.chunks(self.vocab_size as usize)) {
+            row.copy_from_slice(chunk);
+        }
+        Ok(())
+    }
+
+    /// [`Model::process_logits`] on logits where a forward left them (`[n, 1, vocab]` or
+    /// `[n, vocab]`, on the model's device), changed in place: only the kernels' arguments
+    /// travel.
+    pub fn process_logits_in_place(
+        &self,
+        logits: &Tensor,
+        bias: &[(i32, i32, f32)],
+        counts: &[(i32, i32, i32)],
+        penalties: &[[f32; 3]],
+    ) -> Result<()> {
+        if bias.is_empty() && counts.is_empty() {
+            return Ok(());
+        }
+        let n = logits.shape().first().copied().unwrap_or(0);
+        if logits.numel() as i64 != n * self.vocab_size || !logits.is_contiguous() {
+            tvmrt::bail_value!(
+                "logits of shape {:?} are not one compact row of {} per sequence",
+                logits.shape(),
+                self.vocab_size
+            );
+        }
+        let mut st = self.staging.borrow_mut();
+        st.reset();
+        let args = self.stage_logit_args(&mut st, n, bias, counts, penalties);
+        st.commit()?;
+        let rows = logits.view(&[n, self.vocab_size], dtypes::FLOAT32, 0)?;
+        self.run_logit_kernels(&st, &rows, args, n)
+    }
+
+    /// Stages the logit-bias and penalty kernels' arguments (each only where it has work).
+    fn stage_logit_args(
+        &self,
+        st: &mut Staging,
+        n: i64,
+        bias: &[(i32, i32, f32)],
+        counts: &[(i32, i32, i32)],
+        penalties: &[[f32; 3]],
+    ) -> StagedLogitArgs {
         let bias_args = (!bias.is_empty()).then(|| {
-            (
-                ints(&mut st, bias.iter().map(|b| b.0).collect()),
-                ints(&mut st, bias.iter().map(|b| b.1).collect()),
-                st.push_f32(bias.iter().map(|b| b.2)),
-            )
+            let pos: Vec<i32> = bias.iter().map(|b| b.0).collect();
+            let tokens: Vec<i32> = bias.iter().map(|b| b.1).collect();
+            let values = st.push_f32(bias.iter().map(|b| b.2));
+            (st.push_i32(&pos), st.push_i32(&tokens), values, bias.len())
         });
         let penalty_args = (!counts.is_empty()).then(|| {
+            let column = |f: fn(&(i32, i32, i32)) -> i32| counts.iter().map(f).collect::<Vec<_>>();
             (
-                ints(&mut st, (0..n as i32).collect()),
-                ints(&mut st, counts.iter().map(|c| c.0).collect()),
-                ints(&mut st, counts.iter().map(|c| c.1).collect()),
-                ints(&mut st, counts.iter().map(|c| c.2).collect()),
+                st.push_i32(&(0..n as i32).collect::<Vec<_>>()),
+                st.push_i32(&column(|c| c.0)),
+                st.push_i32(&column(|c| c.1)),
+                st.push_i32(&column(|c| c.2)),
                 st.push_f32(penalties.iter().flatten().copied()),
+                counts.len(),
             )
         });
-        st.commit()?;
-        let logits = st.tensor(logits, &[n, self.vocab_size])?;
+        (bias_args, penalty_args)
+    }
+
+    /// Runs `apply_logit_bias_inplace` and `apply_penalty_inplace` on `[n, vocab]` `logits`
+    /// with the committed arguments.
+    fn run_logit_kernels(
+        &self,
+        st: &Staging,
+        logits: &Tensor,
+        (bias_args, penalty_args): StagedLogitArgs,
+        n: i64,
+    ) -> Result<()> {
         let arg = |staged, len: usize| st.tensor(staged, &[len as i64]).map(Any::from);
-        if let Some((pos, tokens, values)) = bias_args {
-            let k = bias.len();
+        if let Some((pos, tokens, values, k)) = bias_args {
             self.apply_logit_bias.call_values(&[
                 Any::from(logits.clone()),
                 arg(pos, k)?,
@@ -494,8 +559,7 @@ impl Model {
                 arg(values, k)?,
             ])?;
         }
-        if let Some((seq_ids, pos, tokens, cnt, pen)) = penalty_args {
-            let k = counts.len();
+        if let Some((seq_ids, pos, tokens, cnt, pen, k)) = penalty_args {
             self.apply_penalty.call_values(&[
                 Any::from(logits.clone()),
                 arg(seq_ids, n as usize)?,
@@ -504,10 +568,6 @@ impl Model {
                 arg(cnt, k)?,
                 Any::from(st.tensor(pen, &[n, 3])?),
             ])?;
-        }
-        let out = read_f32(&logits)?;
-        for (row, chunk) in rows.iter_mut().zip(out.chunks(self.vocab_size as usize)) {
-            row.copy_from_slice(chunk);
         }
         Ok(())
     }

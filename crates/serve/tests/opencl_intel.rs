@@ -286,10 +286,11 @@ fn merge_state_races_where_work_items_run_one_by_one() {
     }
 }
 
-/// The model's logit kernels on opencl:0, their arguments in one staged device buffer (views at
-/// offsets into it, which OpenCL passes as buffer offsets): a logit bias and the penalties give
-/// OpenAI's definitions (`sampler::process_logits`), and `softmax_with_temperature` the
-/// softmax of logits over temperature; a second, smaller batch reuses the buffer.
+/// The model's logit kernels on opencl:0, their arguments staged into device buffers the
+/// model keeps, on rows from the host and in place on a device tensor: a logit bias and the
+/// penalties give OpenAI's definitions (`sampler::process_logits`), and
+/// `softmax_with_temperature` the softmax of logits over temperature; a second, smaller batch
+/// reuses the buffers.
 #[test]
 fn logit_kernels_on_intel_opencl_follow_the_definitions() {
     use std::collections::HashMap;
@@ -333,6 +334,18 @@ fn logit_kernels_on_intel_opencl_follow_the_definitions() {
         model
             .process_logits(&mut got, &bias, &seen, &penalties)
             .unwrap();
+        // The same kernels on logits where a decode leaves them ([n, 1, vocab] on the device).
+        let t = Tensor::empty(&[batch as i64, 1, vocab as i64], dtypes::FLOAT32, dev).unwrap();
+        let bytes: Vec<u8> = (0..batch)
+            .flat_map(row)
+            .flat_map(f32::to_le_bytes)
+            .collect();
+        t.copy_from_bytes(&bytes).unwrap();
+        model
+            .process_logits_in_place(&t, &bias, &seen, &penalties)
+            .unwrap();
+        let in_place = tvmrt_serve::model::read_f32(&t).unwrap();
+        assert_eq!(in_place, got.concat(), "in place as through the host");
         for (k, g) in got.iter().enumerate() {
             let mut want = row(k);
             process_logits(&mut want, &params[k], &counts[k]);

@@ -28,6 +28,9 @@ struct Chunk {
 /// Logits to sample from, for choice `.1` of active request `.0`.
 type Row = (usize, usize, Vec<f32>);
 
+/// The logit kernels' arguments of a batch (see [`Worker::logit_args`]).
+type LogitArgs = (Vec<(i32, i32, f32)>, Vec<(i32, i32, i32)>, Vec<[f32; 3]>);
+
 impl Worker {
     /// The prefill chunks of this iteration, oldest requests first, within the chunk budget.
     fn plan_prefill(&self) -> Vec<Chunk> {
@@ -161,7 +164,7 @@ impl Worker {
             let e = e.clone();
             return self.fail(&which, &e);
         }
-        self.sample(rows);
+        self.sample(rows, false);
     }
 
     /// The logits of each chunk (`chunks[k]` of sequence `seqs[k]`): every position's rows
@@ -272,11 +275,18 @@ impl Worker {
             .iter()
             .map(|&(i, c)| *self.active[i].choices[c].tokens.last().expect("sampled"))
             .collect();
+        // The logit bias and penalties on the device, in the decode's own logits, before
+        // they come back to the host: one transfer of the arguments, no round trip of the
+        // logits (as MLC's engine keeps them on the device).
+        let (bias, counts, penalties) = self.logit_args(&who);
         let logits = match self
             .model
             .decode(&self.cache, &seqs, &tokens)
-            .and_then(|l| read_f32(&l))
-        {
+            .and_then(|l| {
+                self.model
+                    .process_logits_in_place(&l, &bias, &counts, &penalties)?;
+                read_f32(&l)
+            }) {
             Ok(l) => l,
             Err(e) => {
                 let which: Vec<usize> = who.iter().map(|w| w.0).collect();
@@ -292,19 +302,17 @@ impl Worker {
                 (i, c, logits[k * vocab..(k + 1) * vocab].to_vec())
             })
             .collect();
-        self.sample(rows);
+        self.sample(rows, true);
     }
 
-    /// Samples one token for each row and hands it to its choice.
-    fn sample(&mut self, mut rows: Vec<Row>) {
-        if rows.is_empty() {
-            return;
-        }
-        // Logit bias and penalties through the model's own kernels, for the whole batch.
+    /// The arguments of the model's logit-bias and penalty kernels for the choices `who`, row
+    /// `k` of the batch being `who[k]`: (row, token, bias), (row, token, count), and each
+    /// row's (presence, frequency, repetition) penalties.
+    fn logit_args(&self, who: &[(usize, usize)]) -> LogitArgs {
         let (mut bias, mut counts, mut penalties) = (Vec::new(), Vec::new(), Vec::new());
         let vocab = self.info.vocab_size as i32;
-        for (k, (i, c, _)) in rows.iter().enumerate() {
-            let p = self.active[*i].params();
+        for (k, &(i, c)) in who.iter().enumerate() {
+            let p = self.active[i].params();
             bias.extend(
                 p.logit_bias
                     .iter()
@@ -312,21 +320,36 @@ impl Worker {
                     .map(|&(t, b)| (k as i32, t, b)),
             );
             if p.presence_penalty != 0.0 || p.frequency_penalty != 0.0 {
-                let ch = &self.active[*i].choices[*c];
+                let ch = &self.active[i].choices[c];
                 counts.extend(ch.counts.iter().map(|(&t, &n)| (k as i32, t, n as i32)));
             }
             penalties.push([p.presence_penalty, p.frequency_penalty, 1.0]);
         }
-        let mut logits: Vec<Vec<f32>> = rows.iter_mut().map(|r| std::mem::take(&mut r.2)).collect();
-        if let Err(e) = self
-            .model
-            .process_logits(&mut logits, &bias, &counts, &penalties)
-        {
-            let which: Vec<usize> = rows.iter().map(|r| r.0).collect();
-            return self.fail(&which, &e);
+        (bias, counts, penalties)
+    }
+
+    /// Samples one token for each row and hands it to its choice; the logit bias and
+    /// penalties go through the model's own kernels first, for the whole batch, unless the
+    /// rows come `processed` (a decode applies them on the device).
+    fn sample(&mut self, mut rows: Vec<Row>, processed: bool) {
+        if rows.is_empty() {
+            return;
         }
-        for (r, l) in rows.iter_mut().zip(logits) {
-            r.2 = l;
+        if !processed {
+            let who: Vec<(usize, usize)> = rows.iter().map(|r| (r.0, r.1)).collect();
+            let (bias, counts, penalties) = self.logit_args(&who);
+            let mut logits: Vec<Vec<f32>> =
+                rows.iter_mut().map(|r| std::mem::take(&mut r.2)).collect();
+            if let Err(e) = self
+                .model
+                .process_logits(&mut logits, &bias, &counts, &penalties)
+            {
+                let which: Vec<usize> = rows.iter().map(|r| r.0).collect();
+                return self.fail(&which, &e);
+            }
+            for (r, l) in rows.iter_mut().zip(logits) {
+                r.2 = l;
+            }
         }
         let hot: Vec<usize> = (0..rows.len())
             .filter(|&k| self.active[rows[k].0].params().temperature >= GREEDY_BELOW)
