@@ -114,7 +114,7 @@ opencl_env() {
     export TVMRT_OPENCL_LIBRARY="$DIR/lib/ocl/libOpenCL.so.1"
   fi
   local d nv=""
-  for d in ${LD_LIBRARY_PATH//:/ } /usr/local/nvidia/lib64 /usr/lib/x86_64-linux-gnu /usr/lib64; do
+  for d in ${LD_LIBRARY_PATH:+${LD_LIBRARY_PATH//:/ }} /usr/local/nvidia/lib64 /usr/lib/x86_64-linux-gnu /usr/lib64; do
     [[ -e $d/libnvidia-opencl.so.1 ]] && { nv=$d/libnvidia-opencl.so.1; break; }
   done
   if [[ -n $nv && -z ${OCL_ICD_FILENAMES:-} ]]; then

@@ -110,7 +110,7 @@ pub struct Model {
     remove_sequence: Function,
     fork_sequence: Function,
     available_pages: Function,
-    /// The logit kernels' arguments, one device buffer reused from token to token.
+    /// The logit kernels' arguments, in device buffers reused from token to token.
     staging: RefCell<Staging>,
     /// Where the weights, the KV cache and the forward passes live.
     pub device: DLDevice,
