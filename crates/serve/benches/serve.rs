@@ -20,9 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tvmrt::dtype::dtypes;
 use tvmrt::object::ObjectRef;
-use tvmrt::tensor::Tensor;
 use tvmrt_serve::config::ChatConfig;
 use tvmrt_serve::engine::{Engine, EngineConfig};
 use tvmrt_serve::http::App;
@@ -42,13 +40,8 @@ fn device() -> tvmrt::abi::DLDevice {
 /// which OpenCL device (NVIDIA's driver or POCL's CPU device).
 fn device_label() -> String {
     let dev = device();
-    let attr = tvmrt::function::registry::get("runtime.GetDeviceAttr").expect("a core global");
-    let name = attr
-        .call_values(&[
-            tvmrt::value::Any::from(i64::from(dev.device_type.0)),
-            tvmrt::value::Any::from(i64::from(dev.device_id)),
-            tvmrt::value::Any::from(5i64),
-        ])
+    let name = tvmrt::device::api_of(dev)
+        .and_then(|api| api.get_attr(dev, tvmrt::device::DeviceAttr::DeviceName))
         .ok()
         .and_then(|v| v.view().as_str().map(str::to_owned))
         .unwrap_or_default();
@@ -155,9 +148,8 @@ fn per_token_costs(dir: &Path, lib: &Path) {
     });
     // As a decode step's logits take it: in place on the device, then read back (the read
     // alone is part of the bare step).
-    let on_device = Tensor::empty(&[1, 1, model.vocab_size], dtypes::FLOAT32, device()).unwrap();
-    let bytes: Vec<u8> = row.iter().flat_map(|v| v.to_le_bytes()).collect();
-    on_device.copy_from_bytes(&bytes).unwrap();
+    let on_device =
+        tvmrt_serve::model::tensor_f32_on(&row, &[1, 1, model.vocab_size], device()).unwrap();
     let read = median(&mut || {
         std::hint::black_box(tvmrt_serve::model::read_f32(&on_device).unwrap());
     });

@@ -133,7 +133,7 @@ pub fn tensor_f32(values: &[f32], shape: &[i64]) -> Result<Tensor> {
 }
 
 /// A float32 tensor of `shape` on `device` holding `values`.
-fn tensor_f32_on(values: &[f32], shape: &[i64], device: DLDevice) -> Result<Tensor> {
+pub fn tensor_f32_on(values: &[f32], shape: &[i64], device: DLDevice) -> Result<Tensor> {
     let t = Tensor::empty(shape, dtypes::FLOAT32, device)?;
     let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
     t.copy_from_bytes(&bytes)?;
@@ -149,6 +149,34 @@ pub fn read_f32(t: &Tensor) -> Result<Vec<f32>> {
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect())
+}
+
+/// Stages the logit-bias and penalty kernels' arguments (each only where it has work).
+fn stage_logit_args(
+    st: &mut Staging,
+    n: i64,
+    bias: &[(i32, i32, f32)],
+    counts: &[(i32, i32, i32)],
+    penalties: &[[f32; 3]],
+) -> StagedLogitArgs {
+    let bias_args = (!bias.is_empty()).then(|| {
+        let pos: Vec<i32> = bias.iter().map(|b| b.0).collect();
+        let tokens: Vec<i32> = bias.iter().map(|b| b.1).collect();
+        let values = st.push_f32(bias.iter().map(|b| b.2));
+        (st.push_i32(&pos), st.push_i32(&tokens), values, bias.len())
+    });
+    let penalty_args = (!counts.is_empty()).then(|| {
+        let column = |f: fn(&(i32, i32, i32)) -> i32| counts.iter().map(f).collect::<Vec<_>>();
+        (
+            st.push_i32(&(0..n as i32).collect::<Vec<_>>()),
+            st.push_i32(&column(|c| c.0)),
+            st.push_i32(&column(|c| c.1)),
+            st.push_i32(&column(|c| c.2)),
+            st.push_f32(penalties.iter().flatten().copied()),
+            counts.len(),
+        )
+    });
+    (bias_args, penalty_args)
 }
 
 impl Model {
@@ -472,7 +500,7 @@ impl Model {
         let mut st = self.staging.borrow_mut();
         st.reset();
         let staged = st.push_f32(rows.iter().flatten().copied());
-        let args = self.stage_logit_args(&mut st, n, bias, counts, penalties);
+        let args = stage_logit_args(&mut st, n, bias, counts, penalties);
         st.commit()?;
         let logits = st.tensor(staged, &[n, self.vocab_size])?;
         self.run_logit_kernels(&st, &logits, args, n)?;
@@ -506,39 +534,10 @@ impl Model {
         }
         let mut st = self.staging.borrow_mut();
         st.reset();
-        let args = self.stage_logit_args(&mut st, n, bias, counts, penalties);
+        let args = stage_logit_args(&mut st, n, bias, counts, penalties);
         st.commit()?;
         let rows = logits.view(&[n, self.vocab_size], dtypes::FLOAT32, 0)?;
         self.run_logit_kernels(&st, &rows, args, n)
-    }
-
-    /// Stages the logit-bias and penalty kernels' arguments (each only where it has work).
-    fn stage_logit_args(
-        &self,
-        st: &mut Staging,
-        n: i64,
-        bias: &[(i32, i32, f32)],
-        counts: &[(i32, i32, i32)],
-        penalties: &[[f32; 3]],
-    ) -> StagedLogitArgs {
-        let bias_args = (!bias.is_empty()).then(|| {
-            let pos: Vec<i32> = bias.iter().map(|b| b.0).collect();
-            let tokens: Vec<i32> = bias.iter().map(|b| b.1).collect();
-            let values = st.push_f32(bias.iter().map(|b| b.2));
-            (st.push_i32(&pos), st.push_i32(&tokens), values, bias.len())
-        });
-        let penalty_args = (!counts.is_empty()).then(|| {
-            let column = |f: fn(&(i32, i32, i32)) -> i32| counts.iter().map(f).collect::<Vec<_>>();
-            (
-                st.push_i32(&(0..n as i32).collect::<Vec<_>>()),
-                st.push_i32(&column(|c| c.0)),
-                st.push_i32(&column(|c| c.1)),
-                st.push_i32(&column(|c| c.2)),
-                st.push_f32(penalties.iter().flatten().copied()),
-                counts.len(),
-            )
-        });
-        (bias_args, penalty_args)
     }
 
     /// Runs `apply_logit_bias_inplace` and `apply_penalty_inplace` on `[n, vocab]` `logits`

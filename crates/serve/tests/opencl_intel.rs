@@ -335,12 +335,8 @@ fn logit_kernels_on_intel_opencl_follow_the_definitions() {
             .process_logits(&mut got, &bias, &seen, &penalties)
             .unwrap();
         // The same kernels on logits where a decode leaves them ([n, 1, vocab] on the device).
-        let t = Tensor::empty(&[batch as i64, 1, vocab as i64], dtypes::FLOAT32, dev).unwrap();
-        let bytes: Vec<u8> = (0..batch)
-            .flat_map(row)
-            .flat_map(f32::to_le_bytes)
-            .collect();
-        t.copy_from_bytes(&bytes).unwrap();
+        let flat: Vec<f32> = (0..batch).flat_map(row).collect();
+        let t = tensor_f32(&flat, &[batch as i64, 1, vocab as i64], dev);
         model
             .process_logits_in_place(&t, &bias, &seen, &penalties)
             .unwrap();
