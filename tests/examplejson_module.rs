@@ -76,6 +76,59 @@ fn guide_subgraph_from_text_and_real_values() {
     );
 }
 
+/// The result's data pointer and values (float32).
+fn result_values(ret: &Any, n: usize) -> (*const f32, Vec<f32>) {
+    let dl = ret.view().as_dltensor().unwrap();
+    // SAFETY: a live float32 tensor of `n` elements (the subgraph's declared output).
+    unsafe {
+        assert_eq!((*dl).dtype, tvmrt::dtype::dtypes::FLOAT32);
+        let data = (*dl).data.cast::<f32>().cast_const();
+        (data, std::slice::from_raw_parts(data, n).to_vec())
+    }
+}
+
+#[test]
+fn a_result_is_written_again_only_once_nobody_holds_it() {
+    let m = create("sg\ninput 0 4\ninput 1 4\nadd 2 inputs: 0 1 shape: 4\n").unwrap();
+    let f = subgraph(&m, "sg");
+    let call = |a: f32| {
+        let mut ins = [
+            Host::new(&[4], vec![a; 4]),
+            Host::new(&[4], vec![1.0f32; 4]),
+        ];
+        let mut out = Host::<f32>::zeros(&[4]);
+        let mut args: Vec<Any> = ins.iter_mut().map(Host::arg).collect();
+        args.push(out.arg());
+        let ret = f.call_values(&args).unwrap();
+        assert_eq!(out.values(), &[a + 1.0; 4]);
+        ret
+    };
+    // A result still held is never written: the next call makes a new one.
+    let first = call(1.0);
+    let second = call(2.0);
+    let (first_data, first_values) = result_values(&first, 4);
+    let (second_data, second_values) = result_values(&second, 4);
+    assert_ne!(first_data, second_data);
+    assert_eq!(first_values, [2.0; 4]);
+    assert_eq!(second_values, [3.0; 4]);
+    // The function keeps its last result: one reference more than the caller's (and the one
+    // counted here) for the second, none for the first.
+    let references = |ret: &Any| ret.view().as_object().unwrap().strong_count();
+    assert_eq!((references(&first), references(&second)), (2, 3));
+    // Once dropped, the function's last result is written again in place.
+    drop(first);
+    drop(second);
+    let third = call(5.0);
+    assert_eq!(result_values(&third, 4), (second_data, vec![6.0; 4]));
+    // Held again (a clone counts): the next call leaves it as it was.
+    let held = third.clone();
+    drop(third);
+    let fourth = call(7.0);
+    assert_eq!(result_values(&held, 4), (second_data, vec![6.0; 4]));
+    assert_eq!(result_values(&fourth, 4).1, [8.0; 4]);
+    assert_ne!(result_values(&fourth, 4).0, second_data);
+}
+
 #[test]
 fn tensor_objects_are_accepted() {
     use tvmrt::abi::{DLDevice, DLDeviceType};

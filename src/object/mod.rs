@@ -325,6 +325,13 @@ impl ObjectRef {
         (self.header().combined_ref_count.load(Ordering::Relaxed) & STRONG_MASK) as u32
     }
 
+    /// Whether this is the object's only reference, strong or weak (`Arc::get_mut`'s test):
+    /// no one else can reach the object, so its owner may write it in place. The acquire load
+    /// orders that write after every other holder's last use, released when it dropped.
+    pub fn is_unique(&self) -> bool {
+        self.header().combined_ref_count.load(Ordering::Acquire) == BOTH_ONE
+    }
+
     fn inc_ref(&self) {
         self.header()
             .combined_ref_count

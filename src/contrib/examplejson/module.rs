@@ -17,6 +17,8 @@
 
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+
 use super::graph::{Graph, Subgraph};
 use crate::abi::DLTensor;
 use crate::error::{Error, Result};
@@ -108,10 +110,11 @@ impl ModuleKind for ExampleJsonModule {
         };
         let graph = self.graph.clone();
         let keep = this.clone();
+        let last_result = Mutex::new(None);
         Ok(Some(Function::from_fn(move |args| {
             // Holding the module keeps its imports and any library it came from alive.
             let _ = &keep;
-            call_subgraph(&graph.subgraphs()[index], args)
+            call_subgraph(&graph.subgraphs()[index], args, &last_result)
         })))
     }
 
@@ -139,10 +142,15 @@ impl ModuleKind for ExampleJsonModule {
 }
 
 /// Runs `subgraph` on packed arguments: every argument a tensor (`DLTensor*` or tensor object),
-/// the inputs then the output. Returns the result as a new tensor (classic type code 13,
+/// the inputs then the output. Returns the result as a tensor of its own (classic type code 13,
 /// tvm-ffi `ffi.Tensor`), as the BYOC guide's module does: it hands back its own copy of the
-/// last node's result after copying that into the output argument.
-fn call_subgraph(subgraph: &Subgraph, args: &[AnyView<'_>]) -> Result<Any> {
+/// last node's result after copying that into the output argument. `last_result` is the
+/// function's previous result (see [`result_copy`]).
+fn call_subgraph(
+    subgraph: &Subgraph,
+    args: &[AnyView<'_>],
+    last_result: &Mutex<Option<Tensor>>,
+) -> Result<Any> {
     let mut tensors: Vec<&DLTensor> = Vec::with_capacity(args.len());
     for (i, a) in args.iter().enumerate() {
         let p = a.as_dltensor().filter(|p| !p.is_null()).ok_or_else(|| {
@@ -167,8 +175,37 @@ fn call_subgraph(subgraph: &Subgraph, args: &[AnyView<'_>]) -> Result<Any> {
         ))
     })?;
     // SAFETY: `out` is the caller's live output tensor that `run` just checked and wrote.
-    let result = unsafe { Tensor::copy_of_dltensor(out)? };
+    let result = unsafe { result_copy(out, last_result)? };
     Ok(Any::from_object(result.into_object()))
+}
+
+/// The call's result: a copy of the output `out` in memory of the function's own. The previous
+/// result (kept in `last_result`) is written again when nothing else holds it any more, as the
+/// guide's module reuses its last data entry; a result someone still holds is never written,
+/// so a new one is made. Without the reuse a large result was allocated and its pages faulted
+/// in on every call, which cost more than the subgraph itself (BENCHMARKS.md, ExampleJSON).
+///
+/// # Safety
+/// `out` is a live CPU tensor descriptor.
+unsafe fn result_copy(out: &DLTensor, last_result: &Mutex<Option<Tensor>>) -> Result<Tensor> {
+    let mut last = last_result.lock();
+    if let Some(kept) = last.as_ref() {
+        let dl = kept.dl();
+        // SAFETY: per the contract (the shape was checked by `run`).
+        let same_form = dl.dtype == out.dtype
+            && dl.device == out.device
+            && kept.shape() == unsafe { crate::tensor::layout::dl_shape(out, "output")? };
+        if same_form && kept.object().is_unique() {
+            // SAFETY: `out` is live (contract) and `kept` is a compact tensor of the same shape,
+            // dtype and device that only this function can reach.
+            unsafe { crate::tensor::copy::copy_dltensor(out, dl)? };
+            return Ok(kept.clone());
+        }
+    }
+    // SAFETY: per the contract.
+    let fresh = unsafe { Tensor::copy_of_dltensor(out)? };
+    *last = Some(fresh.clone());
+    Ok(fresh)
 }
 
 /// Reads a dmlc string (`u64` little-endian count, then the bytes) from the front of `bytes`.
