@@ -4,8 +4,9 @@
 //! `MHACrossAttnInternal`, `MLACrossAttnInternal`): which kernel runs on which arrays, in
 //! TVM's order, with the same merges of partial results.
 
+use super::aux_sync::sync_aux;
 use super::config::{AttnKind, Config};
-use super::forward::{sync_aux, NO_BATCH};
+use super::forward::NO_BATCH;
 use super::kernels::{arg, AttnScalars, Kernels};
 use super::state::{Batch, State, Views};
 use super::Shared;

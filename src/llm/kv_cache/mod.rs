@@ -15,6 +15,7 @@
 
 mod attention;
 mod aux_data;
+mod aux_sync;
 pub mod blocks;
 mod checkpoint;
 pub mod config;
@@ -23,6 +24,7 @@ mod globals;
 mod kernels;
 mod pages;
 mod state;
+mod tree_mask;
 
 use self::blocks::TEMP_PAGE_ID;
 use self::config::{AttnKind, Config, RawConfig};
