@@ -184,6 +184,8 @@ fn call_subgraph(
 /// guide's module reuses its last data entry; a result someone still holds is never written,
 /// so a new one is made. Without the reuse a large result was allocated and its pages faulted
 /// in on every call, which cost more than the subgraph itself (BENCHMARKS.md, ExampleJSON).
+/// The function thus holds one result's memory between calls, until it is released (the
+/// guide's module holds every data entry).
 ///
 /// # Safety
 /// `out` is a live CPU tensor descriptor.
