@@ -190,24 +190,29 @@ fn call_subgraph(
 /// # Safety
 /// `out` is a live CPU tensor descriptor.
 unsafe fn result_copy(out: &DLTensor, last_result: &Mutex<Option<Tensor>>) -> Result<Tensor> {
-    let mut last = last_result.lock();
-    if let Some(kept) = last.as_ref() {
+    // SAFETY: per the contract (the shape was checked by `run`).
+    let shape = unsafe { crate::tensor::layout::dl_shape(out, "output")? };
+    // Taken out of the slot, so the copy runs without the lock (other calls of the function
+    // go on meanwhile, making results of their own).
+    let reusable = last_result.lock().take_if(|kept| {
         let dl = kept.dl();
-        // SAFETY: per the contract (the shape was checked by `run`).
-        let same_form = dl.dtype == out.dtype
+        dl.dtype == out.dtype
             && dl.device == out.device
-            && kept.shape() == unsafe { crate::tensor::layout::dl_shape(out, "output")? };
-        if same_form && kept.object().is_unique() {
+            && kept.shape() == shape
+            && kept.object().is_unique()
+    });
+    let result = match reusable {
+        Some(kept) => {
             // SAFETY: `out` is live (contract) and `kept` is a compact tensor of the same shape,
-            // dtype and device that only this function can reach.
-            unsafe { crate::tensor::copy::copy_dltensor(out, dl)? };
-            return Ok(kept.clone());
+            // dtype and device that only this call can reach.
+            unsafe { crate::tensor::copy::copy_dltensor(out, kept.dl())? };
+            kept
         }
-    }
-    // SAFETY: per the contract.
-    let fresh = unsafe { Tensor::copy_of_dltensor(out)? };
-    *last = Some(fresh.clone());
-    Ok(fresh)
+        // SAFETY: per the contract.
+        None => unsafe { Tensor::copy_of_dltensor(out)? },
+    };
+    *last_result.lock() = Some(result.clone());
+    Ok(result)
 }
 
 /// Reads a dmlc string (`u64` little-endian count, then the bytes) from the front of `bytes`.
