@@ -60,5 +60,7 @@ fn all() -> Globals {
     #[cfg(feature = "reflection")]
     v.extend(crate::reflection::json_graph::builtins());
     v.extend(crate::object::containers::globals::builtins());
+    #[cfg(feature = "rpc")]
+    v.extend(crate::rpc::builtins());
     v
 }

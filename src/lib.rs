@@ -36,6 +36,8 @@ pub mod pack;
 pub mod profiling;
 pub mod raised;
 pub mod reflection;
+#[cfg(feature = "rpc")]
+pub mod rpc;
 pub mod tensor;
 pub mod unwind_guard;
 pub mod value;

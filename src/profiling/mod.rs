@@ -17,7 +17,7 @@ mod timing;
 pub(crate) use globals::builtins;
 pub use globals::{new_report, report_arg, ReportObj};
 pub use profiler::Profiler;
-pub use timing::Timing;
+pub use timing::{Hooks, Timing};
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -104,6 +104,38 @@ impl Tensor {
         )))
     }
 
+    /// A compact tensor over `data` (from `byte_offset`) that `owner` keeps alive: the tensor
+    /// holds `owner` until its last reference goes.
+    ///
+    /// # Safety
+    /// `data` is memory of `device` holding at least `byte_offset` plus the shape's bytes, valid
+    /// for as long as `owner` lives.
+    pub unsafe fn over_shared(
+        data: *mut c_void,
+        byte_offset: u64,
+        shape: &[i64],
+        dtype: DLDataType,
+        device: DLDevice,
+        owner: std::sync::Arc<dyn std::any::Any + Send + Sync>,
+    ) -> Result<Tensor> {
+        check_dtype(dtype)?;
+        check_ndim(shape.len() as i64)?;
+        check_shape(shape)?;
+        let meta = Meta {
+            data,
+            byte_offset,
+            device,
+            dtype,
+            flags: 0,
+        };
+        Ok(Tensor::from_payload(TensorObj::new(
+            meta,
+            shape,
+            None,
+            DataOwner::Shared(owner),
+        )))
+    }
+
     /// A read-only compact tensor over `bytes` (exactly its size, 64-byte aligned), which
     /// `owner` keeps mapped and nothing writes: a constant used where it lies in a library.
     pub(crate) fn over_mapped(

@@ -22,6 +22,9 @@ pub(crate) enum DataOwner {
     Parent(#[allow(dead_code)] ObjectRef),
     /// Read-only bytes of a mapped library, kept mapped by their owner.
     Mapped(#[allow(dead_code)] crate::mapped::Owner),
+    /// Memory some other owner keeps alive while any tensor over it lives (an RPC session's
+    /// remote memory: a view the callee keeps cannot outlive it).
+    Shared(#[allow(dead_code)] std::sync::Arc<dyn std::any::Any + Send + Sync>),
 }
 
 /// Payload of a tvmrt tensor object: the public `DLTensor`, then what it points to.

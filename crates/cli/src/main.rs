@@ -9,6 +9,7 @@ mod inspect;
 mod invoke;
 mod npyio;
 mod pack;
+mod rpc_server;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -40,6 +41,8 @@ enum Command {
     Generate(generate::Args),
     /// Serve a model MLC-LLM compiled behind OpenAI's API, with continuous batching.
     Serve(tvmrt_serve::cli::Args),
+    /// Serve TVM's RPC (upload, run, time, tune from a host), as TVM's `rpc_server`.
+    RpcServer(rpc_server::Args),
 }
 
 /// `0.1.0 (tvm-ffi ABI 0.1, classic TVM C ABI)`.
@@ -79,6 +82,7 @@ fn main() {
         Command::Pack(a) => pack::main(a),
         Command::Generate(a) => generate::main(a),
         Command::Serve(a) => tvmrt_serve::cli::main(a),
+        Command::RpcServer(a) => rpc_server::main(a),
     };
     if let Err(e) = result {
         // One line: kernels' messages span several.

@@ -1,0 +1,169 @@
+//! The server side of TVM's RPC: what lets TVM's client, tracker and MetaSchedule upload,
+//! run and time code on a board that runs only tvmrt (TVM `src/runtime/rpc/`).
+//!
+//! - [`wire`]: the packet format (codes, packed values, the tensor wire form);
+//! - [`session`] and [`memory`]: one session's handles and lent memory, and each packet's
+//!   answer;
+//! - [`server_loop`]: the packet loop over a byte channel;
+//! - [`env`], [`link`]: the work directory's file globals and linking of `.tar` uploads;
+//! - [`time_evaluator`]: `runtime.RPCTimeEvaluator`.
+//!
+//! The listener, the key handshake, the tracker and the proxy live in the `tvmrt rpc-server`
+//! tool; `rpc.ServerLoop` serves one already-accepted connection, as TVM's does, for programs
+//! (tvm4j's server, TVM's Android app) that run their own.
+
+pub mod env;
+pub mod link;
+pub mod memory;
+pub mod server_loop;
+pub mod session;
+pub mod time_evaluator;
+pub mod wire;
+
+use std::io::{self, Read, Write};
+
+use crate::error::{Error, Result};
+use crate::function::{registry, Function};
+use crate::module::Module;
+use crate::value::{Any, AnyView};
+
+pub use server_loop::{serve, Ended};
+pub use session::Session;
+
+/// Serves one session on `ch`, running `tvm.rpc.server.start` / `shutdown` around it when
+/// registered (as TVM's `ServerLoop`).
+pub fn serve_channel<C: Read + Write>(ch: &mut C) -> Result<Ended> {
+    if let Some(f) = registry::get("tvm.rpc.server.start") {
+        f.call(&[])?;
+    }
+    let mut session = Session::new();
+    let ended = serve(ch, &mut session);
+    if let Some(f) = registry::get("tvm.rpc.server.shutdown") {
+        f.call(&[])?;
+    }
+    ended
+}
+
+/// A channel over two packed functions: `fsend(bytes) -> int sent` and
+/// `frecv(int size) -> bytes` (tvm4j's and TVM's Android app's `rpc.ServerLoop` callers).
+struct CallbackChannel {
+    fsend: Function,
+    frecv: Function,
+}
+
+fn to_io(e: Error) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+impl Read for CallbackChannel {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let rv = self
+            .frecv
+            .call(&[Any::from(buf.len() as i64).view()])
+            .map_err(to_io)?;
+        let data = rv
+            .view()
+            .as_byte_slice()
+            .ok_or_else(|| io::Error::other("rpc.ServerLoop: frecv must return bytes"))?
+            .to_vec();
+        if data.len() > buf.len() {
+            return Err(io::Error::other(
+                "rpc.ServerLoop: frecv returned too many bytes",
+            ));
+        }
+        buf[..data.len()].copy_from_slice(&data);
+        Ok(data.len())
+    }
+}
+
+impl Write for CallbackChannel {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let rv = self.fsend.call(&[Any::bytes(buf).view()]).map_err(to_io)?;
+        let n = rv.view().as_i64().unwrap_or(buf.len() as i64);
+        usize::try_from(n)
+            .ok()
+            .filter(|&n| n <= buf.len())
+            .ok_or_else(|| io::Error::other("rpc.ServerLoop: fsend returned a bad count"))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// `rpc.ServerLoop(sockfd)` or `rpc.ServerLoop(fsend, frecv)`: serves one connection whose
+/// key handshake the caller has done; closes a socket it was given when the session ends.
+fn server_loop(args: &[AnyView<'_>]) -> Result<Any> {
+    let first = args
+        .first()
+        .ok_or_else(|| Error::type_error("rpc.ServerLoop expects a socket or (fsend, frecv)"))?;
+    let ended = if let Some(fd) = first.as_i64() {
+        let fd = i32::try_from(fd)
+            .ok()
+            .filter(|&fd| fd >= 0)
+            .ok_or_else(|| Error::value(format!("rpc.ServerLoop: bad socket {fd}")))?;
+        // SAFETY: the caller hands over the connected socket `fd`, as TVM's `ServerLoop`
+        // takes it; it is closed when `file` drops.
+        let mut file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        serve_channel(&mut file)
+    } else {
+        let fsend = first.expect_function("fsend")?;
+        let frecv = args
+            .get(1)
+            .ok_or_else(|| Error::type_error("rpc.ServerLoop: missing frecv"))?
+            .expect_function("frecv")?;
+        serve_channel(&mut CallbackChannel { fsend, frecv })
+    };
+    ended.map(|_| Any::none())
+}
+
+/// `tvm.rpc.server.ModuleGetFunction(module, name, query_imports)`: the function, or `None`.
+fn module_get_function(args: &[AnyView<'_>]) -> Result<Any> {
+    let what = "tvm.rpc.server.ModuleGetFunction";
+    let m = Module::from_view(
+        args.first()
+            .ok_or_else(|| Error::type_error(format!("{what}: missing the module")))?,
+        "module",
+    )?;
+    let name = args
+        .get(1)
+        .ok_or_else(|| Error::type_error(format!("{what}: missing the name")))?
+        .expect_str("name")?;
+    let query_imports = args.get(2).and_then(|v| v.as_bool()).unwrap_or(true);
+    Ok(match m.get_function(name, query_imports)? {
+        Some(f) => Any::from_object(f.into_object()),
+        None => Any::none(),
+    })
+}
+
+/// `tvm.rpc.server.ImportModule(parent, child)`.
+fn import_module(args: &[AnyView<'_>]) -> Result<Any> {
+    let what = "tvm.rpc.server.ImportModule";
+    let get = |i: usize, name: &str| {
+        Module::from_view(
+            args.get(i)
+                .ok_or_else(|| Error::type_error(format!("{what}: missing the {name}")))?,
+            name,
+        )
+    };
+    get(0, "parent")?.import(&get(1, "child")?)?;
+    Ok(Any::none())
+}
+
+/// The RPC server's globals.
+pub fn builtins() -> Vec<(&'static str, Function)> {
+    let mut v = vec![
+        ("rpc.ServerLoop", Function::from_fn(server_loop)),
+        (
+            "tvm.rpc.server.ModuleGetFunction",
+            Function::from_fn(module_get_function),
+        ),
+        (
+            "tvm.rpc.server.ImportModule",
+            Function::from_fn(import_module),
+        ),
+    ];
+    v.extend(env::builtins());
+    v.extend(time_evaluator::builtins());
+    v
+}
