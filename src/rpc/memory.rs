@@ -274,7 +274,7 @@ mod tests {
         let a = m.allocate(CPU, &[4], F32, None).unwrap();
         assert!(m.resolve(&wire(a, vec![4], 0), "t").is_ok());
         assert!(m.resolve(&wire(a, vec![2], 8), "t").is_ok());
-        let e = m.resolve(&wire(a, vec![5], 0), "t").unwrap_err();
+        let e = m.resolve(&wire(a, vec![5], 0), "t").err().unwrap();
         assert!(e.message.contains("holds 20 bytes"), "{e}");
         assert!(m.resolve(&wire(a, vec![2], 12), "t").is_err());
         assert!(m.resolve(&wire(a + 4, vec![1], 0), "t").is_err());
