@@ -168,6 +168,11 @@ run "onnx conformance subset" conformance/onnx/run.sh --subset 150
 # 30 s with the debug tool already built, plus about 55 s the first time to build the two
 # venvs (lm-eval's: 760 MB, no torch).
 run "tvmrt serve: OpenAI client and lm-evaluation-harness on the MLC-LLM fixture" tests/serve/run.sh
+# `tvmrt rpc-server` with apache-tvm 0.27's unchanged RPC client, tracker and compiler (the
+# pinned venv .ci/requirements/rpc.txt; issue 48): uploads, kernels from .so and .tar, a Relax
+# model, copies, time_evaluator, errors, timeouts, parallel sessions, the tracker, and a
+# correct session after each crash or bad client (tests/rpc/run.sh).
+run "tvmrt rpc-server: TVM 0.27's RPC client and tracker" tests/rpc/run.sh
 
 # `tvmrt serve`'s engine on OpenCL with a second implementation, Intel's CPU runtime from PyPI
 # (pinned venv; Debian's ICD loader opens it through OCL_ICD_VENDORS, which the test sets):

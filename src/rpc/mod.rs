@@ -6,7 +6,7 @@
 //!   answer;
 //! - [`server_loop`]: the packet loop over a byte channel;
 //! - [`env`], [`link`]: the work directory's file globals and linking of `.tar` uploads;
-//! - [`time_evaluator`]: `runtime.RPCTimeEvaluator`.
+//! - [`time_evaluator`]: the time evaluator (`runtime.RPCTimeEvaluator`).
 //!
 //! The listener, the key handshake, the tracker and the proxy live in the `tvmrt rpc-server`
 //! tool; `rpc.ServerLoop` serves one already-accepted connection, as TVM's does, for programs

@@ -96,6 +96,10 @@ fn send(ch: &mut impl Write, bytes: &[u8]) -> Result<()> {
 /// Serves one session on `ch` until it ends. An error is a broken channel or protocol: the
 /// session cannot go on (bad requests are answered with `Exception` packets instead).
 pub fn serve<C: Read + Write>(ch: &mut C, session: &mut Session) -> Result<Ended> {
+    // Small packets arrive in one read; a large copy's data bypasses the buffer (BufReader
+    // reads straight into a destination at least as large as its capacity).
+    let mut ch = io::BufReader::with_capacity(64 << 10, ch);
+    let ch = &mut ch;
     loop {
         let mut len = [0u8; 8];
         if !read_exact_or_eof(ch, &mut len)? {
@@ -120,22 +124,22 @@ pub fn serve<C: Read + Write>(ch: &mut C, session: &mut Session) -> Result<Ended
         }
         if code == Code::CopyToRemote as i32 {
             let reply = copy_to_remote(ch, session, rest)?;
-            send(ch, &reply)?;
+            send(ch.get_mut(), &reply)?;
             continue;
         }
         let body = read_body(ch, rest)?;
         match session.answer(code, &body) {
-            Reply::Packet(p) => send(ch, &p)?,
+            Reply::Packet(p) => send(ch.get_mut(), &p)?,
             Reply::HostAck(r) => {
                 let mut head = Vec::with_capacity(12);
                 head.extend_from_slice(&(4 + r.nbytes as u64).to_le_bytes());
                 head.extend_from_slice(&(Code::CopyAck as i32).to_le_bytes());
-                send(ch, &head)?;
+                send(ch.get_mut(), &head)?;
                 let ptr = r.host_ptr().expect("host memory");
                 // SAFETY: the session resolved `nbytes` bytes of host memory from this address,
                 // and `r` keeps their region alive while they are sent.
                 let data = unsafe { std::slice::from_raw_parts(ptr.cast_const(), r.nbytes) };
-                send(ch, data)?;
+                send(ch.get_mut(), data)?;
             }
         }
     }

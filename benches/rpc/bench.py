@@ -1,0 +1,248 @@
+"""tvmrt rpc-server against TVM's own Python RPC server, same client, same run (issue 48).
+
+Both servers run on 127.0.0.1 on this machine; the client is apache-tvm 0.27's (the pinned venv
+.ci/requirements/rpc.txt) and, for the copies, also a raw-socket client written here (so the
+server's share is the whole of the time). Figures are medians of ROUNDS rounds, servers
+alternated within each round.
+
+    benches/rpc/run.sh            (builds the tool, makes the venv, runs this)
+"""
+
+import gc
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import tvm
+from tvm import rpc
+
+ROOT = Path(__file__).resolve().parents[2]
+ROUNDS = int(os.environ.get("ROUNDS", "5"))
+MAGIC = 0xFF271
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"no server on port {port}")
+
+
+def start(kind):
+    port = free_port()
+    if kind == "tvmrt":
+        argv = [str(ROOT / "target/release/tvmrt"), "rpc-server"]
+    else:
+        argv = [sys.executable, "-m", "tvm.exec.rpc_server"]
+    argv += ["--host", "127.0.0.1", "--port", str(port), "--port-end", str(port + 1)]
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port)
+    # The port probe above was a connection that said nothing: let the server drop it.
+    time.sleep(0.3)
+    return p, port
+
+
+def close(sess):
+    sess._sess.get_function("CloseRPCConnection")()
+    del sess
+    gc.collect()
+
+
+def connect(port):
+    for _ in range(200):
+        try:
+            return rpc.connect("127.0.0.1", port)
+        except Exception:  # the previous session is still being torn down
+            time.sleep(0.01)
+    raise RuntimeError("cannot connect")
+
+
+def tiny_calls(port):
+    sess = connect(port)
+    f = sess.get_function("runtime.RuntimeEnabled")
+    f("cpu")
+    t = time.perf_counter()
+    for _ in range(100):
+        f("cpu")
+    dt = time.perf_counter() - t
+    close(sess)
+    return dt
+
+
+def copies(port, data):
+    sess = connect(port)
+    dev = sess.cpu()
+    t0 = time.perf_counter()
+    a = tvm.runtime.tensor(data, dev)
+    t1 = time.perf_counter()
+    back = a.numpy()
+    t2 = time.perf_counter()
+    assert np.array_equal(back, data)
+    del a
+    close(sess)
+    return t1 - t0, t2 - t1
+
+
+def connect_time(port):
+    t = time.perf_counter()
+    sess = connect(port)
+    dt = time.perf_counter() - t
+    close(sess)
+    return dt
+
+
+# The raw client: TVM's wire format written out (src/runtime/rpc/minrpc/rpc_reference.h).
+def recvall(s, n):
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = s.recv_into(view[got:], n - got)
+        if k == 0:
+            raise OSError("closed")
+        got += k
+    return bytes(buf)
+
+
+def packet(code, body):
+    return struct.pack("<Qi", 4 + len(body), code) + body
+
+
+def read_packet(s):
+    (n,) = struct.unpack("<Q", recvall(s, 8))
+    body = recvall(s, n)
+    return struct.unpack("<i", body[:4])[0], body[4:]
+
+
+def raw_session(port):
+    """A connected, initialized raw session."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    key = b"client:"
+    s.sendall(struct.pack("<ii", MAGIC, len(key)) + key)
+    assert struct.unpack("<i", recvall(s, 4))[0] == MAGIC
+    (kl,) = struct.unpack("<i", recvall(s, 4))
+    recvall(s, kl)
+    ver = b"0.8.0"
+    s.sendall(packet(2, struct.pack("<Q", len(ver)) + ver + struct.pack("<i", 0)))
+    assert read_packet(s)[0] == 4
+    return s
+
+
+def raw_string(text):
+    b = text.encode()
+    return struct.pack("<iQ", 8, len(b)) + b
+
+
+def session_cpu(server_pid):
+    """CPU seconds used so far by the server's session processes (its descendants)."""
+    total = 0.0
+    for c in psutil.Process(server_pid).children(recursive=True):
+        t = c.cpu_times()
+        total += t.user + t.system
+    return total
+
+
+def raw_tiny_calls(port, server_pid=None, calls=100):
+    s = raw_session(port)
+    s.sendall(packet(9, struct.pack("<i", 1) + raw_string("runtime.RuntimeEnabled")))
+    code, body = read_packet(s)
+    assert code == 4, body
+    (handle,) = struct.unpack("<Q", body[8:16])
+    call = packet(3, struct.pack("<Qi", handle, 1) + raw_string("cpu"))
+    cpu = session_cpu(server_pid) if server_pid else 0.0
+    t = time.perf_counter()
+    for _ in range(calls):
+        s.sendall(call)
+        code, body = read_packet(s)
+        assert code == 4, body
+    dt = time.perf_counter() - t
+    cpu = session_cpu(server_pid) - cpu if server_pid else 0.0
+    s.sendall(packet(1, b""))
+    s.close()
+    return dt, cpu
+
+
+def raw_copies(port, data):
+    s = raw_session(port)
+    n = data.nbytes
+    dev = struct.pack("<ii", 1, 0)
+    dtype = struct.pack("<BBH", 2, 32, 1)
+    # DevAllocDataWithScope(DLTensor template, None)
+    tmpl = struct.pack("<Q", 0) + dev + struct.pack("<i", 1) + dtype + struct.pack("<qQ", data.size, 0)
+    s.sendall(packet(17, struct.pack("<ii", 2, 7) + tmpl + struct.pack("<i", 0)))
+    code, body = read_packet(s)
+    assert code == 4, body
+    (addr,) = struct.unpack("<Q", body[8:16])
+    wire = struct.pack("<Q", addr) + dev + struct.pack("<i", 1) + dtype + struct.pack("<qQ", data.size, 0)
+    raw = data.tobytes()
+    t0 = time.perf_counter()
+    s.sendall(struct.pack("<Qi", 4 + len(wire) + 8 + n, 7) + wire + struct.pack("<Q", n))
+    s.sendall(raw)
+    assert read_packet(s)[0] == 4
+    t1 = time.perf_counter()
+    s.sendall(packet(6, wire + struct.pack("<Q", n)))
+    code, body = read_packet(s)
+    t2 = time.perf_counter()
+    assert code == 8 and body == raw
+    s.sendall(packet(1, b""))
+    s.close()
+    return t1 - t0, t2 - t1
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+def main():
+    data = np.random.default_rng(0).random(16 << 20, dtype=np.float32)  # 64 MiB
+    servers = {k: start(k) for k in ("tvmrt", "tvm")}
+    results = {k: {} for k in servers}
+    try:
+        for _ in range(ROUNDS):
+            for kind, (proc, port) in servers.items():
+                r = results[kind]
+                r.setdefault("100 tiny calls (TVM client)", []).append(tiny_calls(port))
+                dt, _ = raw_tiny_calls(port)
+                r.setdefault("100 tiny calls (raw client)", []).append(dt)
+                # The server's own share: the session process's CPU time over 20000 calls.
+                _, cpu = raw_tiny_calls(port, proc.pid, calls=20000)
+                r.setdefault("server CPU for 100 tiny calls (20000 timed)", []).append(cpu / 200)
+                up, down = copies(port, data)
+                r.setdefault("64 MiB to the board (TVM client)", []).append(up)
+                r.setdefault("64 MiB from the board (TVM client)", []).append(down)
+                up, down = raw_copies(port, data)
+                r.setdefault("64 MiB to the board (raw client)", []).append(up)
+                r.setdefault("64 MiB from the board (raw client)", []).append(down)
+                r.setdefault("connect (handshake + InitServer)", []).append(connect_time(port))
+    finally:
+        for p, _ in servers.values():
+            p.kill()
+            p.wait()
+    print(f"| what | tvmrt (ms) | TVM's server (ms) | ratio |")
+    print("|---|---|---|---|")
+    for what in results["tvmrt"]:
+        a = median(results["tvmrt"][what]) * 1e3
+        b = median(results["tvm"][what]) * 1e3
+        print(f"| {what} | {a:.2f} | {b:.2f} | {a / b:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
