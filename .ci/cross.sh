@@ -22,7 +22,9 @@
 #      (tests/classic_libs, compiled here) run by the cross-built tool, compared with TVM's
 #      x86-64 outputs and the x86-64 tool's (tests/fixtures/cross/compare.py);
 #   5. the C layouts (tests/layouts): what the target's C compiler gives, against the record
-#      the Rust unit tests check.
+#      the Rust unit tests check;
+#   6. (aarch64) `tvmrt rpc-server` under qemu-user, driven by TVM's client, tracker and
+#      MetaSchedule from the host (tests/rpc_board/board.py).
 # Keeps going after a failed step; exits non-zero if any failed. Idempotent: downloads,
 # unpacked toolchains and builds are reused.
 set -uo pipefail
@@ -307,6 +309,17 @@ fixture_runs() {
     "qemu-$qemu-static" -L "/usr/$gnu"
 }
 
+# `tvmrt rpc-server` built for the target, run under qemu-user as on a board: the host
+# cross-compiles with apache-tvm 0.27 and reaches it through TVM's tracker with TVM's client
+# and MetaSchedule (tests/rpc_board/board.py; issue 48). aarch64 only: about 2 min.
+rpc_board() {
+  local t=$1 gnu qemu py
+  read -r gnu _ qemu _ <<<"$(target_info "$t")"
+  py=$(.ci/venv.sh rpc) || return 1
+  "$py" tests/rpc_board/board.py --tool "$CARGO_TARGET_DIR/$t/debug/tvmrt" \
+    --qemu "qemu-$qemu-static" --sysroot "/usr/$gnu" --gnu "$gnu" --mtriple "$gnu"
+}
+
 # What the CPU's C++ compiler makes of the structures tvmrt shares with C and C++
 # (tests/layouts): the record the Rust unit tests compare against must match it.
 c_layouts() {
@@ -324,6 +337,9 @@ for t in "${TARGETS[@]}"; do
   run "$t: C tests (CMake, ctest under qemu)" c_tests "$t"
   run "$t: TVM-built fixtures and classic kernels through the tool" fixture_runs "$t"
   run "$t: C/C++ layouts match the record" c_layouts "$(target_info "$t" | cut -d' ' -f4)"
+  if [ "$t" = aarch64-unknown-linux-gnu ]; then
+    run "$t: rpc-server under qemu: TVM's client, tracker and MetaSchedule" rpc_board "$t"
+  fi
   dirs+=("$(target_info "$t" | cut -d' ' -f4)")
 done
 

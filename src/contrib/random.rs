@@ -277,6 +277,24 @@ fn random_fill(args: &[AnyView<'_>], what: &str) -> Result<Any> {
     if args.len() != 1 {
         crate::bail_type!("{what} expects 1 argument (out), got {}", args.len());
     }
+    if let Some(p) = args[0].as_dltensor().filter(|p| !p.is_null()) {
+        // SAFETY: a non-null tensor argument is a live DLTensor for the call.
+        let dl = unsafe { &*p };
+        if !crate::device::is_host_accessible(dl.device) {
+            // A device tensor (MetaSchedule's inputs on a GPU board): filled on the host and
+            // copied over, as TVM does.
+            // SAFETY: as above; the shape is readable for `ndim` entries.
+            let shape = unsafe { crate::tensor::layout::dl_shape(dl, what)? };
+            let host = crate::tensor::Tensor::empty(shape, dl.dtype, crate::device::cpu())?;
+            let host_any = Any::from_object(host.object().clone());
+            random_fill(&[host_any.view()], what)?;
+            // SAFETY: both descriptors are live for the call.
+            unsafe { crate::tensor::copy::copy_dltensor(host.dl(), dl)? };
+            // The host copy goes when this returns: the device must have read it.
+            crate::device::api_of(dl.device)?.stream_sync(dl.device, std::ptr::null_mut())?;
+            return Ok(Any::none());
+        }
+    }
     let out = TensorArg::of(args, 0, what)?;
     if !matches!(out.dl.dtype.bits, 8 | 16 | 32 | 64) {
         return Err(Error::type_error(format!(

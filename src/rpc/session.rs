@@ -71,6 +71,9 @@ impl Session {
 
     /// Answers one packet (any but `CopyToRemote` and `Shutdown`, which the loop streams).
     pub fn answer(&mut self, code: i32, body: &[u8]) -> Reply {
+        if wire::is_classic_lookup(code, body) {
+            return Reply::Packet(wire::classic_exception_packet(wire::CLASSIC_CLIENT));
+        }
         match self.dispatch(code, &mut Reader::new(body)) {
             Ok(reply) => reply,
             Err(e) => Reply::Packet(wire::exception_packet(&e.message)),

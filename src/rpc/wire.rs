@@ -426,6 +426,30 @@ pub fn exception_packet(message: &str) -> Vec<u8> {
     w.finish()
 }
 
+/// What a client of TVM <= 0.20 is told: its argument encoding is not this protocol's.
+pub const CLASSIC_CLIENT: &str = "RPC: this is tvmrt's RPC server, which speaks the protocol of \
+    TVM 0.21 and later (tvm-ffi's argument encoding); the client is TVM 0.20 or older, whose \
+    encoding differs under the same version string 0.8.0: connect with apache-tvm 0.21 or later";
+
+/// Whether a packet is a `GetGlobalFunc` as TVM <= 0.20 sends it. Its first call names the
+/// function with the classic type code 11 (`kTVMStr`), all codes before the values; tvm-ffi's
+/// clients send the name as a raw string (index 8), and index 11 (a small string) never
+/// appears there. Checked before anything else reads the packet.
+pub fn is_classic_lookup(code: i32, body: &[u8]) -> bool {
+    let mut r = Reader::new(body);
+    code == Code::GetGlobalFunc as i32
+        && r.i32("count").is_ok_and(|n| n == 1)
+        && r.i32("type").is_ok_and(|t| t == ti::SMALL_STR)
+}
+
+/// An `Exception` packet as TVM <= 0.20 encodes it (count, type codes, then values; a string
+/// is type code 11), so a classic client can read why it is refused.
+pub fn classic_exception_packet(message: &str) -> Vec<u8> {
+    let mut w = Writer::packet(Code::Exception);
+    w.i32(1).i32(11).bytes(message.as_bytes());
+    w.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -517,6 +541,24 @@ mod tests {
         t.extend_from_slice(&1000i32.to_le_bytes());
         let e = Reader::new(&t).tensor().unwrap_err();
         assert!(e.message.contains("ndim 1000"), "{e}");
+    }
+
+    #[test]
+    fn a_classic_clients_first_lookup_is_recognised() {
+        // TVM 0.20: count, the type codes (11, kTVMStr), then the name.
+        let mut classic = Vec::new();
+        classic.extend_from_slice(&1i32.to_le_bytes());
+        classic.extend_from_slice(&11i32.to_le_bytes());
+        classic.extend_from_slice(&3u64.to_le_bytes());
+        classic.extend_from_slice(b"abc");
+        assert!(is_classic_lookup(Code::GetGlobalFunc as i32, &classic));
+        let mut ffi = Writer::packet(Code::GetGlobalFunc);
+        ffi.values(&[WireValue::Str("abc".into())]);
+        let ffi = ffi.finish();
+        assert!(!is_classic_lookup(Code::GetGlobalFunc as i32, &ffi[12..]));
+        let p = classic_exception_packet("no");
+        assert_eq!(&p[8..12], &(Code::Exception as i32).to_le_bytes());
+        assert_eq!(&p[12..20], &[1, 0, 0, 0, 11, 0, 0, 0]);
     }
 
     #[test]

@@ -38,7 +38,7 @@ def free_port():
 class Proc:
     """A child process whose merged stdout/stderr is drained by a thread into `lines`."""
 
-    def __init__(self, argv, name):
+    def __init__(self, argv, name, env=None):
         self.name = name
         self.argv = argv
         self.lines = []
@@ -46,6 +46,7 @@ class Proc:
         self.proc = subprocess.Popen(
             argv,
             cwd=ROOT,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -143,8 +144,10 @@ class Server:
         return self.host, self.port
 
 
-def start_server(extra=(), key=None, tracker=None):
-    """Start an RPC server on 127.0.0.1 and wait until it listens (bounded)."""
+def start_server(extra=(), key=None, tracker=None, launcher=(), tool=None, env=None):
+    """Start an RPC server on 127.0.0.1 and wait until it listens (bounded). `launcher` runs the
+    tool (qemu-user for another CPU's build, tests/rpc_board), `tool` replaces
+    target/debug/tvmrt, `env` the server's environment."""
     host = "127.0.0.1"
     port = free_port()
     args = ["--host", host, "--port", str(port), "--port-end", str(port + 50)]
@@ -159,10 +162,11 @@ def start_server(extra=(), key=None, tracker=None):
         m = proc.wait_for(r"bind to (\S+):(\d+)", READY_TIMEOUT_S)
         server = Server(proc, m.group(1), int(m.group(2)))
     else:
-        if not TVMRT.exists():
-            raise RuntimeError(f"{TVMRT} is missing: cargo build -p tvmrt-cli")
-        argv = [str(TVMRT), "rpc-server", *args, *extra]
-        proc = Proc(argv, "tvmrt rpc-server")
+        tool = Path(tool or TVMRT)
+        if not tool.exists():
+            raise RuntimeError(f"{tool} is missing: cargo build -p tvmrt-cli")
+        argv = [*launcher, str(tool), "rpc-server", *args, *extra]
+        proc = Proc(argv, "tvmrt rpc-server", env=env)
         m = proc.wait_for(r"listening on (\S+):(\d+)", READY_TIMEOUT_S)
         server = Server(proc, m.group(1), int(m.group(2)))
     assert server.host == host
@@ -195,8 +199,8 @@ def server4():
     s.proc.stop()
 
 
-@pytest.fixture
-def tracker():
+def start_tracker():
+    """TVM's own tracker on 127.0.0.1 (a free port); returns (process, (host, port))."""
     port = free_port()
     argv = [sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(port),
             "--port-end", str(port + 50)]
@@ -204,6 +208,12 @@ def tracker():
     m = proc.wait_for(r"bind to (\S+):(\d+)", READY_TIMEOUT_S)
     addr = (m.group(1), int(m.group(2)))
     wait_port(*addr, READY_TIMEOUT_S)
+    return proc, addr
+
+
+@pytest.fixture
+def tracker():
+    proc, addr = start_tracker()
     yield addr
     proc.stop()
 
