@@ -25,4 +25,4 @@ for line in sys.stdin:
 valgrind --quiet --error-exitcode=1 --leak-check=no --suppressions=c_tests/pocl.supp "$bin" --test-threads 1 \
   mapped:: tensor::serialize containers::map reflection::structural contrib::random \
   module::dynsym object::tests containers::array containers::key module::tests device:: llm:: \
-  value::classic graph::params value::tests::payloads
+  value::classic graph::params value::tests::payloads rpc::

@@ -167,3 +167,58 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
     v.extend(time_evaluator::builtins());
     v
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use parking_lot::Mutex;
+
+    use super::wire::{Code, Reader, WireValue, Writer};
+    use super::*;
+
+    /// `rpc.ServerLoop(fsend, frecv)` as tvm4j's server processor calls it: the packets come
+    /// from `frecv` in pieces of the size asked, the answers go to `fsend`.
+    #[test]
+    fn server_loop_over_send_and_receive_functions() {
+        let mut init = Writer::packet(Code::InitServer);
+        init.bytes(b"0.8.0").values(&[]);
+        let mut get = Writer::packet(Code::GetGlobalFunc);
+        get.values(&[WireValue::Str("rpc.ServerLoop".into())]);
+        let shutdown = Writer::packet(Code::Shutdown).finish();
+        let input = Arc::new(Mutex::new(
+            [init.finish(), get.finish(), shutdown].concat(),
+        ));
+        let output = Arc::new(Mutex::new(Vec::new()));
+        let out = output.clone();
+        let fsend = Function::from_fn(move |a| {
+            let b = a[0].as_byte_slice().expect("bytes").to_vec();
+            out.lock().extend_from_slice(&b);
+            Ok(Any::from(b.len() as i64))
+        });
+        let frecv = Function::from_fn(move |a| {
+            let want = a[0].expect_i64("size")? as usize;
+            let mut inp = input.lock();
+            // Hand out at most 5 bytes at a time: reads must put packets together.
+            let n = want.min(5).min(inp.len());
+            let chunk: Vec<u8> = inp.drain(..n).collect();
+            Ok(Any::bytes(&chunk))
+        });
+        let server_loop = registry::get("rpc.ServerLoop").expect("registered");
+        let f = Any::from_object(fsend.into_object());
+        let r = Any::from_object(frecv.into_object());
+        server_loop.call(&[f.view(), r.view()]).unwrap();
+        let out = output.lock();
+        let mut reader = Reader::new(&out);
+        let mut codes = Vec::new();
+        let mut last = Vec::new();
+        while reader.remaining() > 0 {
+            let n = reader.u64("len").unwrap();
+            let body = reader.take(n, "body").unwrap();
+            codes.push(i32::from_le_bytes(body[..4].try_into().unwrap()));
+            last = Reader::new(&body[4..]).values().unwrap();
+        }
+        assert_eq!(codes, vec![Code::Return as i32; 2]);
+        assert!(matches!(last[..], [WireValue::Opaque(h)] if h != 0), "{last:?}");
+    }
+}
