@@ -244,15 +244,15 @@ impl MemoryTable {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::abi::{DLDataTypeCode, DLDeviceType};
 
-    const CPU: DLDevice = DLDevice {
+    pub(crate) const CPU: DLDevice = DLDevice {
         device_type: DLDeviceType(1),
         device_id: 0,
     };
-    const F32: DLDataType = DLDataType {
+    pub(crate) const F32: DLDataType = DLDataType {
         code: DLDataTypeCode(2),
         bits: 32,
         lanes: 1,

@@ -174,7 +174,7 @@ mod tests {
 
     use parking_lot::Mutex;
 
-    use super::wire::{Code, Reader, WireValue, Writer};
+    use super::wire::{split_packets, Code, Reader, WireValue, Writer};
     use super::*;
 
     /// `rpc.ServerLoop(fsend, frecv)` as tvm4j's server processor calls it: the packets come
@@ -186,9 +186,7 @@ mod tests {
         let mut get = Writer::packet(Code::GetGlobalFunc);
         get.values(&[WireValue::Str("rpc.ServerLoop".into())]);
         let shutdown = Writer::packet(Code::Shutdown).finish();
-        let input = Arc::new(Mutex::new(
-            [init.finish(), get.finish(), shutdown].concat(),
-        ));
+        let input = Arc::new(Mutex::new([init.finish(), get.finish(), shutdown].concat()));
         let output = Arc::new(Mutex::new(Vec::new()));
         let out = output.clone();
         let fsend = Function::from_fn(move |a| {
@@ -208,17 +206,13 @@ mod tests {
         let f = Any::from_object(fsend.into_object());
         let r = Any::from_object(frecv.into_object());
         server_loop.call(&[f.view(), r.view()]).unwrap();
-        let out = output.lock();
-        let mut reader = Reader::new(&out);
-        let mut codes = Vec::new();
-        let mut last = Vec::new();
-        while reader.remaining() > 0 {
-            let n = reader.u64("len").unwrap();
-            let body = reader.take(n, "body").unwrap();
-            codes.push(i32::from_le_bytes(body[..4].try_into().unwrap()));
-            last = Reader::new(&body[4..]).values().unwrap();
-        }
+        let answers = split_packets(&output.lock()).unwrap();
+        let codes: Vec<i32> = answers.iter().map(|a| a.0).collect();
         assert_eq!(codes, vec![Code::Return as i32; 2]);
-        assert!(matches!(last[..], [WireValue::Opaque(h)] if h != 0), "{last:?}");
+        let last = Reader::new(&answers[1].1).values().unwrap();
+        assert!(
+            matches!(last[..], [WireValue::Opaque(h)] if h != 0),
+            "{last:?}"
+        );
     }
 }

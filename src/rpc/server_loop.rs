@@ -215,5 +215,39 @@ fn copy_to_remote(ch: &mut impl Read, session: &mut Session, rest: u64) -> Resul
     })
 }
 
+/// A channel over bytes in memory: reads what it was given, collects what is written (tests,
+/// fuzzing, and replaying a recorded session).
+pub struct MemoryChannel {
+    input: io::Cursor<Vec<u8>>,
+    /// Everything written so far.
+    pub output: Vec<u8>,
+}
+
+impl MemoryChannel {
+    pub fn new(input: Vec<u8>) -> MemoryChannel {
+        MemoryChannel {
+            input: io::Cursor::new(input),
+            output: Vec::new(),
+        }
+    }
+}
+
+impl Read for MemoryChannel {
+    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+        self.input.read(b)
+    }
+}
+
+impl Write for MemoryChannel {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.output.extend_from_slice(b);
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -426,6 +426,19 @@ pub fn exception_packet(message: &str) -> Vec<u8> {
     w.finish()
 }
 
+/// Splits a stream of whole packets into each one's code and the rest of its body.
+pub fn split_packets(stream: &[u8]) -> Result<Vec<(i32, Vec<u8>)>> {
+    let mut r = Reader::new(stream);
+    let mut out = Vec::new();
+    while r.remaining() > 0 {
+        let n = r.u64("packet length")?;
+        let mut body = Reader::new(r.take(n, "packet")?);
+        let code = body.i32("packet code")?;
+        out.push((code, body.take(body.remaining() as u64, "body")?.to_vec()));
+    }
+    Ok(out)
+}
+
 /// What a client of TVM <= 0.20 is told: its argument encoding is not this protocol's.
 pub const CLASSIC_CLIENT: &str = "RPC: this is tvmrt's RPC server, which speaks the protocol of \
     TVM 0.21 and later (tvm-ffi's argument encoding); the client is TVM 0.20 or older, whose \

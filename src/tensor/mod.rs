@@ -61,6 +61,13 @@ impl std::fmt::Debug for Tensor {
     }
 }
 
+/// The checks of a new compact tensor's dtype, rank and shape.
+fn check_compact(shape: &[i64], dtype: DLDataType) -> Result<()> {
+    check_dtype(dtype)?;
+    check_ndim(shape.len() as i64)?;
+    check_shape(shape).map(drop)
+}
+
 impl Tensor {
     pub(crate) fn from_payload(obj: TensorObj) -> Tensor {
         let read_only = obj.flags & FLAG_READ_ONLY != 0;
@@ -85,23 +92,37 @@ impl Tensor {
         device: DLDevice,
         mem_scope: Option<&str>,
     ) -> Result<Tensor> {
-        check_dtype(dtype)?;
-        check_ndim(shape.len() as i64)?;
-        check_shape(shape)?;
+        check_compact(shape, dtype)?;
         let block = DeviceBlock::alloc_tensor(device, shape, dtype, mem_scope)?;
+        let data = block.data();
+        Ok(Tensor::compact_over(
+            data,
+            0,
+            shape,
+            dtype,
+            device,
+            DataOwner::Block(block),
+        ))
+    }
+
+    /// A compact, writable tensor over `data` that `owner` keeps alive (shape and dtype
+    /// checked by the caller).
+    fn compact_over(
+        data: *mut c_void,
+        byte_offset: u64,
+        shape: &[i64],
+        dtype: DLDataType,
+        device: DLDevice,
+        owner: DataOwner,
+    ) -> Tensor {
         let meta = Meta {
-            data: block.data(),
-            byte_offset: 0,
+            data,
+            byte_offset,
             device,
             dtype,
             flags: 0,
         };
-        Ok(Tensor::from_payload(TensorObj::new(
-            meta,
-            shape,
-            None,
-            DataOwner::Block(block),
-        )))
+        Tensor::from_payload(TensorObj::new(meta, shape, None, owner))
     }
 
     /// A compact tensor over `data` (from `byte_offset`) that `owner` keeps alive: the tensor
@@ -118,22 +139,16 @@ impl Tensor {
         device: DLDevice,
         owner: std::sync::Arc<dyn std::any::Any + Send + Sync>,
     ) -> Result<Tensor> {
-        check_dtype(dtype)?;
-        check_ndim(shape.len() as i64)?;
-        check_shape(shape)?;
-        let meta = Meta {
+        check_compact(shape, dtype)?;
+        let owner = DataOwner::Shared(owner);
+        Ok(Tensor::compact_over(
             data,
             byte_offset,
-            device,
-            dtype,
-            flags: 0,
-        };
-        Ok(Tensor::from_payload(TensorObj::new(
-            meta,
             shape,
-            None,
-            DataOwner::Shared(owner),
-        )))
+            dtype,
+            device,
+            owner,
+        ))
     }
 
     /// A read-only compact tensor over `bytes` (exactly its size, 64-byte aligned), which

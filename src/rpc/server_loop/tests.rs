@@ -1,42 +1,8 @@
 //! The packet loop driven as TVM's client drives it, over an in-memory channel.
 
-use std::io::{self, Read, Write};
-
 use super::*;
-use crate::abi::{DLDataType, DLDataTypeCode, DLDevice, DLDeviceType};
-use crate::rpc::wire::{WireValue, Writer};
-
-/// Input bytes prepared in advance; output collected.
-struct Pipe {
-    input: io::Cursor<Vec<u8>>,
-    output: Vec<u8>,
-}
-
-impl Read for Pipe {
-    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
-        self.input.read(b)
-    }
-}
-
-impl Write for Pipe {
-    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        self.output.extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-const CPU: DLDevice = DLDevice {
-    device_type: DLDeviceType(1),
-    device_id: 0,
-};
-const F32: DLDataType = DLDataType {
-    code: DLDataTypeCode(2),
-    bits: 32,
-    lanes: 1,
-};
+use crate::rpc::memory::tests::{CPU, F32};
+use crate::rpc::wire::{split_packets, WireValue, Writer};
 
 fn init() -> Vec<u8> {
     let mut w = Writer::packet(Code::InitServer);
@@ -52,21 +18,10 @@ fn syscall(code: Code, values: &[WireValue]) -> Vec<u8> {
 
 /// Runs `packets` through one session; returns each answer's code and body.
 fn run(packets: &[Vec<u8>]) -> (Vec<(i32, Vec<u8>)>, Result<Ended>) {
-    let mut pipe = Pipe {
-        input: io::Cursor::new(packets.concat()),
-        output: Vec::new(),
-    };
+    let mut pipe = MemoryChannel::new(packets.concat());
     let mut session = Session::new();
     let ended = serve(&mut pipe, &mut session);
-    let mut out = Vec::new();
-    let mut r = Reader::new(&pipe.output);
-    while r.remaining() > 0 {
-        let n = r.u64("len").unwrap();
-        let body = r.take(n, "body").unwrap();
-        let code = i32::from_le_bytes(body[..4].try_into().unwrap());
-        out.push((code, body[4..].to_vec()));
-    }
-    (out, ended)
+    (split_packets(&pipe.output).unwrap(), ended)
 }
 
 fn returned(answer: &(i32, Vec<u8>)) -> Vec<WireValue> {
@@ -103,10 +58,7 @@ fn allocate_copy_both_ways_and_free() {
         .flat_map(|f| f.to_le_bytes())
         .collect();
     let mut session = Session::new();
-    let mut pipe = Pipe {
-        input: io::Cursor::new(pipe_packets.concat()),
-        output: Vec::new(),
-    };
+    let mut pipe = MemoryChannel::new(pipe_packets.concat());
     serve(&mut pipe, &mut session).unwrap();
     let first = run_answers(&pipe.output);
     let WireValue::Opaque(addr) = returned(&first[1])[0] else {
@@ -132,10 +84,7 @@ fn allocate_copy_both_ways_and_free() {
         free,
         after.finish(),
     ];
-    let mut pipe = Pipe {
-        input: io::Cursor::new(packets.concat()),
-        output: Vec::new(),
-    };
+    let mut pipe = MemoryChannel::new(packets.concat());
     assert_eq!(serve(&mut pipe, &mut session).unwrap(), Ended::Closed);
     let a = run_answers(&pipe.output);
     assert_eq!(returned(&a[0]), vec![WireValue::None]);
@@ -152,17 +101,7 @@ fn allocate_copy_both_ways_and_free() {
 }
 
 fn run_answers(output: &[u8]) -> Vec<(i32, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut r = Reader::new(output);
-    while r.remaining() > 0 {
-        let n = r.u64("len").unwrap();
-        let body = r.take(n, "body").unwrap();
-        out.push((
-            i32::from_le_bytes(body[..4].try_into().unwrap()),
-            body[4..].to_vec(),
-        ));
-    }
-    out
+    split_packets(output).unwrap()
 }
 
 #[test]
@@ -173,10 +112,7 @@ fn globals_are_found_called_and_freed() {
     );
     let missing = syscall(Code::GetGlobalFunc, &[WireValue::Str("no.such".into())]);
     let mut session = Session::new();
-    let mut pipe = Pipe {
-        input: io::Cursor::new([init(), get, missing].concat()),
-        output: Vec::new(),
-    };
+    let mut pipe = MemoryChannel::new([init(), get, missing].concat());
     serve(&mut pipe, &mut session).unwrap();
     let a = run_answers(&pipe.output);
     assert_eq!(returned(&a[0]), vec![WireValue::None]);
@@ -191,10 +127,8 @@ fn globals_are_found_called_and_freed() {
     let mut raising = Writer::packet(Code::CallFunc);
     raising.u64(h).values(&[WireValue::Str("abacus".into())]);
     let free = syscall(Code::FreeHandle, &[WireValue::Opaque(h)]);
-    let mut pipe = Pipe {
-        input: io::Cursor::new([call.finish(), bad_call.finish(), raising.finish(), free].concat()),
-        output: Vec::new(),
-    };
+    let mut pipe =
+        MemoryChannel::new([call.finish(), bad_call.finish(), raising.finish(), free].concat());
     serve(&mut pipe, &mut session).unwrap();
     let a = run_answers(&pipe.output);
     // TVM's return encoding: the type index, then the value.
