@@ -119,9 +119,21 @@ impl Resolved {
 pub struct MemoryTable {
     regions: BTreeMap<u64, Vec<(u64, Arc<Region>)>>,
     next_id: u64,
+    /// Bytes the peer has allocated and not freed.
+    allocated: usize,
+    /// The most it may hold at once (`None`: no limit but the machine's).
+    limit: Option<usize>,
 }
 
 impl MemoryTable {
+    /// A table whose allocations may total at most `limit` bytes at once.
+    pub fn with_limit(limit: usize) -> MemoryTable {
+        MemoryTable {
+            limit: Some(limit),
+            ..MemoryTable::default()
+        }
+    }
+
     /// Allocates `shape`/`dtype` on `dev` (zero-filled on the host) and records it; returns
     /// its address.
     pub fn allocate(
@@ -131,7 +143,19 @@ impl MemoryTable {
         dtype: DLDataType,
         mem_scope: Option<&str>,
     ) -> Result<u64> {
+        let nbytes = shape_bytes(shape, dtype)?;
+        if let Some(limit) = self.limit {
+            if nbytes > limit.saturating_sub(self.allocated) {
+                return Err(Error::value(format!(
+                    "RPC: allocating {nbytes} bytes on {} would take the session past its \
+                     memory limit of {limit} bytes ({} held)",
+                    device::device_name(dev),
+                    self.allocated
+                )));
+            }
+        }
         let block = DeviceBlock::alloc_tensor(dev, shape, dtype, mem_scope)?;
+        self.allocated += block.nbytes();
         let region = Region {
             data: block.data(),
             extent: block.nbytes(),
@@ -188,7 +212,8 @@ impl MemoryTable {
         });
         match (list, pos) {
             (Some(list), Some(pos)) => {
-                list.remove(pos);
+                let (_, region) = list.remove(pos);
+                self.allocated = self.allocated.saturating_sub(region.extent);
                 if list.is_empty() {
                     self.regions.remove(&addr);
                 }
@@ -292,6 +317,20 @@ pub(crate) mod tests {
         assert!(m.free_allocation(CPU, a).is_err());
         assert_eq!(view.to_vec().unwrap(), vec![0u8; 16]);
         assert!(m.is_empty());
+    }
+
+    #[test]
+    fn allocations_stay_within_the_limit() {
+        let mut m = MemoryTable::with_limit(100);
+        let a = m.allocate(CPU, &[20], F32, None).unwrap();
+        let e = m.allocate(CPU, &[6], F32, None).unwrap_err();
+        assert!(
+            e.message.contains("memory limit of 100 bytes (80 held)"),
+            "{e}"
+        );
+        assert!(m.allocate(CPU, &[1 << 40], F32, None).is_err());
+        m.free_allocation(CPU, a).unwrap();
+        m.allocate(CPU, &[25], F32, None).unwrap();
     }
 
     #[test]

@@ -30,13 +30,12 @@ use crate::value::{Any, AnyView};
 pub use server_loop::{serve, Ended};
 pub use session::Session;
 
-/// Serves one session on `ch`, running `tvm.rpc.server.start` / `shutdown` around it when
+/// Serves `session` on `ch`, running `tvm.rpc.server.start` / `shutdown` around it when
 /// registered (as TVM's `ServerLoop`).
-pub fn serve_channel<C: Read + Write>(ch: &mut C) -> Result<Ended> {
+pub fn serve_channel<C: Read + Write>(ch: &mut C, mut session: Session) -> Result<Ended> {
     if let Some(f) = registry::get("tvm.rpc.server.start") {
         f.call(&[])?;
     }
-    let mut session = Session::new();
     let ended = serve(ch, &mut session);
     if let Some(f) = registry::get("tvm.rpc.server.shutdown") {
         f.call(&[])?;
@@ -105,14 +104,14 @@ fn server_loop(args: &[AnyView<'_>]) -> Result<Any> {
         // SAFETY: the caller hands over the connected socket `fd`, as TVM's `ServerLoop`
         // takes it; it is closed when `file` drops.
         let mut file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-        serve_channel(&mut file)
+        serve_channel(&mut file, Session::new())
     } else {
         let fsend = first.expect_function("fsend")?;
         let frecv = args
             .get(1)
             .ok_or_else(|| Error::type_error("rpc.ServerLoop: missing frecv"))?
             .expect_function("frecv")?;
-        serve_channel(&mut CallbackChannel { fsend, frecv })
+        serve_channel(&mut CallbackChannel { fsend, frecv }, Session::new())
     };
     ended.map(|_| Any::none())
 }

@@ -55,12 +55,21 @@ impl Session {
         Session::default()
     }
 
-    /// A session that refuses `CallFunc`: everything else of the protocol (allocation,
-    /// copies, handles, streams), for fuzzing.
+    /// A session whose allocations may total at most `limit` bytes at once (a board's
+    /// memory is the whole machine's: `tvmrt rpc-server --memory-limit`).
+    pub fn with_memory_limit(limit: usize) -> Session {
+        Session {
+            memory: MemoryTable::with_limit(limit),
+            ..Session::default()
+        }
+    }
+
+    /// A session that refuses `CallFunc`, with allocations of at most 64 MiB: everything
+    /// else of the protocol (allocation, copies, handles, streams), for fuzzing.
     pub fn without_calls() -> Session {
         Session {
             no_calls: true,
-            ..Session::default()
+            ..Session::with_memory_limit(64 << 20)
         }
     }
 

@@ -479,3 +479,22 @@ def test_opencl_remote_tensors_and_kernel(server):
         assert ((filled >= 1) & (filled < 10)).all() and len(np.unique(filled)) > n // 2
 
     bounded(run, 120)
+
+
+def test_memory_limit():
+    """`--memory-limit`: an allocation past it is an error naming the limit, and the session
+    goes on within it."""
+    server = start_server(extra=["--memory-limit", "1000000"])
+    try:
+
+        def run():
+            sess = tvm.rpc.connect(server.host, server.port)
+            dev = sess.cpu()
+            with pytest.raises(Exception, match="memory limit of 1000000 bytes"):
+                tvm.runtime.empty((1 << 20,), "float32", dev)
+            x = np.arange(1000, dtype="float32")
+            np.testing.assert_array_equal(tvm.runtime.tensor(x, dev).numpy(), x)
+
+        bounded(run, CONNECT_TIMEOUT_S)
+    finally:
+        server.proc.stop()

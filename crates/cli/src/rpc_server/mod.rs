@@ -53,6 +53,26 @@ pub struct Args {
     /// Sessions served at once (TVM's server serves one: measurements need the board alone).
     #[arg(long, default_value_t = 1)]
     max_sessions: usize,
+    /// The most bytes one session may hold allocated at once (default: the machine's memory);
+    /// a request past it is refused with an error instead of starving the board.
+    #[arg(long)]
+    memory_limit: Option<usize>,
+}
+
+/// The machine's physical memory in bytes.
+fn physical_memory() -> usize {
+    // SAFETY: sysconf only reads configuration values.
+    let (pages, size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages > 0 && size > 0 {
+        (pages as usize).saturating_mul(size as usize)
+    } else {
+        usize::MAX
+    }
 }
 
 fn io(e: std::io::Error, what: &str) -> Error {
@@ -100,8 +120,9 @@ pub fn main(a: Args) -> Result<()> {
             "rpc-server: --max-sessions must be at least 1",
         ));
     }
+    let memory_limit = a.memory_limit.unwrap_or_else(physical_memory);
     if let Some(proxy) = &a.proxy {
-        return proxy_loop(proxy, &a.key, &base);
+        return proxy_loop(proxy, &a.key, Children::new(base, memory_limit));
     }
     let listener = bind(&a.host, a.port, a.port_end)?;
     let port = listener
@@ -115,7 +136,7 @@ pub fn main(a: Args) -> Result<()> {
         .tracker
         .clone()
         .map(|t| Tracker::new(t, a.key.clone(), port, a.custom_addr.clone()));
-    let mut children = Children::new(base);
+    let mut children = Children::new(base, memory_limit);
     loop {
         let finished = children.reap();
         if let Some(t) = tracker.as_mut() {
@@ -184,9 +205,8 @@ pub fn main(a: Args) -> Result<()> {
 /// Connects out to TVM's proxy (`python -m tvm.exec.rpc_proxy`) as `server:<key>`, serves the
 /// session it brings (with the client's options, which the proxy passes on as its key), and
 /// connects again; gives up after 5 failed tries 5 s apart, as TVM's server.
-fn proxy_loop(addr: &str, key: &str, base: &std::path::Path) -> Result<()> {
+fn proxy_loop(addr: &str, key: &str, mut children: Children) -> Result<()> {
     use tvmrt::rpc::wire::RPC_MAGIC;
-    let mut children = Children::new(base.to_path_buf());
     let mut failures = 0;
     loop {
         let attempt = (|| -> std::io::Result<(TcpStream, String)> {

@@ -26,14 +26,17 @@ pub struct Children {
     base: PathBuf,
     list: Vec<Child>,
     counter: u64,
+    /// Each session's allocation limit in bytes.
+    memory_limit: usize,
 }
 
 impl Children {
-    pub fn new(base: PathBuf) -> Children {
+    pub fn new(base: PathBuf, memory_limit: usize) -> Children {
         Children {
             base,
             list: Vec::new(),
             counter: 0,
+            memory_limit,
         }
     }
 
@@ -69,7 +72,7 @@ impl Children {
             )));
         }
         if pid == 0 {
-            run_child(sock, close_fds, &work_dir);
+            run_child(sock, close_fds, &work_dir, self.memory_limit);
         }
         self.list.push(Child {
             pid,
@@ -138,7 +141,12 @@ fn finish(c: &Child) {
 }
 
 /// The child: serves the session and exits, never returning.
-fn run_child(mut sock: TcpStream, close_fds: &[i32], work_dir: &std::path::Path) -> ! {
+fn run_child(
+    mut sock: TcpStream,
+    close_fds: &[i32],
+    work_dir: &std::path::Path,
+    memory_limit: usize,
+) -> ! {
     // SAFETY: closing the listener's descriptors, which this process does not use; its own
     // process group, so a timeout kills what the session started (a linker) too.
     unsafe {
@@ -150,7 +158,8 @@ fn run_child(mut sock: TcpStream, close_fds: &[i32], work_dir: &std::path::Path)
     let _ = std::env::set_current_dir(work_dir);
     tvmrt::rpc::env::set_work_dir(work_dir);
     let _ = sock.set_nodelay(true);
-    let code = match tvmrt::rpc::serve_channel(&mut sock) {
+    let session = tvmrt::rpc::Session::with_memory_limit(memory_limit);
+    let code = match tvmrt::rpc::serve_channel(&mut sock, session) {
         Ok(_) => 0,
         Err(e) => {
             eprintln!("tvmrt rpc-server: session {}: {e}", std::process::id());
