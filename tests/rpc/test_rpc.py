@@ -2,6 +2,7 @@
 
 import gc
 import subprocess
+import sys
 import socket
 import struct
 import threading
@@ -14,7 +15,19 @@ import tvm
 import tvm.rpc
 from tvm import relax
 
-from conftest import CONNECT_TIMEOUT_S, PARALLEL_CONSTS, SERVER_KIND, bounded, start_server
+from conftest import (
+    CONNECT_TIMEOUT_S,
+    PARALLEL_CONSTS,
+    READY_TIMEOUT_S,
+    SERVER_KIND,
+    TVMRT,
+    Proc,
+    bounded,
+    free_port,
+    start_server,
+    start_tracker,
+    wait_port,
+)
 
 RPC_MAGIC = 0xFF271
 JOIN_TIMEOUT_S = 120.0
@@ -498,3 +511,75 @@ def test_memory_limit():
         bounded(run, CONNECT_TIMEOUT_S)
     finally:
         server.proc.stop()
+
+
+# ---------------------------------------------------------------- proxy and tracker restarts
+
+
+def test_reverse_connection_through_tvms_proxy(artifacts):
+    """`--proxy`: the server connects out to TVM's RPC proxy (as TVM's Android app does from
+    behind a NAT); a client reaches it through the proxy by key, session after session."""
+    port = free_port()
+    proxy = Proc(
+        [sys.executable, "-m", "tvm.exec.rpc_proxy", "--host", "127.0.0.1", "--port", str(port),
+         "--port-end", str(port + 50), "--web-port", str(free_port())],
+        "tvm rpc_proxy",
+    )
+    try:
+        m = proxy.wait_for(r"client port bind to (\S+):(\d+)", READY_TIMEOUT_S)
+        addr = (m.group(1), int(m.group(2)))
+        server = Proc(
+            [str(TVMRT), "rpc-server", "--proxy", f"{addr[0]}:{addr[1]}", "--key", "behind-nat"],
+            "tvmrt rpc-server --proxy",
+        )
+        try:
+            for n in (3, 4):
+
+                def run(n=n):
+                    sess = tvm.rpc.connect(*addr, key="behind-nat")
+                    sess.upload(str(artifacts.add_so), "add.so")
+                    run_add(sess, sess.load_module("add.so"), n)
+
+                bounded(run, CONNECT_TIMEOUT_S)
+                gc.collect()
+        finally:
+            server.stop()
+    finally:
+        proxy.stop()
+
+
+def test_reregisters_when_the_tracker_restarts(artifacts):
+    """A tracker that goes away and comes back on the same port gets the server again."""
+    proc, tracker = start_tracker()
+    srv = start_server(key="comeback", tracker=tracker)
+    try:
+
+        def registered(addr):
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    summary = tvm.rpc.connect_tracker(*addr).summary()
+                    if "comeback" in summary.get("queue_info", {}):
+                        return
+                except Exception:  # noqa: BLE001 - the tracker is still starting
+                    pass
+                assert time.monotonic() < deadline, "not registered"
+                time.sleep(0.25)
+
+        registered(tracker)
+        proc.stop()
+        proc = Proc(
+            [sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", tracker[0], "--port",
+             str(tracker[1]), "--port-end", str(tracker[1] + 1)],
+            "tvm rpc_tracker (again)",
+        )
+        proc.wait_for(r"bind to", READY_TIMEOUT_S)
+        wait_port(*tracker, READY_TIMEOUT_S)
+        registered(tracker)
+        sess = tvm.rpc.connect_tracker(*tracker).request("comeback")
+        sess.upload(str(artifacts.add_so), "add.so")
+        run_add(sess, sess.load_module("add.so"), 9)
+        assert srv.proc.alive()
+    finally:
+        srv.proc.stop()
+        proc.stop()
