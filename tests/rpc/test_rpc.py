@@ -583,3 +583,21 @@ def test_reregisters_when_the_tracker_restarts(artifacts):
     finally:
         srv.proc.stop()
         proc.stop()
+
+
+@pytest.mark.parametrize("kind", ["cl", "vulkan"])
+def test_remote_device_tensor_copies(server, kind):
+    """Remote tensors on the board's GPU back ends (POCL's OpenCL and Mesa's lavapipe Vulkan
+    in CI): 9 MiB both ways through the host staging and a copy between two of them."""
+
+    def run():
+        sess = tvm.rpc.connect(server.host, server.port)
+        dev = getattr(sess, kind)(0)
+        x = np.random.default_rng(5).random(9 * (1 << 18), dtype=np.float32)
+        a = tvm.runtime.tensor(x, dev)
+        np.testing.assert_array_equal(a.numpy(), x)
+        b = tvm.runtime.empty(x.shape, "float32", dev)
+        b.copyfrom(a)
+        np.testing.assert_array_equal(b.numpy(), x)
+
+    bounded(run, 120)
