@@ -56,10 +56,12 @@ def tune(tracker, key, work_dir, target=None, export=None):
         ),
         max_workers=1,
     )
+    # The builder's default 30 s per candidate is too short on a loaded 2-core CI machine
+    # (a host-side build timeout shows as a failed trial, as a failed run would).
     if export is None:
-        builder = ms.builder.LocalBuilder(max_workers=1)
+        builder = ms.builder.LocalBuilder(max_workers=1, timeout_sec=300)
     else:
-        builder = ms.builder.LocalBuilder(f_export=export, max_workers=1)
+        builder = ms.builder.LocalBuilder(f_export=export, max_workers=1, timeout_sec=300)
     db = ms.tir_integration.tune_tir(
         mod=tvm.IRModule({"main": matmul()}),
         target=target or tvm.target.Target({"kind": "llvm", "num-cores": 1}),

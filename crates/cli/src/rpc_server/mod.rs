@@ -10,6 +10,7 @@
 mod handshake;
 mod session_child;
 mod tracker;
+mod wake;
 
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -21,6 +22,7 @@ use tvmrt::{Error, Result};
 
 use self::session_child::Children;
 use self::tracker::{Tracker, PING_PERIOD};
+use self::wake::ChildWake;
 
 /// `tvmrt rpc-server` arguments (TVM's `python -m tvm.exec.rpc_server` flags).
 #[derive(Parser)]
@@ -96,19 +98,6 @@ fn bind(host: &str, port: u16, port_end: u16) -> Result<TcpListener> {
     )))
 }
 
-/// Waits until `fd` is readable or `timeout` passes.
-fn readable(fd: i32, timeout: Duration) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    // SAFETY: one valid pollfd for the duration of the call.
-    let n = unsafe { libc::poll(&mut p, 1, ms) };
-    n > 0 && p.revents & libc::POLLIN != 0
-}
-
 pub fn main(a: Args) -> Result<()> {
     let base = match &a.work_dir {
         Some(d) => d.clone(),
@@ -137,6 +126,7 @@ pub fn main(a: Args) -> Result<()> {
         .clone()
         .map(|t| Tracker::new(t, a.key.clone(), port, a.custom_addr.clone()));
     let mut children = Children::new(base, memory_limit);
+    let wake = ChildWake::install().map_err(|e| io(e, "installing the SIGCHLD handler"))?;
     loop {
         let finished = children.reap();
         if let Some(t) = tracker.as_mut() {
@@ -146,21 +136,19 @@ pub fn main(a: Args) -> Result<()> {
             }
         }
         children.expire();
+        // Until a session ends or times out, or (with room for one) a client comes or the
+        // tracker is due a ping; at capacity the listener sleeps, out of the way of the
+        // session's measurements.
+        let deadline = children.next_deadline();
         if children.len() >= a.max_sessions {
-            // Serving at capacity: wake 20 times a second to reap and time out, so the
-            // listener stays out of the way of a session's measurements.
-            std::thread::sleep(Duration::from_millis(50));
+            wake.wait(None, deadline.unwrap_or(PING_PERIOD));
             continue;
         }
         if let Some(t) = tracker.as_mut() {
             t.keep_alive();
         }
-        let wait = if children.is_empty() {
-            PING_PERIOD
-        } else {
-            Duration::from_millis(20)
-        };
-        if !readable(listener.as_raw_fd(), wait) {
+        let wait = deadline.map_or(PING_PERIOD, |d| d.min(PING_PERIOD));
+        if !wake.wait(Some(listener.as_raw_fd()), wait) {
             continue;
         }
         let (mut sock, peer) = match listener.accept() {
@@ -185,13 +173,9 @@ pub fn main(a: Args) -> Result<()> {
             }
         };
         let _ = sock.set_read_timeout(None);
-        let skip_fds: Vec<i32> = [
-            Some(listener.as_raw_fd()),
-            tracker.as_ref().and_then(|t| t.raw_fd()),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
+        let mut skip_fds: Vec<i32> = wake.fds().to_vec();
+        skip_fds.push(listener.as_raw_fd());
+        skip_fds.extend(tracker.as_ref().and_then(|t| t.raw_fd()));
         match children.spawn(sock, client.timeout, &skip_fds) {
             Ok(()) => eprintln!("tvmrt rpc-server: session from {peer}"),
             Err(e) => eprintln!("tvmrt rpc-server: cannot start a session for {peer}: {e}"),

@@ -107,6 +107,14 @@ impl Children {
         before - self.list.len()
     }
 
+    /// How long until the next session's timeout, if any has one.
+    pub fn next_deadline(&self) -> Option<Duration> {
+        self.list
+            .iter()
+            .filter_map(|c| c.timeout.map(|t| t.saturating_sub(c.started.elapsed())))
+            .min()
+    }
+
     /// Ends the sessions whose client's timeout passed, telling the client why.
     pub fn expire(&mut self) {
         self.list.retain(|c| {
@@ -147,6 +155,7 @@ fn run_child(
     work_dir: &std::path::Path,
     memory_limit: usize,
 ) -> ! {
+    super::wake::forget_in_child();
     // SAFETY: closing the listener's descriptors, which this process does not use; its own
     // process group, so a timeout kills what the session started (a linker) too.
     unsafe {
