@@ -31,10 +31,10 @@ pub struct Region {
     data: *mut c_void,
     extent: usize,
     device: DLDevice,
-    _owner: Owner,
+    owner: Owner,
 }
 
-// SAFETY: the region's memory is owned by `_owner` (a device block or a tensor object, both
+// SAFETY: the region's memory is owned by `owner` (a device block or a tensor object, both
 // usable from any thread); the raw pointer is only an address into it.
 unsafe impl Send for Region {}
 // SAFETY: as above; the region is never mutated after construction.
@@ -160,7 +160,7 @@ impl MemoryTable {
             data: block.data(),
             extent: block.nbytes(),
             device: dev,
-            _owner: Owner::Block(block),
+            owner: Owner::Block(block),
         };
         let addr = region.data as u64;
         self.insert(region);
@@ -177,7 +177,7 @@ impl MemoryTable {
             data: t.data_ptr(),
             extent,
             device: t.device(),
-            _owner: Owner::Tensor(t.object().clone()),
+            owner: Owner::Tensor(t.object().clone()),
         };
         let addr = region.data as u64;
         Ok((addr, self.insert(region)))
@@ -208,7 +208,7 @@ impl MemoryTable {
         let list = self.regions.get_mut(&addr);
         let pos = list.as_ref().and_then(|l| {
             l.iter()
-                .position(|(_, r)| matches!(r._owner, Owner::Block(_)) && r.device == dev)
+                .position(|(_, r)| matches!(r.owner, Owner::Block(_)) && r.device == dev)
         });
         match (list, pos) {
             (Some(list), Some(pos)) => {

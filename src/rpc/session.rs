@@ -300,9 +300,6 @@ impl Session {
     }
 
     fn copy_from_remote(&mut self, t: &WireTensor, nbytes: u64) -> Result<Reply> {
-        if !self.initialized {
-            return Err(Error::value("RPC: the session is not initialized"));
-        }
         let r = self.copy_target(t, nbytes, "copy from remote")?;
         if r.host_ptr().is_some() {
             return Ok(Reply::HostAck(r));

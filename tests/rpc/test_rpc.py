@@ -47,7 +47,8 @@ def run_add(sess, mod, n, const=0.0, name="add"):
 
 
 def check_fresh_session(server, art):
-    """A new session on `server` uploads, loads and runs the add kernel correctly."""
+    """A new session on `server` uploads, loads and runs the add kernel correctly, and the
+    server is still running afterwards."""
 
     def run():
         sess = tvm.rpc.connect(server.host, server.port)
@@ -56,6 +57,7 @@ def check_fresh_session(server, art):
 
     bounded(run, CONNECT_TIMEOUT_S)
     gc.collect()
+    assert server.proc.alive()
 
 
 def raw_handshake(server, key=""):
@@ -345,7 +347,6 @@ def test_robust_handshake_then_reset(own_server, artifacts):
     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST on close
     s.close()
     check_fresh_session(server, artifacts)
-    assert server.proc.alive()
 
 
 def test_robust_garbage_after_handshake(own_server, artifacts):
@@ -357,7 +358,6 @@ def test_robust_garbage_after_handshake(own_server, artifacts):
     s.sendall(struct.pack("<q", 16) + b"\xff" * 16)  # a packet with a bad code
     s.close()
     check_fresh_session(server, artifacts)
-    assert server.proc.alive()
 
 
 def test_robust_truncated_library(own_server, artifacts):
@@ -372,7 +372,6 @@ def test_robust_truncated_library(own_server, artifacts):
     truncated()
     gc.collect()
     check_fresh_session(server, artifacts)
-    assert server.proc.alive()
 
 
 def test_robust_disconnect_mid_packet(own_server, artifacts):
@@ -381,7 +380,6 @@ def test_robust_disconnect_mid_packet(own_server, artifacts):
     s.sendall(struct.pack("<q", 1 << 20) + b"\x00" * 100)
     s.close()
     check_fresh_session(server, artifacts)
-    assert server.proc.alive()
 
 
 def test_robust_non_rpc_client(own_server, artifacts):
@@ -390,7 +388,6 @@ def test_robust_non_rpc_client(own_server, artifacts):
     s.sendall(b"GET / HTTP/1.0\r\n\r\n")
     s.close()
     check_fresh_session(server, artifacts)
-    assert server.proc.alive()
 
 
 # ---------------------------------------------------------------- tracker
@@ -455,7 +452,6 @@ def test_robust_segfaulting_kernel(own_server, tmp_path, artifacts):
     bounded(crash, CONNECT_TIMEOUT_S)
     gc.collect()
     check_fresh_session(server, artifacts)
-    assert server.proc.alive()
     assert server.proc.wait_for(r"ended by signal 11", 10)
 
 
