@@ -460,6 +460,18 @@ def test_robust_segfaulting_kernel(own_server, tmp_path, artifacts):
 CL_ELEMENTWISE = Path(__file__).resolve().parents[1] / "fixtures" / "opencl" / "elementwise.so"
 
 
+def check_device_copies(dev, seed):
+    """9 MiB of float32 to a remote device tensor and back (more than one 8 MiB staging
+    chunk), then a copy between two remote tensors, all exact; returns the data."""
+    x = np.random.default_rng(seed).random(9 * (1 << 18), dtype=np.float32)
+    a = tvm.runtime.tensor(x, dev)
+    np.testing.assert_array_equal(a.numpy(), x)
+    b = tvm.runtime.empty(x.shape, "float32", dev)
+    b.copyfrom(a)
+    np.testing.assert_array_equal(b.numpy(), x)
+    return x
+
+
 def test_opencl_remote_tensors_and_kernel(server):
     """Remote tensors on the board's OpenCL device: copies both ways through the host staging
     (9 MiB: more than one 8 MiB chunk), a copy between two remote OpenCL tensors, and TVM's
@@ -468,12 +480,7 @@ def test_opencl_remote_tensors_and_kernel(server):
     def run():
         sess = tvm.rpc.connect(server.host, server.port)
         dev = sess.cl(0)
-        x = np.random.default_rng(3).random(9 * (1 << 18), dtype=np.float32)
-        a = tvm.runtime.tensor(x, dev)
-        np.testing.assert_array_equal(a.numpy(), x)
-        b = tvm.runtime.empty(x.shape, "float32", dev)
-        b.copyfrom(a)
-        np.testing.assert_array_equal(b.numpy(), x)
+        x = check_device_copies(dev, seed=3)
         sess.upload(str(CL_ELEMENTWISE), "elementwise.so")
         mod = sess.load_module("elementwise.so")
         n = 1000
@@ -588,12 +595,6 @@ def test_remote_device_tensor_copies(server, kind):
 
     def run():
         sess = tvm.rpc.connect(server.host, server.port)
-        dev = getattr(sess, kind)(0)
-        x = np.random.default_rng(5).random(9 * (1 << 18), dtype=np.float32)
-        a = tvm.runtime.tensor(x, dev)
-        np.testing.assert_array_equal(a.numpy(), x)
-        b = tvm.runtime.empty(x.shape, "float32", dev)
-        b.copyfrom(a)
-        np.testing.assert_array_equal(b.numpy(), x)
+        check_device_copies(getattr(sess, kind)(0), seed=5)
 
     bounded(run, 120)
