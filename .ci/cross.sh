@@ -24,7 +24,9 @@
 #   5. the C layouts (tests/layouts): what the target's C compiler gives, against the record
 #      the Rust unit tests check;
 #   6. (aarch64) `tvmrt rpc-server` under qemu-user, driven by TVM's client, tracker and
-#      MetaSchedule from the host (tests/rpc_board/board.py).
+#      MetaSchedule from the host (tests/rpc_board/board.py);
+#   7. `tvmrt serve --model-repository` under qemu-user, answering tritonclient from the host
+#      (tests/serve_board/board.py).
 # Keeps going after a failed step; exits non-zero if any failed. Idempotent: downloads,
 # unpacked toolchains and builds are reused.
 set -uo pipefail
@@ -320,6 +322,17 @@ rpc_board() {
     --qemu "qemu-$qemu-static" --sysroot "/usr/$gnu" --gnu "$gnu" --mtriple "$gnu"
 }
 
+# `tvmrt serve` built for the target, run under qemu-user as on a board, answering tritonclient
+# from the host over HTTP and gRPC with the outputs TVM gave (tests/serve_board/board.py;
+# issue 50). About 20 s.
+serve_board() {
+  local t=$1 gnu qemu dir py
+  read -r gnu _ qemu dir <<<"$(target_info "$t")"
+  py=$(.ci/venv.sh triton) || return 1
+  "$py" tests/serve_board/board.py --tool "$CARGO_TARGET_DIR/$t/debug/tvmrt" --arch "$dir" \
+    --qemu "qemu-$qemu-static" --sysroot "/usr/$gnu"
+}
+
 # What the CPU's C++ compiler makes of the structures tvmrt shares with C and C++
 # (tests/layouts): the record the Rust unit tests compare against must match it.
 c_layouts() {
@@ -336,6 +349,7 @@ for t in "${TARGETS[@]}"; do
   run "$t: unit and integration tests under qemu" cargo_tests "$t"
   run "$t: C tests (CMake, ctest under qemu)" c_tests "$t"
   run "$t: TVM-built fixtures and classic kernels through the tool" fixture_runs "$t"
+  run "$t: tvmrt serve under qemu answers tritonclient" serve_board "$t"
   run "$t: C/C++ layouts match the record" c_layouts "$(target_info "$t" | cut -d' ' -f4)"
   if [ "$t" = aarch64-unknown-linux-gnu ]; then
     run "$t: rpc-server under qemu: TVM's client, tracker and MetaSchedule" rpc_board "$t"
