@@ -1,78 +1,26 @@
-//! `ModelInstanceExecute`: the requests of one call checked against the model, stacked into
-//! batches (requests whose shapes agree past the batch dimension), each batch run once, its
-//! outputs split back per request; statistics reported per request and per batch.
+//! Running requests: each checked against the model, those whose shapes agree past the batch
+//! dimension stacked into one batch, each batch run once and its outputs split back per
+//! request; a batch that fails is rerun request by request, so that only the request at fault
+//! gets the error. Statistics are reported per request and per batch.
 
 use std::borrow::Cow;
 
 use tvmrt::tensor::layout::cpu;
 use tvmrt::tensor::Tensor;
 
-use crate::runner::{one_line, Executor};
-use crate::server::{now_ns, Input, OutputData, Request};
+use crate::request::{now_ns, Input, OutputData, Pending, Run, Stats, Timing};
+use crate::runner::one_line;
 use crate::signature::{check_shapes, TensorSpec};
-use crate::types;
+use crate::types::DataType;
 
 /// What `execute` needs of the model.
 pub struct ModelView<'a> {
+    /// Its inputs, in call order.
     pub inputs: &'a [TensorSpec],
     /// Output names, in the model's order.
     pub output_names: Vec<String>,
     /// Requests carry a batch dimension first (`max_batch_size` > 0).
     pub batched: bool,
-}
-
-/// Timestamps of one model run, for Triton's statistics.
-#[derive(Clone, Copy, Debug)]
-pub struct Timing {
-    pub compute_start: u64,
-    pub compute_end: u64,
-}
-
-/// A request as `execute` uses it: Triton's ([`Request`]), or a test's.
-pub trait Pending {
-    /// The input named `name`, or why it cannot be read.
-    fn input(&self, name: &str) -> Result<Input<'_>, String>;
-    /// The outputs asked for (empty: all).
-    fn requested_outputs(&self) -> Result<Vec<String>, String>;
-    /// Sends the one response.
-    fn respond(&self, outcome: Result<Vec<OutputData<'_>>, String>);
-    /// Hands the request back (after its response).
-    fn release(&self);
-}
-
-impl Pending for Request {
-    fn input(&self, name: &str) -> Result<Input<'_>, String> {
-        Request::input(self, name)
-    }
-    fn requested_outputs(&self) -> Result<Vec<String>, String> {
-        Request::requested_outputs(self)
-    }
-    fn respond(&self, outcome: Result<Vec<OutputData<'_>>, String>) {
-        Request::respond(self, outcome)
-    }
-    fn release(&self) {
-        Request::release(*self)
-    }
-}
-
-/// What runs a batch: an instance's [`Executor`], or a test's.
-pub trait Run {
-    /// The model's outputs for host input tensors.
-    fn run(&self, inputs: &[Tensor]) -> tvmrt::Result<Vec<Tensor>>;
-}
-
-impl Run for Executor {
-    fn run(&self, inputs: &[Tensor]) -> tvmrt::Result<Vec<Tensor>> {
-        Executor::run(self, inputs)
-    }
-}
-
-/// Reports statistics to Triton.
-pub trait Stats<R> {
-    /// One request's (`success`: it got outputs).
-    fn request(&self, request: &R, success: bool, exec_start: u64, t: Timing, exec_end: u64);
-    /// One model run over `batch_size` items.
-    fn batch(&self, batch_size: u64, exec_start: u64, t: Timing, exec_end: u64);
 }
 
 /// A request whose inputs passed the checks.
@@ -89,13 +37,13 @@ fn check<'r, R: Pending>(request: &'r R, model: &ModelView<'_>) -> Result<Checke
     let mut inputs = Vec::with_capacity(model.inputs.len());
     for spec in model.inputs {
         let input = request.input(&spec.name)?;
-        let want = types::from_dl(spec.dtype).unwrap_or(0);
+        let want = DataType::from_dl(spec.dtype).unwrap_or(DataType::Invalid);
         if input.dtype != want {
             return Err(format!(
                 "input `{}` is {}, but the model takes {} ({})",
                 spec.name,
-                types::name(input.dtype),
-                types::name(want),
+                input.dtype.name(),
+                want.name(),
                 spec.describe()
             ));
         }
@@ -301,8 +249,9 @@ fn scatter<'a, R>(
     let mut per_request: Vec<Vec<OutputData<'a>>> = group.iter().map(|_| Vec::new()).collect();
     for (k, (t, bytes)) in outputs.iter().zip(bytes).enumerate() {
         let name = model.output_names[k].as_str();
-        let dtype = types::from_dl(t.dtype())
-            .ok_or_else(|| format!("output `{name}` has an element type Triton cannot carry"))?;
+        let dtype = DataType::from_dl(t.dtype()).ok_or_else(|| {
+            format!("output `{name}` has an element type the protocol cannot carry")
+        })?;
         let shape = t.shape();
         if model.batched && shape.first() != Some(&total) {
             return Err(format!(
@@ -359,7 +308,6 @@ mod tests {
 
     use super::*;
     use crate::signature::Dim;
-    use crate::sys;
 
     fn bytes(v: &[f32]) -> Vec<u8> {
         v.iter().flat_map(|x| x.to_le_bytes()).collect()
@@ -376,7 +324,7 @@ mod tests {
     /// A request with one input, recording its answer.
     struct Fake {
         name: &'static str,
-        dtype: sys::DataType,
+        dtype: DataType,
         shape: Vec<i64>,
         data: Vec<u8>,
         wanted: Vec<String>,
@@ -387,7 +335,7 @@ mod tests {
     fn fake(shape: &[i64], values: &[f32]) -> Fake {
         Fake {
             name: "x",
-            dtype: sys::TYPE_FP32,
+            dtype: DataType::Fp32,
             shape: shape.to_vec(),
             data: bytes(values),
             wanted: Vec::new(),
@@ -545,7 +493,7 @@ mod tests {
     fn bad_requests_get_errors_and_never_run() {
         let m = model(vec![n(), Dim::Fixed(2)], true);
         let mut wrong_dtype = fake(&[1, 2], &[1.0, 2.0]);
-        wrong_dtype.dtype = sys::TYPE_FP64;
+        wrong_dtype.dtype = DataType::Fp64;
         let mut missing = fake(&[1, 2], &[1.0, 2.0]);
         missing.name = "y";
         let wrong_shape = fake(&[1, 3], &[1.0, 2.0, 3.0]);

@@ -1,9 +1,10 @@
-//! The model configuration Triton hands the backend (its `config.pbtxt` as JSON): the backend's
-//! parameters, and auto-completion of the inputs, outputs and batching from the model.
+//! A model's configuration (its `config.pbtxt` as JSON, as Triton hands it to the backend and
+//! as the OIP server reads it): the parameters both servers read, and auto-completion of the
+//! inputs, outputs and batching from the model.
 
 use serde_json::{json, Map, Value};
 
-use crate::signature::{output_name, TensorSpec};
+use crate::signature::{describe_all, output_name, TensorSpec};
 use crate::types;
 
 /// What the backend reads from a model's configuration.
@@ -224,14 +225,6 @@ pub struct Checked {
     pub warnings: Vec<String>,
 }
 
-fn describe(specs: &[TensorSpec]) -> String {
-    specs
-        .iter()
-        .map(TensorSpec::describe)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// Checks the (completed) configuration against the model: batching only along a shared
 /// symbolic first dimension, the same inputs by name, outputs named `output0`, `output1`, ...
 /// in order (`outputs` empty: not known, any count). A dtype that differs from the model's is
@@ -248,7 +241,7 @@ pub fn check_against_model(
         return Err(format!(
             "max_batch_size is {max_batch_size}, but the inputs of `{function}` do not share a \
              symbolic first dimension to batch along ({}): set max_batch_size to 0",
-            describe(inputs)
+            describe_all(inputs)
         ));
     }
     let listed = listed_tensors(config, "input");
@@ -258,7 +251,7 @@ pub fn check_against_model(
     {
         return Err(format!(
             "config.pbtxt lists input `{name}`, which `{function}` does not take (its inputs: {})",
-            describe(inputs)
+            describe_all(inputs)
         ));
     }
     let mut warnings = Vec::new();

@@ -38,6 +38,15 @@ impl TensorSpec {
     }
 }
 
+/// `x: float32[n, 8], y: int64[n]`, for messages.
+pub fn describe_all(specs: &[TensorSpec]) -> String {
+    specs
+        .iter()
+        .map(TensorSpec::describe)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// `n`, `8`.
 pub fn dim_text(d: &Dim) -> String {
     match d {
@@ -73,12 +82,20 @@ pub enum RelaxParam {
     /// weights packed (`relax.frontend.nn`'s `param_mode="packed"`, MLC-LLM). Each element's
     /// spec when it is a tensor.
     Tuple {
+        /// The parameter's name.
         name: String,
+        /// Each element's spec, `None` where it is not a tensor.
         elements: Vec<Option<TensorSpec>>,
+        /// The annotation as written, for messages.
         text: String,
     },
     /// Anything else (a shape, an object, ...), or no annotation found (`text` empty).
-    Other { name: String, text: String },
+    Other {
+        /// The parameter's name.
+        name: String,
+        /// The annotation as written, for messages.
+        text: String,
+    },
 }
 
 impl RelaxParam {

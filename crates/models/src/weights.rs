@@ -35,6 +35,7 @@ pub enum Slot {
 pub struct Weights {
     /// The directory, for messages.
     pub dir: String,
+    /// Each record's name and tensor.
     pub tensors: Vec<(String, Tensor)>,
 }
 

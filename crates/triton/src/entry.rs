@@ -6,14 +6,12 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
 use serde_json::Value;
-use tvmrt::abi::DLDevice;
-use tvmrt::tensor::layout::cpu;
 
-use crate::batch::{self, ModelView, Stats, Timing};
-use crate::config::{self, Settings};
-use crate::runner::{Executor, Model};
+use tvmrt_models::load::{self, LoadError, Loaded};
+use tvmrt_models::runner::one_line;
+use tvmrt_models::{batch, Executor, ModelView, Stats, Timing};
+
 use crate::server::{self, check, log, text, BackendError, Request, Result};
-use crate::signature::{batch_var, Dim};
 use crate::sys::{self, Status};
 
 /// Runs `f`; its error, or a panic, becomes a Triton error (null on success).
@@ -34,9 +32,7 @@ fn boundary(what: &str, f: impl FnOnce() -> Result<()>) -> Status {
 
 /// What the backend keeps per model.
 struct ModelState {
-    name: String,
-    model: Model,
-    device: Option<DLDevice>,
+    loaded: Loaded,
     batched: bool,
     output_names: Vec<String>,
 }
@@ -97,13 +93,16 @@ fn model_config(model: *mut sys::TRITONBACKEND_Model) -> Result<Value> {
     value
 }
 
-fn parse_device(text: &str) -> Result<DLDevice> {
-    let dev = tvmrt::device::parse_device(text)
-        .map_err(|e| BackendError::invalid(format!("parameter `device`: {}", e.message)))?;
-    tvmrt::device::api_of(dev).map_err(|e| {
-        BackendError::invalid(format!("parameter `device` `{text}`: {}", e.message))
-    })?;
-    Ok(dev)
+impl From<LoadError> for BackendError {
+    fn from(e: LoadError) -> BackendError {
+        match e {
+            LoadError::NotFound(message) => BackendError {
+                code: sys::ERROR_NOT_FOUND,
+                message,
+            },
+            LoadError::Invalid(message) => BackendError::invalid(message),
+        }
+    }
 }
 
 fn load_model(model: *mut sys::TRITONBACKEND_Model) -> Result<ModelState> {
@@ -131,65 +130,10 @@ fn load_model(model: *mut sys::TRITONBACKEND_Model) -> Result<ModelState> {
         )?;
         (text(name), text(location))
     };
-    let fail = |m: String| BackendError::invalid(format!("model `{name}`: {m}"));
     let mut config = model_config(model)?;
-    let settings = Settings::from_config(&config).map_err(fail)?;
-    if let Some(n) = settings.threads {
-        tvmrt::backend::thread_pool::set_num_threads(n).map_err(|e| fail(e.message.clone()))?;
-    }
-    let device = settings.device.as_deref().map(parse_device).transpose()?;
-    let path = format!("{location}/{version}/{}", settings.filename);
-    if !std::path::Path::new(&path).is_file() {
-        return Err(BackendError {
-            code: sys::ERROR_NOT_FOUND,
-            message: format!("model `{name}`: no model file `{path}`"),
-        });
-    }
-    // A graph executor model's parameters may come as a file beside it (TVM <= 0.19 deployments
-    // save them with relay.save_param_dict).
-    let params = format!("{location}/{version}/params");
-    let params = std::path::Path::new(&params).is_file().then_some(params);
-    // A Relax model's weights kept out of its library: the tensor cache the `weights`
-    // parameter names (relative to the version directory), else `weights/` there if present.
     let version_dir = std::path::Path::new(&location).join(version.to_string());
-    let weights = match &settings.weights {
-        Some(w) => Some(version_dir.join(w)),
-        None => Some(version_dir.join("weights")).filter(|d| d.is_dir()),
-    };
-    let mut loaded = Model::load(
-        &path,
-        settings.function.as_deref(),
-        settings.num_outputs,
-        params.as_deref(),
-        weights.as_deref(),
-    )
-    .map_err(|e| fail(server::BackendError::from(e).message))?;
-
-    let listed_outputs = config::listed_tensors(&config, "output");
-    if loaded.outputs.is_empty() && (auto_complete && listed_outputs.is_empty()) {
-        // On the device the instances will use: a model built for CUDA refuses host inputs.
-        let probe_device = match device {
-            Some(d) => d,
-            None => match config::first_gpu(&config) {
-                Some(gpu) => tvmrt::device::parse_device(&format!("cuda:{gpu}"))
-                    .map_err(|e| fail(e.message.clone()))?,
-                None => cpu(),
-            },
-        };
-        loaded
-            .probe_outputs(probe_device)
-            .map_err(|e| fail(server::BackendError::from(e).message))?;
-    }
-    // Batchable: every input and output has the same symbolic first dimension (outputs found
-    // by the probe have `n`), and the program is not a graph executor (static shapes).
-    let batchable = batch_var(&loaded.inputs).is_some()
-        && loaded
-            .outputs
-            .iter()
-            .all(|o| matches!(o.dims.first(), Some(Dim::Var(_))));
-    if auto_complete
-        && config::autocomplete(&mut config, &loaded.inputs, &loaded.outputs, batchable)
-    {
+    let loaded = load::open(&name, &version_dir, &config, auto_complete)?;
+    if auto_complete && load::complete(&mut config, &loaded) {
         let message = server::json_message(&config)?;
         // SAFETY: `model` is live; SetConfig copies the message, which is deleted after.
         let status = unsafe { sys::TRITONBACKEND_ModelSetConfig(model, 1, message) };
@@ -197,46 +141,19 @@ fn load_model(model: *mut sys::TRITONBACKEND_Model) -> Result<ModelState> {
         check(status, "setting the completed configuration")?;
         config = model_config(model)?;
     }
-    let settings = Settings::from_config(&config).map_err(fail)?;
-    let batched = settings.max_batch_size > 0;
-    let checked = config::check_against_model(
-        &config,
-        &loaded.function,
-        &loaded.inputs,
-        &loaded.outputs,
-        batch_var(&loaded.inputs).is_some(),
-    )
-    .map_err(fail)?;
-    for warning in &checked.warnings {
+    let served = load::finish(&loaded, &config)?;
+    for warning in &served.warnings {
         log(sys::LOG_WARN, &format!("model `{name}`: {warning}"));
     }
-    let output_names = checked.output_names;
     log(
         sys::LOG_INFO,
-        &format!(
-            "tvmrt: model `{name}` version {version}: `{path}`, {} `{}` ({}) -> {}, max_batch_size {}",
-            loaded.kind(),
-            loaded.function,
-            describe(&loaded.inputs),
-            if loaded.outputs.is_empty() { output_names.join(", ") } else { describe(&loaded.outputs) },
-            settings.max_batch_size
-        ),
+        &format!("tvmrt: {}", served.summary(&loaded, &version.to_string())),
     );
     Ok(ModelState {
-        name,
-        model: loaded,
-        device,
-        batched,
-        output_names,
+        loaded,
+        batched: served.batched,
+        output_names: served.output_names,
     })
-}
-
-fn describe(specs: &[crate::signature::TensorSpec]) -> String {
-    specs
-        .iter()
-        .map(|s| s.describe())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Loads a model: reads and completes its configuration, opens its library.
@@ -331,25 +248,25 @@ pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceInitialize(
             )?;
             (model_state(model)?, text(name))
         };
-        let device = match state.device {
-            Some(d) => d,
-            None if kind == sys::INSTANCEGROUPKIND_GPU => {
-                parse_device(&format!("cuda:{device_id}"))?
-            }
-            None => cpu(),
-        };
-        let executor = state.model.executor(device).map_err(|e| {
+        let gpu = (kind == sys::INSTANCEGROUPKIND_GPU).then_some(device_id as i64);
+        let device = load::instance_device(state.loaded.device, gpu).map_err(|m| {
+            BackendError::invalid(format!(
+                "model `{}` instance `{iname}`: {m}",
+                state.loaded.name
+            ))
+        })?;
+        let executor = state.loaded.model.executor(device).map_err(|e| {
             BackendError::invalid(format!(
                 "model `{}` instance `{iname}`: {}",
-                state.name,
-                crate::runner::one_line(&e.message)
+                state.loaded.name,
+                one_line(&e.message)
             ))
         })?;
         log(
             sys::LOG_INFO,
             &format!(
                 "tvmrt: model `{}` instance `{iname}` on {}",
-                state.name,
+                state.loaded.name,
                 tvmrt::device::device_name(device)
             ),
         );
@@ -470,7 +387,7 @@ pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceExecute(
             )
         };
         let view = ModelView {
-            inputs: &model_state.model.inputs,
+            inputs: &model_state.loaded.model.inputs,
             output_names: model_state.output_names.clone(),
             batched: model_state.batched,
         };

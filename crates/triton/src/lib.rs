@@ -5,10 +5,12 @@
 //! plus `M/1/weights/` (a tensor cache) for a Relax model whose weights are kept out of its
 //! library ([`weights`]).
 //! Triton opens this library from `<backend-directory>/tvmrt/` and calls the `TRITONBACKEND_*`
-//! functions of [`entry`]; the configuration is completed from the model ([`config`],
-//! [`signature`]), each instance runs its own executor ([`runner`]), and each call of
-//! `ModelInstanceExecute` runs its requests in as few model calls as their shapes allow
-//! ([`batch`]). The library also exports tvmrt's C API, which the model libraries it opens
+//! functions of [`entry`]. What is not Triton's is the `tvmrt-models` crate, shared with
+//! `tvmrt serve`'s OIP server: the model is loaded and its configuration completed from it
+//! (`tvmrt_models::load`), each instance runs its own executor (`tvmrt_models::runner`), and
+//! each call of `ModelInstanceExecute` runs its requests in as few model calls as their shapes
+//! allow (`tvmrt_models::batch`); [`server`] wraps Triton's requests and responses for it.
+//! The library also exports tvmrt's C API, which the model libraries it opens
 //! call back into: Triton opens backends with `RTLD_LOCAL`, and tvmrt's loader moves this
 //! library into the global scope when a model library needs its symbols (tvmrt's
 //! `module::runtime_scope`).
@@ -17,13 +19,7 @@
 // leaves the wrappers it alone uses unused there.
 #![cfg_attr(test, allow(dead_code))]
 
-mod batch;
-mod config;
 #[cfg(not(test))]
 mod entry;
-mod runner;
 mod server;
-mod signature;
 mod sys;
-mod types;
-mod weights;

@@ -7,6 +7,8 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::ptr;
 
 use serde_json::Value;
+use tvmrt_models::runner::one_line;
+use tvmrt_models::{DataType, Input, OutputData, Pending};
 
 use crate::sys::{self, Status};
 
@@ -47,7 +49,7 @@ impl BackendError {
 
 impl From<tvmrt::Error> for BackendError {
     fn from(e: tvmrt::Error) -> BackendError {
-        BackendError::invalid(crate::runner::one_line(&e.message))
+        BackendError::invalid(one_line(&e.message))
     }
 }
 
@@ -139,16 +141,6 @@ pub fn delete_message(message: *mut sys::TRITONSERVER_Message) {
         unsafe { sys::TRITONSERVER_MessageDelete(message) },
         "deleting a message",
     );
-}
-
-/// An input of a request: its properties and the buffers holding its bytes (owned by the
-/// request, valid until it is released; copied to the host where Triton holds them in GPU
-/// memory, a client's CUDA shared memory).
-pub struct Input<'r> {
-    pub dtype: sys::DataType,
-    pub shape: Vec<i64>,
-    pub byte_size: u64,
-    pub buffers: Vec<Cow<'r, [u8]>>,
 }
 
 /// Copies `n` bytes between the host and memory of CUDA device `id` (one side each), through
@@ -260,7 +252,7 @@ impl Request {
                 }
             }
             Ok(Input {
-                dtype,
+                dtype: DataType::from_code(dtype),
                 shape,
                 byte_size,
                 buffers,
@@ -333,14 +325,6 @@ impl Request {
     }
 }
 
-/// One output of a response.
-pub struct OutputData<'a> {
-    pub name: &'a str,
-    pub dtype: sys::DataType,
-    pub shape: Vec<i64>,
-    pub bytes: &'a [u8],
-}
-
 /// Adds `outputs` to `response`.
 ///
 /// # Safety
@@ -357,7 +341,7 @@ unsafe fn fill(
                 response,
                 &mut output,
                 name.as_ptr(),
-                o.dtype,
+                o.dtype.code(),
                 o.shape.as_ptr(),
                 o.shape.len() as u32,
             ),
@@ -396,14 +380,17 @@ unsafe fn fill(
     Ok(())
 }
 
-/// Nanoseconds of the monotonic clock Triton's own statistics use (`steady_clock`, which is
-/// `CLOCK_MONOTONIC` on Linux).
-pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the struct it is given.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+impl Pending for Request {
+    fn input(&self, name: &str) -> std::result::Result<Input<'_>, String> {
+        Request::input(self, name)
+    }
+    fn requested_outputs(&self) -> std::result::Result<Vec<String>, String> {
+        Request::requested_outputs(self)
+    }
+    fn respond(&self, outcome: std::result::Result<Vec<OutputData<'_>>, String>) {
+        Request::respond(self, outcome)
+    }
+    fn release(&self) {
+        Request::release(*self)
+    }
 }

@@ -40,22 +40,8 @@ pub const ERROR_NOT_FOUND: ErrorCode = 2;
 pub const ERROR_INVALID_ARG: ErrorCode = 3;
 pub const ERROR_UNSUPPORTED: ErrorCode = 5;
 
-/// `TRITONSERVER_DataType`.
+/// `TRITONSERVER_DataType`: its values are `tvmrt_models::DataType`'s (`DataType::code`).
 pub type DataType = u32;
-pub const TYPE_BOOL: DataType = 1;
-pub const TYPE_UINT8: DataType = 2;
-pub const TYPE_UINT16: DataType = 3;
-pub const TYPE_UINT32: DataType = 4;
-pub const TYPE_UINT64: DataType = 5;
-pub const TYPE_INT8: DataType = 6;
-pub const TYPE_INT16: DataType = 7;
-pub const TYPE_INT32: DataType = 8;
-pub const TYPE_INT64: DataType = 9;
-pub const TYPE_FP16: DataType = 10;
-pub const TYPE_FP32: DataType = 11;
-pub const TYPE_FP64: DataType = 12;
-pub const TYPE_BYTES: DataType = 13;
-pub const TYPE_BF16: DataType = 14;
 
 /// `TRITONSERVER_MemoryType`.
 pub type MemoryType = u32;
