@@ -10,6 +10,7 @@ use tvmrt::{Error, Result};
 use crate::config::ChatConfig;
 use crate::engine::{Engine, EngineConfig, PAGE_SIZE};
 use crate::http::{self, App};
+use crate::structured::GrammarLimits;
 
 /// Arguments of `tvmrt serve`. The engine limits carry MLC-LLM's names (its `EngineConfig`).
 #[derive(clap::Args, Debug, Clone)]
@@ -72,6 +73,25 @@ pub struct Args {
     /// for that device (`mlc_llm compile --device opencl`).
     #[arg(long, value_name = "DEVICE", default_value = "cpu")]
     pub device: String,
+
+    /// Most symbols in a request's output grammar (`response_format` schemas, tool calls);
+    /// a larger one is refused with a 400 (llguidance's max_grammar_size).
+    #[arg(long, value_name = "N", default_value_t = GrammarLimits::default().max_grammar_size)]
+    pub max_grammar_size: usize,
+
+    /// Most lexer work to compile a request's output grammar, about 50k a millisecond; a
+    /// grammar that needs more is refused with a 400 (llguidance's initial_lexer_fuel).
+    #[arg(long, value_name = "FUEL", default_value_t = GrammarLimits::default().max_compile_fuel)]
+    pub max_grammar_compile_fuel: u64,
+
+    /// Most lexer work for one token's mask, about 14k a millisecond; a request whose grammar
+    /// needs more fails (llguidance's step_lexer_fuel).
+    #[arg(long, value_name = "FUEL", default_value_t = GrammarLimits::default().max_step_fuel)]
+    pub max_grammar_step_fuel: u64,
+
+    /// Compiled output grammars kept for requests that ask for the same one.
+    #[arg(long, value_name = "N", default_value_t = GrammarLimits::default().cache_size)]
+    pub grammar_cache_size: usize,
 }
 
 /// Reads the model's limits from `mlc-chat-config.json` to fill in the defaults.
@@ -114,7 +134,13 @@ pub fn main(a: Args) -> Result<()> {
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
         .and_then(|v| v["model_config"]["max_batch_size"].as_i64());
     let config = engine_config(&a, &chat, max_batch)?;
-    let engine = Engine::start(a.model_lib.clone(), a.model.clone(), config)?;
+    let limits = GrammarLimits {
+        max_grammar_size: a.max_grammar_size,
+        max_compile_fuel: a.max_grammar_compile_fuel,
+        max_step_fuel: a.max_grammar_step_fuel,
+        cache_size: a.grammar_cache_size,
+    };
+    let engine = Engine::start_with(a.model_lib.clone(), a.model.clone(), config, limits)?;
     let model_id = a.served_model_name.clone().unwrap_or_else(|| {
         let dir = a.model.canonicalize().unwrap_or_else(|_| a.model.clone());
         dir.file_name()

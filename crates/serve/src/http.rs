@@ -446,6 +446,7 @@ fn refusal(r: Refused, m: &crate::metrics::Metrics) -> ApiError {
             }
         }
         Refused::Invalid(msg) => ApiError::bad(msg, None),
+        Refused::BadConstraint(msg) => ApiError::bad(msg, Some("response_format")),
         Refused::Stopped => ApiError {
             status: 503,
             kind: "server_error",

@@ -8,6 +8,7 @@
 //!   [`respond`]: its answers, whole or streamed;
 //!   [`tokenize`]: vLLM's tokenizer endpoints;
 //!   [`batch`]: one response over the requests of a list of prompts;
+//! - [`structured`]: structured output (`response_format`, grammar-constrained decoding);
 //! - [`metrics`]: the Prometheus metrics.
 //!
 //! The engine is a library: another program can start an [`engine::Engine`] and submit
@@ -25,5 +26,6 @@ pub mod model;
 pub mod respond;
 pub mod sampler;
 pub mod staging;
+pub mod structured;
 pub mod text;
 pub mod tokenize;

@@ -26,6 +26,9 @@ pub struct SamplingParams {
     /// Return the prompt before the completion (`echo`), with its tokens' log-probabilities
     /// where `logprobs` is set (the first token has none).
     pub echo: bool,
+    /// What the answer must match (`response_format`, a tool call): the engine masks each
+    /// step's logits to the tokens the grammar allows. `None`: free text.
+    pub constraint: Option<crate::structured::Constraint>,
 }
 
 impl Default for SamplingParams {
@@ -42,6 +45,7 @@ impl Default for SamplingParams {
             logit_bias: Vec::new(),
             logprobs: None,
             echo: false,
+            constraint: None,
         }
     }
 }

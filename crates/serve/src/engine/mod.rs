@@ -11,9 +11,15 @@
 //! - [`sequence`]: a request's state (its choices' tokens, what the cache holds of them);
 //!   `n` choices share their prompt's pages: the prompt is prefilled once and forked;
 //! - [`prefix`]: finished sequences kept for prompts that start with their tokens;
+//! - a constrained request (`params.constraint`) has its grammar compiled at
+//!   [`Engine::submit`] (a 400 where it does not compile) and a [`Matcher`] per choice: each
+//!   step's logits are masked to the tokens the grammar allows before sampling, tokens the
+//!   grammar forces are appended without a decode step each (they join the next prefill as a
+//!   chunk), and a complete answer ends with `stop`;
 //! - a client that goes away (its event receiver dropped) has its sequences removed and their
 //!   pages freed at the next iteration.
 
+mod constrain;
 mod prefix;
 mod scheduler;
 mod sequence;
@@ -32,6 +38,8 @@ use tvmrt::{Error, Result};
 use crate::metrics::Metrics;
 use crate::model::Model;
 use crate::sampler::{Rng, SamplingParams, TokenLogprob};
+use crate::structured::grammar::Compiled;
+use crate::structured::{Constraint, GrammarLimits, Grammars};
 use crate::text::TextCodec;
 use prefix::PrefixPool;
 use scheduler::Worker;
@@ -130,6 +138,9 @@ pub enum Refused {
     QueueFull,
     /// The request can never run (HTTP 400).
     Invalid(String),
+    /// The request's output constraint does not compile (HTTP 400 naming `response_format`):
+    /// llguidance's reason.
+    BadConstraint(String),
     /// The engine has stopped.
     Stopped,
 }
@@ -138,6 +149,8 @@ pub enum Refused {
 pub(crate) struct Job {
     pub req: Request,
     pub arrived: Instant,
+    /// The compiled grammar of `req.params.constraint`.
+    pub grammar: Option<Compiled>,
 }
 
 /// A handle on the engine thread; dropping the last one stops it.
@@ -149,15 +162,30 @@ pub struct Engine {
     pub info: ModelInfo,
     pub metrics: Arc<Metrics>,
     pub codec: Arc<TextCodec>,
+    /// The model's compiled output grammars, or why constrained decoding is not available
+    /// for its tokenizer.
+    grammars: std::result::Result<Arc<Grammars>, String>,
 }
 
 impl Engine {
     /// Starts the engine thread: loads `library` and the model directory's weights, creates
     /// the KV cache. Returns once the model is loaded, or its error.
     pub fn start(library: PathBuf, model_dir: PathBuf, config: EngineConfig) -> Result<Engine> {
+        Engine::start_with(library, model_dir, config, GrammarLimits::default())
+    }
+
+    /// [`Engine::start`] with the operator's limits on output grammars.
+    pub fn start_with(
+        library: PathBuf,
+        model_dir: PathBuf,
+        config: EngineConfig,
+        limits: GrammarLimits,
+    ) -> Result<Engine> {
         let codec = Arc::new(TextCodec::load(&model_dir)?);
         let chat = crate::config::ChatConfig::load(&model_dir)?;
         let stop_ids = chat.stop_token_ids();
+        let grammar_stops = stop_ids.clone();
+        let grammar_dir = model_dir.clone();
         let metrics = Arc::new(Metrics::default());
         let pending = Arc::new(AtomicUsize::new(0));
         let (tx, rx) = mpsc::channel::<Job>();
@@ -228,7 +256,21 @@ impl Engine {
         let info = ready_rx
             .recv()
             .map_err(|_| Error::runtime("the engine thread ended while loading the model"))??;
+        // The token table, once per model.
+        let grammars = Grammars::load(
+            &grammar_dir,
+            codec.clone(),
+            info.vocab_size,
+            &grammar_stops,
+            &limits,
+        )
+        .map(Arc::new)
+        .map_err(|e| {
+            log::warn!("tvmrt serve: no structured output for this model: {e}");
+            format!("structured output is not available for this model's tokenizer: {e}")
+        });
         Ok(Engine {
+            grammars,
             tx,
             pending,
             alive,
@@ -252,6 +294,21 @@ impl Engine {
         (pages(prompt) + n as i64 * pages(max_tokens)) * PAGE_SIZE
     }
 
+    /// Compiles an output constraint (or finds it compiled): llguidance's reason where it
+    /// does not compile. [`Engine::submit`] does it for a request's own constraint; the HTTP
+    /// front may check one first to name its field in the error.
+    pub fn compile(&self, c: &Constraint) -> std::result::Result<Compiled, String> {
+        let grammars = self.grammars.as_ref().map_err(String::clone)?;
+        grammars
+            .compile(c)
+            .map_err(|e| format!("the output constraint is invalid: {e}"))
+    }
+
+    /// The model's compiled grammars (none where its tokenizer does not allow them).
+    pub fn grammars(&self) -> Option<&Arc<Grammars>> {
+        self.grammars.as_ref().ok()
+    }
+
     /// Queues a request. Its `params.max_tokens` must be set (the HTTP front fills it in).
     pub fn submit(&self, req: Request) -> std::result::Result<(), Refused> {
         let max_tokens = req.params.max_tokens.unwrap_or(0);
@@ -271,6 +328,10 @@ impl Engine {
                 req.params.n, self.info.config.max_num_sequence
             )));
         }
+        let grammar = match &req.params.constraint {
+            None => None,
+            Some(c) => Some(self.compile(c).map_err(Refused::BadConstraint)?),
+        };
         // Count first, so that concurrent submits cannot overshoot the bound.
         if self.pending.fetch_add(1, Relaxed) >= self.info.config.max_queue {
             self.pending.fetch_sub(1, Relaxed);
@@ -280,6 +341,7 @@ impl Engine {
             .send(Job {
                 req,
                 arrived: Instant::now(),
+                grammar,
             })
             .map_err(|_| {
                 self.pending.fetch_sub(1, Relaxed);

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use super::{Event, Job, PAGE_SIZE};
 use crate::sampler::{self, Rng, SamplingParams, TokenLogprob};
+use crate::structured::Matcher;
 use crate::text::Detokenized;
 
 /// Pages a sequence of `len` tokens occupies.
@@ -33,6 +34,9 @@ pub struct Choice {
     pub detok: Detokenized,
     pub done: bool,
     pub last_token_at: Option<Instant>,
+    /// Its position in the request's output grammar (constrained requests): it goes with
+    /// the tokens, so a preempted choice keeps it.
+    pub matcher: Option<Matcher>,
 }
 
 impl Choice {
@@ -81,6 +85,7 @@ impl Active {
                 detok: Detokenized::default(),
                 done: false,
                 last_token_at: None,
+                matcher: job.grammar.as_ref().map(Matcher::new),
             })
             .collect();
         Active {
@@ -235,6 +240,7 @@ mod tests {
             Job {
                 req,
                 arrived: Instant::now(),
+                grammar: None,
             },
             0,
         );

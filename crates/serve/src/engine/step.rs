@@ -14,7 +14,7 @@ use super::scheduler::Worker;
 use super::sequence::pages_to_grow;
 use super::{Event, FinishReason};
 use crate::model::read_f32;
-use crate::sampler::{self, GREEDY_BELOW};
+use crate::sampler::{self, TokenLogprob, GREEDY_BELOW};
 
 /// A chunk of one prefill: `take` tokens of a request's prompt (`choice` None) or of a
 /// choice's generated tokens being recomputed.
@@ -26,7 +26,7 @@ struct Chunk {
 }
 
 /// Logits to sample from, for choice `.1` of active request `.0`.
-type Row = (usize, usize, Vec<f32>);
+pub(super) type Row = (usize, usize, Vec<f32>);
 
 /// The logit kernels' arguments of a batch (see [`Worker::logit_args`]).
 type LogitArgs = (Vec<(i32, i32, f32)>, Vec<(i32, i32, i32)>, Vec<[f32; 3]>);
@@ -351,6 +351,8 @@ impl Worker {
                 r.2 = l;
             }
         }
+        // Constrained choices: every token their grammar does not allow to -inf.
+        let masked = self.mask_rows(&mut rows);
         let hot: Vec<usize> = (0..rows.len())
             .filter(|&k| self.active[rows[k].0].params().temperature >= GREEDY_BELOW)
             .collect();
@@ -378,10 +380,13 @@ impl Worker {
                 }
             }
         }
+        for (k, e) in masked {
+            chosen[k] = Err(e);
+        }
         let mut failed = Vec::new();
         for ((i, c, row), token) in rows.into_iter().zip(chosen) {
-            match token {
-                Ok(t) => self.accept(i, c, t, &row),
+            match token.and_then(|t| self.accept(i, c, t, &row)) {
+                Ok(()) => {}
                 Err(e) => failed.push((i, e)),
             }
         }
@@ -391,25 +396,30 @@ impl Worker {
         }
     }
 
-    /// A new token of choice `c` of active `i`: stop checks, text, events.
-    fn accept(&mut self, i: usize, c: usize, token: i32, row: &[f32]) {
+    /// A new token of choice `c` of active `i` (`sampled`, or forced by its grammar): stop
+    /// checks, text, events. `complete`: its grammar is complete with it (a `stop`).
+    /// Returns whether the choice ended.
+    pub(super) fn push_token(
+        &mut self,
+        (i, c): (usize, usize),
+        token: i32,
+        logprob: Option<TokenLogprob>,
+        sampled: bool,
+        complete: bool,
+    ) -> bool {
         let now = Instant::now();
         let a = &mut self.active[i];
         let context = self.info.context_window;
         let prompt_len = a.job.req.prompt.len();
-        let logprob = a
-            .job
-            .req
-            .params
-            .logprobs
-            .map(|k| sampler::logprobs(row, token, k));
         let ch = &mut a.choices[c];
-        match ch.last_token_at {
-            None if c == 0 => self.metrics.ttft.observe(a.job.arrived.elapsed()),
-            Some(t) => self.metrics.tpot.observe(now - t),
-            None => {}
+        if sampled {
+            match ch.last_token_at {
+                None if c == 0 => self.metrics.ttft.observe(a.job.arrived.elapsed()),
+                Some(t) => self.metrics.tpot.observe(now - t),
+                None => {}
+            }
+            ch.last_token_at = Some(now);
         }
-        ch.last_token_at = Some(now);
         self.metrics.generation_tokens.fetch_add(1, Relaxed);
         let stops = &a.job.req.params.stop;
         let mut reason = None;
@@ -430,6 +440,8 @@ impl Worker {
                 .is_some()
             {
                 reason = Some(FinishReason::Stop);
+            } else if complete {
+                reason = Some(FinishReason::Stop);
             } else if full {
                 reason = Some(FinishReason::Length);
             }
@@ -449,5 +461,6 @@ impl Worker {
             let _ = a.job.req.events.send(Event::Finish { choice: c, reason });
             self.finish_sequence(seq, kv);
         }
+        reason.is_some()
     }
 }

@@ -1,0 +1,242 @@
+//! The model's side of constrained decoding: its token table (built once per model from
+//! `tokenizer.json`), the grammars compiled against it (once each: a bounded cache keyed by
+//! the grammar's JSON text, compiled within the operator's limits) and the per-sequence
+//! [`Matcher`].
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use llguidance::api::ParserLimits;
+use llguidance::toktrie::{
+    InferenceCapabilities, TokEnv, TokRxInfo, TokTrie, TokenId, TokenizerEnv,
+};
+use llguidance::{ParserFactory, TokenParser};
+use parking_lot::Mutex;
+use tvmrt::{Error, Result};
+
+use super::Constraint;
+use crate::text::TextCodec;
+
+/// What the operator bounds (`tvmrt serve --max-grammar-size ...`): a grammar past them is
+/// refused (HTTP 400), a step past them fails its request; neither stalls the engine.
+#[derive(Clone, Debug)]
+pub struct GrammarLimits {
+    /// Most symbols in a compiled grammar (llguidance's `max_grammar_size`).
+    pub max_grammar_size: usize,
+    /// Most lexer work to build a grammar's lexer (llguidance's `initial_lexer_fuel`, about
+    /// 50k a millisecond): the compile-time bound.
+    pub max_compile_fuel: u64,
+    /// Most lexer work for one step's mask (`step_lexer_fuel`, about 14k a millisecond).
+    pub max_step_fuel: u64,
+    /// Compiled grammars kept for reuse.
+    pub cache_size: usize,
+}
+
+impl Default for GrammarLimits {
+    fn default() -> Self {
+        let d = ParserLimits::default();
+        GrammarLimits {
+            max_grammar_size: d.max_grammar_size,
+            max_compile_fuel: d.initial_lexer_fuel,
+            max_step_fuel: d.step_lexer_fuel,
+            cache_size: 64,
+        }
+    }
+}
+
+/// The model's tokenizer as llguidance sees it: the token trie, and the real tokenizer for
+/// the canonical tokens of forced text.
+struct ModelTokens {
+    trie: TokTrie,
+    codec: Arc<TextCodec>,
+}
+
+impl TokenizerEnv for ModelTokens {
+    fn tok_trie(&self) -> &TokTrie {
+        &self.trie
+    }
+
+    fn tokenize_bytes(&self, s: &[u8]) -> Vec<TokenId> {
+        self.trie.tokenize_with_greedy_fallback(s, |text| {
+            self.codec
+                .encode(text)
+                .map(|ids| ids.into_iter().map(|t| t as TokenId).collect())
+                .unwrap_or_else(|_| self.trie.greedy_tokenize(text.as_bytes()))
+        })
+    }
+}
+
+/// A compiled grammar, ready for matchers (cheap to clone: the compiled parts are shared).
+#[derive(Clone)]
+pub struct Compiled(Arc<TokenParser>);
+
+/// The compiled grammars of one model.
+pub struct Grammars {
+    factory: ParserFactory,
+    cache_size: usize,
+    /// Key: the grammar's JSON text; value: the compiled grammar and when it was last used.
+    cache: Mutex<(HashMap<String, (Compiled, u64)>, u64)>,
+}
+
+impl Grammars {
+    /// The token table of the tokenizer in `model_dir` (`tokenizer.json`), sized to the
+    /// model's `vocab_size` logits, with `stop_ids` as the tokens that end a complete answer.
+    pub fn load(
+        model_dir: &Path,
+        codec: Arc<TextCodec>,
+        vocab_size: usize,
+        stop_ids: &[i32],
+        limits: &GrammarLimits,
+    ) -> Result<Grammars> {
+        let path = model_dir.join("tokenizer.json");
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| Error::value(format!("{}: {e}", path.display())))?;
+        let json: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| Error::value(format!("{}: {e}", path.display())))?;
+        let mut words = llguidance::token_bytes_from_tokenizer_json(&json)
+            .map_err(|e| Error::value(format!("{}: {e}", path.display())))?;
+        // Ids the logits have and the tokenizer not (padding) are empty: never allowed.
+        words.resize(vocab_size, Vec::new());
+        let stops: Vec<TokenId> = stop_ids
+            .iter()
+            .filter(|&&t| (t as usize) < vocab_size)
+            .map(|&t| t as TokenId)
+            .collect();
+        let eos = stops.first().copied().unwrap_or(vocab_size as TokenId - 1);
+        let mut trie = TokTrie::from(&TokRxInfo::new(vocab_size as u32, eos), &words);
+        if !stops.is_empty() {
+            trie = trie.with_eos_tokens(&stops);
+        }
+        let env: TokEnv = Arc::new(ModelTokens { trie, codec });
+        let caps = InferenceCapabilities {
+            ff_tokens: true,
+            ..Default::default()
+        };
+        let mut factory = ParserFactory::new(
+            &env,
+            caps,
+            &llguidance::earley::SlicedBiasComputer::general_slices(),
+        )
+        .map_err(|e| Error::value(format!("the grammar engine: {e}")))?;
+        factory.quiet();
+        let l = factory.limits_mut();
+        l.max_grammar_size = limits.max_grammar_size;
+        l.initial_lexer_fuel = limits.max_compile_fuel;
+        l.step_lexer_fuel = limits.max_step_fuel;
+        Ok(Grammars {
+            factory,
+            cache_size: limits.cache_size.max(1),
+            cache: Mutex::new((HashMap::new(), 0)),
+        })
+    }
+
+    /// The compiled grammar of `c`, from the cache or compiled now; the error is llguidance's
+    /// reason (an invalid or unsupported schema, a grammar past the limits).
+    pub fn compile(&self, c: &Constraint) -> std::result::Result<Compiled, String> {
+        let grammar = c.to_grammar();
+        let key = serde_json::to_string(&grammar).map_err(|e| e.to_string())?;
+        {
+            let mut guard = self.cache.lock();
+            let (map, tick) = &mut *guard;
+            *tick += 1;
+            if let Some(entry) = map.get_mut(&key) {
+                entry.1 = *tick;
+                return Ok(entry.0.clone());
+            }
+        }
+        // Compiled outside the lock: another request's compile does not wait for this one.
+        let parser = self
+            .factory
+            .create_parser(grammar)
+            .map_err(|e| e.to_string())?;
+        let compiled = Compiled(Arc::new(parser));
+        let mut guard = self.cache.lock();
+        let (map, tick) = &mut *guard;
+        if map.len() >= self.cache_size {
+            if let Some(oldest) = map.iter().min_by_key(|e| e.1 .1).map(|e| e.0.clone()) {
+                map.remove(&oldest);
+            }
+        }
+        map.insert(key, (compiled.clone(), *tick));
+        Ok(compiled)
+    }
+
+    /// Grammars in the cache.
+    pub fn cached(&self) -> usize {
+        self.cache.lock().0.len()
+    }
+
+    /// The number of token ids (the width of the masks).
+    pub fn vocab_size(&self) -> usize {
+        self.factory.tok_env().tok_trie().vocab_size()
+    }
+}
+
+/// One sequence's position in its grammar.
+#[derive(Clone)]
+pub struct Matcher(llguidance::Matcher);
+
+impl Matcher {
+    /// A matcher at the start of `grammar`.
+    pub fn new(grammar: &Compiled) -> Matcher {
+        Matcher(llguidance::Matcher::new(Ok(grammar.0.as_ref().clone())))
+    }
+
+    /// The tokens allowed next, as a bitmask (bit `t % 32` of word `t / 32`); a complete
+    /// answer allows the model's stop tokens.
+    pub fn allowed(&mut self) -> std::result::Result<Vec<u32>, String> {
+        let mask = self.0.compute_mask().map_err(|e| self.error(e))?;
+        Ok(mask.as_slice().to_vec())
+    }
+
+    /// Sets every token `allowed` does not allow to -inf in `row` (one row of logits).
+    pub fn mask_logits(&mut self, row: &mut [f32]) -> std::result::Result<(), String> {
+        let mask = self.allowed()?;
+        apply_bitmask(row, &mask);
+        Ok(())
+    }
+
+    /// Advances past `token` (one the mask allowed, or a forced one).
+    pub fn commit(&mut self, token: i32) -> std::result::Result<(), String> {
+        self.0
+            .consume_token(token as TokenId)
+            .map_err(|e| self.error(e))
+    }
+
+    /// Tokens the grammar forces next (a single continuation, such as a schema's next
+    /// property name), already committed; empty when the model has a choice.
+    pub fn forced(&mut self) -> Vec<i32> {
+        if self.0.is_stopped() {
+            return Vec::new();
+        }
+        self.0
+            .consume_ff_tokens()
+            .into_iter()
+            .map(|t| t as i32)
+            .collect()
+    }
+
+    /// Whether the answer is complete and nothing may follow it.
+    pub fn is_complete(&self) -> bool {
+        self.0.is_stopped() && !self.0.is_error()
+    }
+
+    fn error(&self, e: impl std::fmt::Display) -> String {
+        format!(
+            "the output grammar: {}",
+            self.0.get_error().unwrap_or_else(|| e.to_string())
+        )
+    }
+}
+
+/// Sets `row[t]` to -inf for every token `t` whose bit is clear in `mask` (ids past the
+/// mask included).
+pub fn apply_bitmask(row: &mut [f32], mask: &[u32]) {
+    for (t, v) in row.iter_mut().enumerate() {
+        let word = mask.get(t / 32).copied().unwrap_or(0);
+        if word >> (t % 32) & 1 == 0 {
+            *v = f32::NEG_INFINITY;
+        }
+    }
+}
