@@ -7,6 +7,7 @@ use serde_json::{json, Map, Value};
 use crate::conversation::{Content, ConvTemplate, Message};
 use crate::engine::FinishReason;
 use crate::sampler::{SamplingParams, TokenLogprob};
+use crate::tools::{self, Tools};
 
 /// An HTTP error with OpenAI's error object.
 #[derive(Debug)]
@@ -63,6 +64,8 @@ pub struct Common {
     pub stream: bool,
     pub include_usage: bool,
     pub tokens_as_ids: bool,
+    /// A chat's active tools (`tools` with `tool_choice` other than `none`).
+    pub tools: Option<Tools>,
 }
 
 /// The prompt of a completion request.
@@ -292,6 +295,7 @@ fn common(
         stream,
         include_usage,
         tokens_as_ids: boolean(body, "return_tokens_as_token_ids")?,
+        tools: None,
     })
 }
 
@@ -390,10 +394,19 @@ pub fn chat_request(body: &Map<String, Value>, defaults: &SamplingParams) -> Res
             ))
         }
     };
-    Ok(ChatRequest {
-        messages,
-        common: common(body, defaults, logprobs, false)?,
-    })
+    let mut common = common(body, defaults, logprobs, false)?;
+    common.tools = tools::parse(body)?.filter(Tools::active);
+    if let Some(t) = common.tools.as_ref().filter(|t| t.forced()) {
+        if common.params.constraint.is_some() {
+            return Err(ApiError::bad(
+                "a forced tool call (`tool_choice`) cannot be combined with another constraint \
+                 on the answer (`response_format`, ...)",
+                Some("tool_choice"),
+            ));
+        }
+        common.params.constraint = Some(tools::grammar::constraint(t));
+    }
+    Ok(ChatRequest { messages, common })
 }
 
 /// A body's chat `messages` (text content only).
@@ -410,6 +423,18 @@ pub fn messages(body: &Map<String, Value>) -> Res<Vec<Message>> {
         let role = m["role"]
             .as_str()
             .ok_or_else(|| bad("every message needs a string `role`"))?;
+        if !m["tool_call_id"].is_null() && (role != "tool" || !m["tool_call_id"].is_string()) {
+            return Err(bad("only a `tool` message has a `tool_call_id`, a string"));
+        }
+        if !m["tool_calls"].is_null() {
+            if role != "assistant" {
+                return Err(bad("only an assistant message has `tool_calls`"));
+            }
+            let text =
+                tools::prompt::assistant_with_calls(m["content"].as_str(), &m["tool_calls"])?;
+            messages.push(Message::text(role, &text));
+            continue;
+        }
         let content = match &m["content"] {
             Value::String(s) => Content::Text(s.clone()),
             Value::Array(parts) => Content::Parts(
@@ -432,21 +457,24 @@ pub fn messages(body: &Map<String, Value>) -> Res<Vec<Message>> {
 }
 
 /// A chat's prompt token ids: the template's prefix ids, then `encode` of the messages rendered
-/// through the template (a 400 naming `messages` where the template refuses them).
+/// through the template with the request's active `tools` (a 400 naming `messages` where the
+/// template refuses them).
 pub fn chat_prompt_ids(
     template: &ConvTemplate,
     messages: &[Message],
+    tools: Option<&Tools>,
     encode: impl FnOnce(&str) -> tvmrt::Result<Vec<i32>>,
 ) -> Res<Vec<i32>> {
+    let (messages, function_string) = tools::prompt::for_template(template, messages, tools);
     let text = template
-        .render(messages)
+        .render_with_functions(&messages, &function_string)
         .map_err(|e| ApiError::bad(e.message.to_string(), Some("messages")))?;
     let mut ids = template.prefix_ids().to_vec();
     ids.extend(encode(&text).map_err(ApiError::tokenizer)?);
     Ok(ids)
 }
 
-/// Chat options that would change what the answer must be (tool calls, a response format) and
+/// Chat options that would change what the answer must be (OpenAI's legacy `functions`) and
 /// that this server does not implement: refused, not ignored. Their "off" values pass.
 fn unsupported_chat_options(body: &Map<String, Value>) -> Res<()> {
     let refuse = |key: &'static str| {
@@ -455,19 +483,15 @@ fn unsupported_chat_options(body: &Map<String, Value>) -> Res<()> {
             Some(key),
         ))
     };
-    for key in ["tools", "functions"] {
-        match body.get(key) {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(a)) if a.is_empty() => {}
-            Some(_) => return refuse(key),
-        }
+    match body.get("functions") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(a)) if a.is_empty() => {}
+        Some(_) => return refuse("functions"),
     }
-    for key in ["tool_choice", "function_call"] {
-        match body.get(key) {
-            None | Some(Value::Null) => {}
-            Some(Value::String(s)) if s == "none" || s == "auto" => {}
-            Some(_) => return refuse(key),
-        }
+    match body.get("function_call") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if s == "none" || s == "auto" => {}
+        Some(_) => return refuse("function_call"),
     }
     Ok(())
 }
@@ -597,13 +621,18 @@ mod tests {
         let hi = json!([{"role": "user", "content": "hi"}]);
         let tool = json!([{"type": "function", "function": {"name": "f"}}]);
         for (b, param) in [
-            (json!({"messages": hi, "tools": tool}), "tools"),
+            (json!({"messages": hi, "tools": [{"type": "x"}]}), "tools"),
             (
                 json!({"messages": hi, "functions": [{"name": "f"}]}),
                 "functions",
             ),
             (
                 json!({"messages": hi, "tool_choice": "required"}),
+                "tool_choice",
+            ),
+            (
+                json!({"messages": hi, "tools": tool, "tool_choice": {"type": "function",
+                       "function": {"name": "g"}}}),
                 "tool_choice",
             ),
             (
@@ -621,6 +650,7 @@ mod tests {
         // Their "off" values, and best_of equal to n, are accepted.
         for b in [
             json!({"messages": hi, "tools": [], "tool_choice": "none"}),
+            json!({"messages": hi, "tools": tool, "tool_choice": "required"}),
             json!({"messages": hi, "response_format": {"type": "text"}}),
         ] {
             assert!(chat_request(&body(b.clone())).is_ok(), "{b}");
@@ -677,13 +707,14 @@ mod tests {
         }))
         .unwrap();
         let byte_ids = |t: &str| Ok(t.bytes().map(i32::from).collect());
-        let ids = chat_prompt_ids(&template, &[Message::text("user", "h")], byte_ids).unwrap();
+        let ids =
+            chat_prompt_ids(&template, &[Message::text("user", "h")], None, byte_ids).unwrap();
         assert_eq!(ids[0], 1);
         assert_eq!(
             String::from_utf8(ids[1..].iter().map(|&b| b as u8).collect()).unwrap(),
             "[S]U:h|A:"
         );
-        let refused = chat_prompt_ids(&template, &[Message::text("tool", "x")], byte_ids);
+        let refused = chat_prompt_ids(&template, &[Message::text("x", "x")], None, byte_ids);
         assert_eq!(refused.unwrap_err().param, Some("messages"));
     }
 

@@ -82,6 +82,16 @@ impl ConvTemplate {
     /// a system message (first only) replaces the template's, the other turns follow with their
     /// role prefixes, role templates and separators.
     pub fn render(&self, messages: &[Message]) -> Result<String> {
+        self.render_with_functions(messages, "")
+    }
+
+    /// [`ConvTemplate::render`] with MLC's function string at the last `{function_string}`
+    /// placeholder (the others emptied).
+    pub fn render_with_functions(
+        &self,
+        messages: &[Message],
+        function_string: &str,
+    ) -> Result<String> {
         if messages.is_empty() {
             tvmrt::bail_value!("a chat needs at least one message");
         }
@@ -138,7 +148,11 @@ impl ConvTemplate {
             }
             out.push_str(seps[(*role == "assistant") as usize]);
         }
-        Ok(out.replace("{function_string}", ""))
+        let placeholder = crate::tools::prompt::FUNCTION_PLACEHOLDER;
+        if let Some(at) = out.rfind(placeholder) {
+            out.replace_range(at..at + placeholder.len(), function_string);
+        }
+        Ok(out.replace(placeholder, ""))
     }
 
     /// The template's roles, sorted, for messages.

@@ -272,9 +272,12 @@ fn prepare(app: &App, body: &[u8], kind: Kind) -> Result<Prepared, ApiError> {
         }
         Kind::Chat => {
             let r = api::chat_request(&body, app.chat.sampling_defaults())?;
-            let ids = api::chat_prompt_ids(&app.chat.conv_template, &r.messages, |text| {
-                codec.encode(text)
-            })?;
+            let ids = api::chat_prompt_ids(
+                &app.chat.conv_template,
+                &r.messages,
+                r.common.tools.as_ref(),
+                |text| codec.encode(text),
+            )?;
             (vec![ids], r.common)
         }
     };

@@ -8,6 +8,8 @@
 //!   [`respond`]: its answers, whole or streamed;
 //!   [`tokenize`]: vLLM's tokenizer endpoints;
 //!   [`batch`]: one response over the requests of a list of prompts;
+//! - [`tools`]: tool calling (the tools in the prompt, the grammar of a forced call, calls read
+//!   from the answer);
 //! - [`structured`]: structured output (`response_format`, grammar-constrained decoding);
 //! - [`metrics`]: the Prometheus metrics.
 //!
@@ -29,3 +31,4 @@ pub mod staging;
 pub mod structured;
 pub mod text;
 pub mod tokenize;
+pub mod tools;

@@ -16,6 +16,7 @@ use crate::batch::Events;
 use crate::engine::{Event, FinishReason};
 use crate::http::{error_response, now, App, Kind};
 use crate::sampler::TokenLogprob;
+use crate::tools::answer::ToolAnswers;
 
 /// Per-choice accumulation and the chunk and object builders of one response.
 pub(crate) struct Responder {
@@ -31,6 +32,8 @@ pub(crate) struct Responder {
     usage: Option<(usize, usize)>,
     /// For `echo`: each prompt's token ids and text.
     echo: Vec<(Vec<i32>, String)>,
+    /// A chat with active tools: its answers read for calls.
+    tools: Option<ToolAnswers>,
 }
 
 impl Responder {
@@ -53,13 +56,14 @@ impl Responder {
             created: now(),
             app,
             kind,
-            common,
             text: vec![String::new(); n],
             finish: vec![None; n],
             legacy_logprobs: (0..n).map(|_| CompletionLogprobs::default()).collect(),
             chat_logprobs: vec![Vec::new(); n],
             usage: None,
             echo,
+            tools: common.tools.as_ref().map(|t| ToolAnswers::new(t, n)),
+            common,
         }
     }
 
@@ -143,10 +147,18 @@ impl Responder {
                         }
                     }
                 }
+                let delta = match &mut self.tools {
+                    Some(tools) => match tools.delta(c, text) {
+                        Some(delta) => delta,
+                        None if lp_json.is_null() => return None,
+                        None => json!({}),
+                    },
+                    None => json!({"content": text}),
+                };
                 let choice = match self.kind {
                     Kind::Completion => json!({"index": c, "text": text, "logprobs": lp_json,
                                                "finish_reason": null}),
-                    Kind::Chat => json!({"index": c, "delta": {"content": text},
+                    Kind::Chat => json!({"index": c, "delta": delta,
                                          "logprobs": lp_json, "finish_reason": null}),
                 };
                 Some(self.envelope(vec![choice], true))
@@ -154,11 +166,15 @@ impl Responder {
             Event::Prompt { choice, logprobs } => self.on_prompt(*choice, logprobs),
             Event::Finish { choice, reason } => {
                 self.finish[*choice] = Some(*reason);
+                let (delta, finish) = match &mut self.tools {
+                    Some(tools) => tools.finish(*choice, *reason),
+                    None => (json!({}), reason.as_str()),
+                };
                 let choice = match self.kind {
                     Kind::Completion => json!({"index": choice, "text": "", "logprobs": null,
-                                               "finish_reason": reason.as_str()}),
-                    Kind::Chat => json!({"index": choice, "delta": {}, "logprobs": null,
-                                         "finish_reason": reason.as_str()}),
+                                               "finish_reason": finish}),
+                    Kind::Chat => json!({"index": choice, "delta": delta, "logprobs": null,
+                                         "finish_reason": finish}),
                 };
                 Some(self.envelope(vec![choice], true))
             }
@@ -177,14 +193,20 @@ impl Responder {
     fn whole(&self) -> Value {
         let choices = (0..self.text.len())
             .map(|c| {
-                let finish = api::finish(self.finish[c]);
+                let (message, finish) = match &self.tools {
+                    Some(tools) => tools.message(&self.text[c], self.finish[c]),
+                    None => (
+                        json!({"role": "assistant", "content": self.text[c]}),
+                        api::finish(self.finish[c]),
+                    ),
+                };
                 let want = self.common.params.logprobs.is_some();
                 match self.kind {
                     Kind::Completion => json!({"index": c, "text": self.text[c],
                         "logprobs": if want { self.legacy_logprobs[c].to_json() } else { Value::Null },
                         "finish_reason": finish}),
                     Kind::Chat => json!({"index": c,
-                        "message": {"role": "assistant", "content": self.text[c]},
+                        "message": message,
                         "logprobs": if want { json!({"content": self.chat_logprobs[c]}) }
                                     else { Value::Null },
                         "finish_reason": finish}),
@@ -236,7 +258,12 @@ pub(crate) fn stream_response(r: Responder, events: Events) -> Response {
     if r.kind == Kind::Chat {
         let choices = (0..r.text.len())
             .map(|c| {
-                json!({"index": c, "delta": {"role": "assistant", "content": ""},
+                // A forced call's answer has no content (OpenAI's null).
+                let content = match &r.common.tools {
+                    Some(t) if t.forced() => Value::Null,
+                    _ => json!(""),
+                };
+                json!({"index": c, "delta": {"role": "assistant", "content": content},
                             "logprobs": null, "finish_reason": null})
             })
             .collect();

@@ -37,7 +37,7 @@ pub fn tokenize(app: &App, body: &[u8]) -> Res<Value> {
             }
             let messages = api::messages(&body)?;
             let special = flag("add_special_tokens", false)?;
-            api::chat_prompt_ids(&app.chat.conv_template, &messages, |text| {
+            api::chat_prompt_ids(&app.chat.conv_template, &messages, None, |text| {
                 codec.encode_with(text, special)
             })?
         }
