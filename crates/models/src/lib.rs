@@ -12,6 +12,8 @@
 //!   [`signature::Dim`]), read from the model; [`weights`]: a Relax model's tensor cache.
 //! - [`config`]: Triton's model configuration as JSON ([`config::Settings`],
 //!   [`config::parameter`], [`config::autocomplete`], [`config::check_against_model`]).
+//! - [`pbtxt`]: `config.pbtxt` (protobuf text) read into that JSON ([`pbtxt::parse`]), errors
+//!   with their line ([`pbtxt::PbtxtError`]).
 //! - [`types`]: element types by the protocol's names ([`types::DataType`]: `FP32`,
 //!   `TYPE_FP32`, Triton's numbers) against DLPack's.
 //! - [`request`]: what a server gives [`batch::execute`]: requests ([`request::Pending`], their
@@ -27,6 +29,7 @@
 pub mod batch;
 pub mod config;
 pub mod load;
+pub mod pbtxt;
 pub mod request;
 pub mod runner;
 pub mod signature;
