@@ -11,6 +11,7 @@ mod npyio;
 mod pack;
 mod rpc_server;
 mod run;
+mod serve;
 
 use clap::{Parser, Subcommand};
 
@@ -39,8 +40,9 @@ enum Command {
     Pack(pack::Args),
     /// Generate tokens greedily with a language model and its tensor-cache weights.
     Generate(generate::Args),
-    /// Serve a model MLC-LLM compiled behind OpenAI's API, with continuous batching.
-    Serve(tvmrt_serve::cli::Args),
+    /// Serve TVM models over KServe's Open Inference Protocol (HTTP and gRPC; a Triton-layout
+    /// repository or one model file), or an MLC-LLM model behind OpenAI's API.
+    Serve(serve::Args),
     /// Serve TVM's RPC (upload, run, time, tune from a host), as TVM's `rpc_server`.
     RpcServer(rpc_server::Args),
 }
@@ -81,7 +83,7 @@ fn main() {
         Command::Bench(a) => bench::main(a),
         Command::Pack(a) => pack::main(a),
         Command::Generate(a) => generate::main(a),
-        Command::Serve(a) => tvmrt_serve::cli::main(a),
+        Command::Serve(a) => serve::main(a),
         Command::RpcServer(a) => rpc_server::main(a),
     };
     if let Err(e) = result {

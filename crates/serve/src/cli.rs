@@ -24,12 +24,14 @@ http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' \\\n   
 \"hello\", \"max_tokens\": 16}'"
 )]
 pub struct Args {
-    /// The model directory (MLC-LLM's gen_config and convert_weight output).
-    pub model: PathBuf,
+    /// The model: an MLC-LLM model directory (it holds mlc-chat-config.json; served with
+    /// --model-lib behind OpenAI's API), a model library TVM built (served alone over KServe's
+    /// protocol, named after the file), or a model repository in Triton's layout.
+    pub model: Option<PathBuf>,
 
-    /// The model library (MLC-LLM's compile output).
+    /// The model library of an MLC-LLM model directory (MLC-LLM's compile output).
     #[arg(long, value_name = "LIB")]
-    pub model_lib: PathBuf,
+    pub model_lib: Option<PathBuf>,
 
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
@@ -128,8 +130,11 @@ fn engine_config(a: &Args, chat: &ChatConfig, max_batch: Option<i64>) -> Result<
 
 /// Runs the server until SIGINT or SIGTERM.
 pub fn main(a: Args) -> Result<()> {
-    let chat = ChatConfig::load(&a.model)?;
-    let max_batch = std::fs::read_to_string(a.model.join("mlc-chat-config.json"))
+    let (Some(model), Some(model_lib)) = (a.model.clone(), a.model_lib.clone()) else {
+        tvmrt::bail_value!("an MLC-LLM model is served with its directory and --model-lib LIB");
+    };
+    let chat = ChatConfig::load(&model)?;
+    let max_batch = std::fs::read_to_string(model.join("mlc-chat-config.json"))
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
         .and_then(|v| v["model_config"]["max_batch_size"].as_i64());
@@ -140,9 +145,9 @@ pub fn main(a: Args) -> Result<()> {
         max_step_fuel: a.max_grammar_step_fuel,
         cache_size: a.grammar_cache_size,
     };
-    let engine = Engine::start_with(a.model_lib.clone(), a.model.clone(), config, limits)?;
+    let engine = Engine::start_with(model_lib, model.clone(), config, limits)?;
     let model_id = a.served_model_name.clone().unwrap_or_else(|| {
-        let dir = a.model.canonicalize().unwrap_or_else(|_| a.model.clone());
+        let dir = model.canonicalize().unwrap_or_else(|_| model.clone());
         dir.file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "model".into())

@@ -1,0 +1,121 @@
+//! `tvmrt serve --model-repository DIR` and `tvmrt serve model.so`: the OIP server's own
+//! arguments (the tool adds `--host` and `--port`, shared with the LLM server) and its run: the
+//! models loaded, HTTP and gRPC served until SIGTERM or SIGINT, then the requests in flight
+//! finished and the models unloaded.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tvmrt::{Error, Result};
+
+use crate::http::{self, App, Limits};
+use crate::model::Defaults;
+use crate::repository::{Repository, Source};
+
+/// The OIP server's arguments.
+#[derive(clap::Args, Debug, Clone)]
+#[group(id = "oip")]
+pub struct Args {
+    /// Serve the TVM models of a repository in Triton's layout (MODEL/config.pbtxt, optional;
+    /// MODEL/1/model.so) over KServe's Open Inference Protocol (HTTP and gRPC).
+    #[arg(long, value_name = "DIR")]
+    pub model_repository: Option<PathBuf>,
+
+    /// The gRPC port of the OIP server (0: any free port; printed at start).
+    #[arg(long, value_name = "PORT", default_value_t = 8001)]
+    pub grpc_port: u16,
+
+    /// The largest inference request in bytes; larger ones get 413.
+    #[arg(long, value_name = "BYTES", default_value_t = 64 << 20)]
+    pub max_request_size: usize,
+
+    /// Seconds a request may take to arrive and to be answered.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    pub request_timeout: u64,
+
+    /// Requests waiting per model when its configuration sets no
+    /// `default_queue_policy { max_queue_size }`; more get 503.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_queue_size: usize,
+}
+
+/// What to serve: a repository directory or one model file.
+pub fn serve(a: &Args, source: Source, host: &str, port: u16) -> Result<()> {
+    let limits = Limits {
+        max_body: a.max_request_size,
+        timeout: Duration::from_secs(a.request_timeout.max(1)),
+    };
+    let defaults = Defaults {
+        max_queue: a.max_queue_size.max(1),
+    };
+    let repo = Arc::new(Repository::new(source, defaults));
+    let app = Arc::new(App {
+        repo: repo.clone(),
+        limits,
+        ready: false.into(),
+        stopping: false.into(),
+    });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::runtime(format!("cannot start the async runtime: {e}")))?;
+    rt.block_on(async move {
+        let bind = |port: u16| async move {
+            tokio::net::TcpListener::bind((host, port))
+                .await
+                .map_err(|e| Error::value(format!("cannot listen on {host}:{port}: {e}")))
+        };
+        let listener = bind(port).await?;
+        let addr: SocketAddr = listener
+            .local_addr()
+            .map_err(|e| Error::runtime(e.to_string()))?;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let stopped = move || {
+            let mut rx = stop_rx.clone();
+            async move {
+                let _ = rx.wait_for(|s| *s).await;
+            }
+        };
+        let server =
+            axum::serve(listener, http::router(app.clone())).with_graceful_shutdown(stopped());
+        let http_task = tokio::spawn(async move { server.await });
+        // Scripts read the address from this line.
+        println!("listening on http://{addr}");
+        repo.load_all().await;
+        app.ready.store(true, Ordering::Relaxed);
+        eprintln!(
+            "tvmrt serve: {} of {} models ready",
+            repo.ready().len(),
+            repo.names().len()
+        );
+        shutdown_signal().await;
+        eprintln!("tvmrt serve: shutting down: finishing the requests in flight");
+        app.stopping.store(true, Ordering::Relaxed);
+        let _ = stop_tx.send(true);
+        let served = http_task.await;
+        repo.unload_all().await;
+        match served {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(Error::runtime(format!("the HTTP server failed: {e}"))),
+            Err(e) => Err(Error::runtime(format!("the HTTP server panicked: {e}"))),
+        }
+    })
+}
+
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}

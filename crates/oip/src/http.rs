@@ -1,0 +1,317 @@
+//! The HTTP front of KServe's Open Inference Protocol (v2) with Triton's extensions: health,
+//! server and model metadata, model configuration, inference (JSON and binary tensors), the
+//! model repository (index, load, unload), statistics, and Prometheus `/metrics`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+use crate::error::ApiError;
+use crate::infer::{decode_request, encode_response, InferRequest, Tensor};
+use crate::repository::Repository;
+use crate::stats;
+
+/// The header naming the JSON's length when binary tensors follow it.
+pub const HEADER_LENGTH: &str = "inference-header-content-length";
+
+/// Limits on requests.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// The largest request body in bytes (413 beyond).
+    pub max_body: usize,
+    /// How long a request may take to arrive and to be answered.
+    pub timeout: Duration,
+}
+
+/// What the handlers share.
+pub struct App {
+    /// The models.
+    pub repo: Arc<Repository>,
+    /// Request limits.
+    pub limits: Limits,
+    /// Set once the initial models are loaded.
+    pub ready: AtomicBool,
+    /// Set at shutdown: readiness turns false.
+    pub stopping: AtomicBool,
+}
+
+/// The extensions of the protocol this server implements (`/v2`'s `extensions`).
+pub const EXTENSIONS: &[&str] = &[
+    "binary_tensor_data",
+    "model_configuration",
+    "model_repository",
+    "statistics",
+];
+
+/// The server's metadata (`/v2`).
+pub fn server_metadata() -> Value {
+    json!({"name": "tvmrt", "version": env!("CARGO_PKG_VERSION"), "extensions": EXTENSIONS})
+}
+
+/// The router of every route.
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/v2/health/live", get(|| async { Json(json!({})) }))
+        .route("/v2/health/ready", get(server_ready))
+        .route("/v2", get(|| async { Json(server_metadata()) }))
+        .route("/v2/models/{m}", get(model_metadata))
+        .route("/v2/models/{m}/versions/{v}", get(model_metadata_v))
+        .route("/v2/models/{m}/ready", get(model_ready))
+        .route("/v2/models/{m}/versions/{v}/ready", get(model_ready_v))
+        .route("/v2/models/{m}/config", get(model_config))
+        .route("/v2/models/{m}/versions/{v}/config", get(model_config_v))
+        .route("/v2/models/{m}/infer", post(infer))
+        .route("/v2/models/{m}/versions/{v}/infer", post(infer_v))
+        .route("/v2/models/stats", get(all_stats))
+        .route("/v2/models/{m}/stats", get(model_stats))
+        .route("/v2/models/{m}/versions/{v}/stats", get(model_stats_v))
+        .route("/v2/repository/index", post(repository_index))
+        .route("/v2/repository/models/{m}/load", post(load))
+        .route("/v2/repository/models/{m}/unload", post(unload))
+        .route("/metrics", get(metrics))
+        .fallback(|| async { ApiError::not_found("no such route") })
+        .with_state(app)
+}
+
+type Shared = State<Arc<App>>;
+
+async fn server_ready(State(app): Shared) -> Response {
+    if app.ready.load(Ordering::Relaxed) && !app.stopping.load(Ordering::Relaxed) {
+        Json(json!({})).into_response()
+    } else if app.stopping.load(Ordering::Relaxed) {
+        ApiError::unavailable("the server is shutting down").into_response()
+    } else {
+        ApiError::unavailable("the server is loading its models").into_response()
+    }
+}
+
+async fn model_metadata(
+    State(app): Shared,
+    Path(m): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(app.repo.get(&m, None)?.metadata()))
+}
+
+async fn model_metadata_v(
+    State(app): Shared,
+    Path((m, v)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(app.repo.get(&m, Some(&v))?.metadata()))
+}
+
+async fn model_ready(State(app): Shared, Path(m): Path<String>) -> Result<Json<Value>, ApiError> {
+    app.repo.get(&m, None).map(|_| Json(json!({})))
+}
+
+async fn model_ready_v(
+    State(app): Shared,
+    Path((m, v)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    app.repo.get(&m, Some(&v)).map(|_| Json(json!({})))
+}
+
+async fn model_config(State(app): Shared, Path(m): Path<String>) -> Result<Json<Value>, ApiError> {
+    Ok(Json(app.repo.get(&m, None)?.config.clone()))
+}
+
+async fn model_config_v(
+    State(app): Shared,
+    Path((m, v)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(app.repo.get(&m, Some(&v))?.config.clone()))
+}
+
+/// Reads a body of at most `limits.max_body` bytes within `limits.timeout`.
+pub async fn read_body(body: Body, limits: &Limits) -> Result<axum::body::Bytes, ApiError> {
+    match tokio::time::timeout(limits.timeout, axum::body::to_bytes(body, limits.max_body)).await {
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request body did not arrive within {} s",
+                limits.timeout.as_secs_f64()
+            ),
+        )),
+        Ok(Err(_)) => Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the request body is larger than {} bytes (--max-request-size), or was cut off",
+                limits.max_body
+            ),
+        )),
+        Ok(Ok(b)) => Ok(b),
+    }
+}
+
+/// Runs `request` on model `m` (version `v`): its outputs, or the error.
+pub async fn run_request(
+    app: &App,
+    m: &str,
+    v: Option<&str>,
+    request: InferRequest,
+) -> Result<(Arc<crate::model::ServedModel>, InferRequest, Vec<Tensor>), ApiError> {
+    if app.stopping.load(Ordering::Relaxed) {
+        return Err(ApiError::unavailable("the server is shutting down"));
+    }
+    let model = app.repo.get(m, v)?;
+    // What the response needs of the request; its inputs go to the model.
+    let kept = InferRequest {
+        id: request.id.clone(),
+        inputs: Vec::new(),
+        outputs: request.outputs.clone(),
+        binary_outputs: request.binary_outputs,
+    };
+    let answer = model.infer(request, app.limits.timeout).await?;
+    let outputs = answer.map_err(ApiError::bad_request)?;
+    Ok((model, kept, outputs))
+}
+
+async fn infer_at(
+    app: &App,
+    m: &str,
+    v: Option<&str>,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    if let Some(enc) = headers.get(header::CONTENT_ENCODING) {
+        if enc.as_bytes() != b"identity" {
+            return Err(ApiError::bad_request(format!(
+                "Content-Encoding {} is not supported; send the body uncompressed",
+                enc.to_str().unwrap_or("?")
+            )));
+        }
+    }
+    let header_length = match headers.get(HEADER_LENGTH) {
+        None => None,
+        Some(h) => Some(
+            h.to_str()
+                .ok()
+                .and_then(|s| s.trim().parse::<usize>().ok())
+                .ok_or_else(|| {
+                    ApiError::bad_request("Inference-Header-Content-Length is not a byte count")
+                })?,
+        ),
+    };
+    let body = read_body(body, &app.limits).await?;
+    let request = decode_request(&body, header_length)?;
+    drop(body);
+    let (model, request, outputs) = run_request(app, m, v, request).await?;
+    let encoded = encode_response(&model.name, &model.version, &request, &outputs);
+    let mut response = Response::new(Body::from(encoded.body));
+    let h = response.headers_mut();
+    match encoded.header_length {
+        Some(n) => {
+            h.insert(
+                header::CONTENT_TYPE,
+                "application/octet-stream".parse().expect("a header"),
+            );
+            h.insert(HEADER_LENGTH, n.into());
+        }
+        None => {
+            h.insert(
+                header::CONTENT_TYPE,
+                "application/json".parse().expect("a header"),
+            );
+        }
+    }
+    Ok(response)
+}
+
+async fn infer(
+    State(app): Shared,
+    Path(m): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    infer_at(&app, &m, None, &headers, body)
+        .await
+        .into_response()
+}
+
+async fn infer_v(
+    State(app): Shared,
+    Path((m, v)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    infer_at(&app, &m, Some(&v), &headers, body)
+        .await
+        .into_response()
+}
+
+/// `model_stats` of the ready models (all, or `m`'s).
+pub fn stats_json(app: &App, m: Option<&str>, v: Option<&str>) -> Result<Value, ApiError> {
+    let models = match m {
+        Some(m) => vec![app.repo.get(m, v)?],
+        None => app.repo.ready(),
+    };
+    let list: Vec<Value> = models
+        .iter()
+        .map(|s| stats::model_json(&s.name, &s.version, &s.stats.snapshot()))
+        .collect();
+    Ok(json!({ "model_stats": list }))
+}
+
+async fn all_stats(State(app): Shared) -> Result<Json<Value>, ApiError> {
+    stats_json(&app, None, None).map(Json)
+}
+
+async fn model_stats(State(app): Shared, Path(m): Path<String>) -> Result<Json<Value>, ApiError> {
+    stats_json(&app, Some(&m), None).map(Json)
+}
+
+async fn model_stats_v(
+    State(app): Shared,
+    Path((m, v)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    stats_json(&app, Some(&m), Some(&v)).map(Json)
+}
+
+async fn repository_index(State(app): Shared, body: Body) -> Result<Json<Value>, ApiError> {
+    let body = read_body(body, &app.limits).await?;
+    let ready = if body.iter().all(u8::is_ascii_whitespace) {
+        false
+    } else {
+        let v: Value = serde_json::from_slice(&body).map_err(|e| {
+            ApiError::bad_request(format!("malformed repository index request: {e}"))
+        })?;
+        v.get("ready").and_then(Value::as_bool).unwrap_or(false)
+    };
+    Ok(Json(app.repo.index(ready)))
+}
+
+async fn load(State(app): Shared, Path(m): Path<String>) -> Result<Json<Value>, ApiError> {
+    app.repo.load(&m).await.map(|_| Json(json!({})))
+}
+
+async fn unload(State(app): Shared, Path(m): Path<String>) -> Result<Json<Value>, ApiError> {
+    app.repo.unload(&m).await.map(|_| Json(json!({})))
+}
+
+async fn metrics(State(app): Shared) -> Response {
+    let models: Vec<_> = app
+        .repo
+        .ready()
+        .iter()
+        .map(|s| {
+            (
+                s.name.clone(),
+                s.version.clone(),
+                s.stats.snapshot(),
+                s.pending(),
+            )
+        })
+        .collect();
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        stats::prometheus(&models),
+    )
+        .into_response()
+}

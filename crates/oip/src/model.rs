@@ -1,0 +1,466 @@
+//! A model being served: loaded from its version directory by `tvmrt_models::load` (the
+//! Triton backend's steps: open, complete the configuration, check it), its instances started
+//! on a [`Scheduler`], and requests checked against its configuration as Triton's core checks
+//! them before they are queued (names, dtypes, shapes, batch size, `reshape`).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+use serde_json::{json, Map, Value};
+use tvmrt_models::load::{self, Loaded};
+use tvmrt_models::request::Run;
+use tvmrt_models::types::DataType;
+use tvmrt_models::Executor;
+
+use crate::error::ApiError;
+use crate::infer::InferRequest;
+use crate::job::{Answer, Job};
+use crate::scheduler::{Policy, Scheduler, Signature};
+use crate::stats::ModelStats;
+
+/// An input as the configuration lists it.
+#[derive(Clone, Debug)]
+pub struct ListedInput {
+    /// Its name.
+    pub name: String,
+    /// Its element type.
+    pub datatype: DataType,
+    /// Its dims without the batch dimension (-1: any size).
+    pub dims: Vec<i64>,
+    /// `reshape`: the shape the model takes instead of `dims`.
+    pub reshape: Option<Vec<i64>>,
+    /// `optional: true`.
+    pub optional: bool,
+}
+
+/// A loaded model version, ready for requests.
+pub struct ServedModel {
+    /// Its name.
+    pub name: String,
+    /// Its version (the version directory's name).
+    pub version: String,
+    /// Its completed configuration, as `/config` returns it.
+    pub config: Value,
+    /// The inputs its configuration lists.
+    pub inputs: Vec<ListedInput>,
+    /// Its outputs as the configuration lists them: name, type, dims.
+    pub outputs: Vec<(String, DataType, Vec<i64>)>,
+    /// `max_batch_size`.
+    pub max_batch_size: u64,
+    /// Its statistics.
+    pub stats: Arc<ModelStats>,
+    scheduler: RwLock<Option<Scheduler>>,
+}
+
+/// An instance's executor, moved to the thread that alone runs it.
+struct Instance(Executor);
+
+// SAFETY: an executor's objects (its VM, functions, weights) are tvm-ffi objects with atomic
+// reference counts; the raw handles inside are not tied to the thread that made them (the
+// Triton backend, too, creates executors on one thread and runs them on Triton's instance
+// threads). The executor moves to its instance thread and is used there alone.
+unsafe impl Send for Instance {}
+
+impl Run for Instance {
+    fn run(&self, inputs: &[tvmrt::tensor::Tensor]) -> tvmrt::Result<Vec<tvmrt::tensor::Tensor>> {
+        self.0.run(inputs)
+    }
+}
+
+/// Server-wide limits a model takes when its configuration sets none.
+#[derive(Clone, Debug)]
+pub struct Defaults {
+    /// Requests waiting per model.
+    pub max_queue: usize,
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+fn ints(v: Option<&Value>) -> Vec<i64> {
+    v.and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(int).collect())
+        .unwrap_or_default()
+}
+
+fn listed_inputs(config: &Value) -> Vec<ListedInput> {
+    let list = config.get("input").and_then(Value::as_array);
+    list.into_iter()
+        .flatten()
+        .map(|t| ListedInput {
+            name: t["name"].as_str().unwrap_or("").to_string(),
+            datatype: t["data_type"]
+                .as_str()
+                .and_then(DataType::from_config_name)
+                .unwrap_or(DataType::Invalid),
+            dims: ints(t.get("dims")),
+            reshape: t.get("reshape").map(|r| ints(r.get("shape"))),
+            optional: t.get("optional").and_then(Value::as_bool).unwrap_or(false),
+        })
+        .collect()
+}
+
+fn listed_outputs(config: &Value) -> Vec<(String, DataType, Vec<i64>)> {
+    let list = config.get("output").and_then(Value::as_array);
+    list.into_iter()
+        .flatten()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap_or("").to_string(),
+                t["data_type"]
+                    .as_str()
+                    .and_then(DataType::from_config_name)
+                    .unwrap_or(DataType::Invalid),
+                ints(t.get("dims")),
+            )
+        })
+        .collect()
+}
+
+/// The queueing policy of a completed configuration.
+fn policy(config: &Value, defaults: &Defaults) -> Policy {
+    let max_batch_size = config
+        .get("max_batch_size")
+        .and_then(int)
+        .unwrap_or(0)
+        .max(0) as u64;
+    let dynamic = config.get("dynamic_batching").filter(|v| v.is_object());
+    let field = |k: &str| dynamic.and_then(|d| d.get(k));
+    let max_queue = field("default_queue_policy")
+        .and_then(|p| p.get("max_queue_size"))
+        .and_then(int)
+        .filter(|&n| n > 0)
+        .map_or(defaults.max_queue, |n| n as usize);
+    Policy {
+        max_batch_size,
+        dynamic: dynamic.is_some(),
+        max_delay: Duration::from_micros(
+            field("max_queue_delay_microseconds")
+                .and_then(int)
+                .unwrap_or(0)
+                .max(0) as u64,
+        ),
+        preferred: ints(field("preferred_batch_size"))
+            .into_iter()
+            .map(|n| n.max(0) as u64)
+            .collect(),
+        max_queue,
+    }
+}
+
+/// The instances a configuration asks for: each one's name and GPU (`None`: the CPU).
+fn instances(name: &str, config: &mut Value) -> Result<Vec<(String, Option<i64>)>, String> {
+    let groups = match config.get("instance_group").and_then(Value::as_array) {
+        Some(g) if !g.is_empty() => g.clone(),
+        _ => vec![json!({"kind": "KIND_CPU", "count": 1})],
+    };
+    let mut out = Vec::new();
+    let mut completed = Vec::new();
+    for (g, group) in groups.iter().enumerate() {
+        let count = group.get("count").and_then(int).unwrap_or(1);
+        if count < 1 {
+            return Err(format!("instance_group {g} has count {count}"));
+        }
+        let kind = group
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("KIND_CPU");
+        let gpus = ints(group.get("gpus"));
+        let gpus: Vec<Option<i64>> = match kind {
+            "KIND_CPU" | "KIND_AUTO" | "KIND_MODEL" => vec![None],
+            "KIND_GPU" if gpus.is_empty() => vec![Some(0)],
+            "KIND_GPU" => gpus.iter().map(|&d| Some(d)).collect(),
+            other => return Err(format!("instance_group {g} has kind `{other}`")),
+        };
+        let group_name = group
+            .get("name")
+            .and_then(Value::as_str)
+            .map_or_else(|| format!("{name}_{g}"), str::to_string);
+        let mut n = 0;
+        for gpu in &gpus {
+            for _ in 0..count {
+                out.push((format!("{group_name}_{n}"), *gpu));
+                n += 1;
+            }
+        }
+        let mut full = group.clone();
+        full["name"] = json!(group_name);
+        full["kind"] = json!(if kind == "KIND_AUTO" {
+            "KIND_CPU"
+        } else {
+            kind
+        });
+        full["count"] = json!(count);
+        completed.push(full);
+    }
+    config["instance_group"] = Value::Array(completed);
+    Ok(out)
+}
+
+impl ServedModel {
+    /// Loads version directory `version_dir` of model `name` with configuration `config`
+    /// (read from its `config.pbtxt`, or `{}`), completing it from the model.
+    pub fn load(
+        name: &str,
+        version: &str,
+        version_dir: &Path,
+        mut config: Value,
+        defaults: &Defaults,
+    ) -> Result<ServedModel, String> {
+        let fail = |m: String| format!("model `{name}`: {m}");
+        let obj = config
+            .as_object_mut()
+            .ok_or_else(|| fail("the configuration is not an object".into()))?;
+        obj.entry("name").or_insert_with(|| json!(name));
+        if let Some(b) = obj.get("backend").and_then(Value::as_str) {
+            if !b.is_empty() && b != "tvmrt" {
+                return Err(fail(format!(
+                    "its configuration asks for backend `{b}`; tvmrt serve runs TVM models \
+                     (backend \"tvmrt\")"
+                )));
+            }
+        }
+        obj.insert("backend".into(), json!("tvmrt"));
+        let loaded: Loaded =
+            load::open(name, version_dir, &config, true).map_err(|e| e.message().to_string())?;
+        load::complete(&mut config, &loaded);
+        let served = load::finish(&loaded, &config).map_err(|e| e.message().to_string())?;
+        for w in &served.warnings {
+            eprintln!("tvmrt serve: warning: model `{name}`: {w}");
+        }
+        let instance_list = instances(name, &mut config).map_err(fail)?;
+        let mut runners = Vec::new();
+        for (iname, gpu) in &instance_list {
+            let device = load::instance_device(loaded.device, *gpu).map_err(fail)?;
+            let exec = loaded.model.executor(device).map_err(|e| {
+                fail(format!(
+                    "instance `{iname}`: {}",
+                    tvmrt_models::runner::one_line(&e.message)
+                ))
+            })?;
+            eprintln!(
+                "tvmrt serve: model `{name}` instance `{iname}` on {}",
+                tvmrt::device::device_name(device)
+            );
+            runners.push(Instance(exec));
+        }
+        let policy = policy(&config, defaults);
+        let signature = Arc::new(Signature {
+            inputs: loaded.model.inputs.clone(),
+            output_names: served.output_names.clone(),
+            batched: served.batched,
+        });
+        let stats = Arc::new(ModelStats::default());
+        eprintln!("tvmrt serve: {}", served.summary(&loaded, version));
+        let scheduler = Scheduler::start(name, runners, signature, policy.clone(), stats.clone())
+            .map_err(|e| fail(format!("starting its instance threads: {e}")))?;
+        Ok(ServedModel {
+            name: name.to_string(),
+            version: version.to_string(),
+            inputs: listed_inputs(&config),
+            outputs: listed_outputs(&config),
+            max_batch_size: policy.max_batch_size,
+            config,
+            stats,
+            scheduler: RwLock::new(Some(scheduler)),
+        })
+    }
+
+    /// Checks `request` against the configuration (as Triton's core does before queueing)
+    /// and applies `reshape`; returns its rows.
+    pub fn prepare(&self, request: &mut InferRequest) -> Result<u64, ApiError> {
+        let m = &self.name;
+        let bad = |msg: String| ApiError::bad_request(msg);
+        for t in &request.inputs {
+            if !self.inputs.iter().any(|i| i.name == t.name) {
+                return Err(bad(format!(
+                    "unexpected inference input '{}' for model '{m}'",
+                    t.name
+                )));
+            }
+        }
+        let missing: Vec<&str> = self
+            .inputs
+            .iter()
+            .filter(|i| !i.optional && !request.inputs.iter().any(|t| t.name == i.name))
+            .map(|i| i.name.as_str())
+            .collect();
+        if !missing.is_empty() {
+            let got: Vec<&str> = request.inputs.iter().map(|t| t.name.as_str()).collect();
+            return Err(bad(format!(
+                "expected {} inputs but got {} inputs for model '{m}'. Got input(s) {got:?}, but \
+                 missing required input(s) {missing:?}. Please provide all required input(s).",
+                self.inputs.iter().filter(|i| !i.optional).count(),
+                request.inputs.len(),
+            )));
+        }
+        let batched = self.max_batch_size > 0;
+        let mut rows = None;
+        for t in &mut request.inputs {
+            let spec = self
+                .inputs
+                .iter()
+                .find(|i| i.name == t.name)
+                .expect("listed");
+            if spec.datatype != t.datatype && spec.datatype != DataType::Invalid {
+                return Err(bad(format!(
+                    "inference input '{}' data-type is '{}', but model '{m}' expects '{}'",
+                    t.name,
+                    t.datatype.name(),
+                    spec.datatype.name()
+                )));
+            }
+            let (batch, dims) = if batched {
+                match t.shape.split_first() {
+                    Some((b, rest)) => (Some(*b), rest),
+                    None => {
+                        return Err(bad(format!(
+                            "input '{}' has no batch dimension, but model '{m}' batches (its \
+                             shape must start with the batch size)",
+                            t.name
+                        )))
+                    }
+                }
+            } else {
+                (None, &t.shape[..])
+            };
+            let fits = dims.len() == spec.dims.len()
+                && dims.iter().zip(&spec.dims).all(|(&d, &s)| s < 0 || d == s);
+            if !fits {
+                let mut expected = spec.dims.clone();
+                if batched {
+                    expected.insert(0, -1);
+                }
+                return Err(bad(format!(
+                    "unexpected shape for input '{}' for model '{m}'. Expected {expected:?}, got \
+                     {:?}",
+                    t.name, t.shape
+                )));
+            }
+            if let Some(b) = batch {
+                if b < 1 || b as u64 > self.max_batch_size {
+                    return Err(bad(format!(
+                        "inference request batch-size must be <= {} for '{m}'",
+                        self.max_batch_size
+                    )));
+                }
+                if rows.is_some_and(|r| r != b) {
+                    return Err(bad(format!(
+                        "the inputs of a request to '{m}' must share their batch size (the \
+                         first dimension): input '{}' has {b}, another {}",
+                        t.name,
+                        rows.unwrap_or(0)
+                    )));
+                }
+                rows = Some(b);
+            }
+            if let Some(shape) = &spec.reshape {
+                t.shape = batch.into_iter().chain(shape.iter().copied()).collect();
+            }
+        }
+        Ok(rows.unwrap_or(1).max(1) as u64)
+    }
+
+    /// Checks, queues and waits for `request`'s answer; `timeout` bounds the wait.
+    pub async fn infer(
+        &self,
+        mut request: InferRequest,
+        timeout: Duration,
+    ) -> Result<Answer, ApiError> {
+        let rows = match self.prepare(&mut request) {
+            Ok(r) => r,
+            Err(e) => {
+                self.stats.refused();
+                return Err(e);
+            }
+        };
+        let (job, rx) = Job::new(request, rows);
+        {
+            let scheduler = self.scheduler.read();
+            let Some(s) = scheduler.as_ref() else {
+                return Err(ApiError::unavailable(format!(
+                    "model '{}' is unloading",
+                    self.name
+                )));
+            };
+            if let Err((_, why)) = s.submit(job) {
+                self.stats.refused();
+                return Err(ApiError::unavailable(format!(
+                    "model '{}': {why}",
+                    self.name
+                )));
+            }
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(_)) => Err(ApiError::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                "the model's instance stopped without answering",
+            )),
+            Err(_) => Err(ApiError::new(
+                axum::http::StatusCode::GATEWAY_TIMEOUT,
+                format!(
+                    "model '{}' did not answer within {} s (--request-timeout)",
+                    self.name,
+                    timeout.as_secs_f64()
+                ),
+            )),
+        }
+    }
+
+    /// Requests waiting in its queue.
+    pub fn pending(&self) -> usize {
+        self.scheduler.read().as_ref().map_or(0, Scheduler::pending)
+    }
+
+    /// Refuses new requests, finishes those queued, stops the instances (blocking).
+    pub fn stop(&self) {
+        let scheduler = self.scheduler.write().take();
+        if let Some(s) = scheduler {
+            s.stop();
+        }
+    }
+
+    /// The model's metadata (`/v2/models/{m}`).
+    pub fn metadata(&self) -> Value {
+        let batch = |dims: &[i64]| -> Vec<i64> {
+            let mut d = dims.to_vec();
+            if self.max_batch_size > 0 {
+                d.insert(0, -1);
+            }
+            d
+        };
+        let inputs: Vec<Value> = self
+            .inputs
+            .iter()
+            .map(
+                |i| json!({"name": i.name, "datatype": i.datatype.name(), "shape": batch(&i.dims)}),
+            )
+            .collect();
+        let outputs: Vec<Value> = self
+            .outputs
+            .iter()
+            .map(|(n, t, d)| json!({"name": n, "datatype": t.name(), "shape": batch(d)}))
+            .collect();
+        let mut m = Map::new();
+        m.insert("name".into(), json!(self.name));
+        m.insert("versions".into(), json!([self.version]));
+        m.insert("platform".into(), json!("tvmrt"));
+        m.insert("inputs".into(), Value::Array(inputs));
+        m.insert("outputs".into(), Value::Array(outputs));
+        Value::Object(m)
+    }
+}
+
+impl Drop for ServedModel {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
