@@ -137,6 +137,8 @@ pub fn logprobs(row: &[f32], chosen: i32, k: usize) -> TokenLogprob {
         top.truncate(k);
     }
     top.sort_unstable_by(order);
+    // Tokens a grammar ruled out (-inf) are no alternatives.
+    top.retain(|t| t.1.is_finite());
     TokenLogprob {
         logprob: row
             .get(chosen as usize)

@@ -434,13 +434,11 @@ impl Worker {
             ch.tokens.push(token);
             *ch.counts.entry(token).or_default() += 1;
             let full = ch.tokens.len() >= a.max_tokens || prompt_len + ch.tokens.len() >= context;
-            if ch
+            let stopped = ch
                 .detok
-                .push(&self.codec, &ch.tokens, stops, full)
-                .is_some()
-            {
-                reason = Some(FinishReason::Stop);
-            } else if complete {
+                .push(&self.codec, &ch.tokens, stops, full || complete)
+                .is_some();
+            if stopped || complete {
                 reason = Some(FinishReason::Stop);
             } else if full {
                 reason = Some(FinishReason::Length);

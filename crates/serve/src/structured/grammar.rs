@@ -71,12 +71,21 @@ impl TokenizerEnv for ModelTokens {
 #[derive(Clone)]
 pub struct Compiled(Arc<TokenParser>);
 
+impl std::fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Compiled")
+    }
+}
+
+/// Compiled grammars by their JSON text, each with when it was last used; the clock.
+type Cache = (HashMap<String, (Compiled, u64)>, u64);
+
 /// The compiled grammars of one model.
 pub struct Grammars {
     factory: ParserFactory,
     cache_size: usize,
     /// Key: the grammar's JSON text; value: the compiled grammar and when it was last used.
-    cache: Mutex<(HashMap<String, (Compiled, u64)>, u64)>,
+    cache: Mutex<Cache>,
 }
 
 impl Grammars {
@@ -238,5 +247,180 @@ pub fn apply_bitmask(row: &mut [f32], mask: &[u32]) {
         if word >> (t % 32) & 1 == 0 {
             *v = f32::NEG_INFINITY;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fixture() -> std::path::PathBuf {
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/mlc/model")
+    }
+
+    /// The fixture's 320-token byte-level BPE; token 2 (`<|im_end|>`) ends an answer.
+    fn grammars() -> (Grammars, Arc<TextCodec>) {
+        let codec = Arc::new(TextCodec::load(&fixture()).unwrap());
+        let g = Grammars::load(&fixture(), codec.clone(), 320, &[2], &Default::default());
+        (g.unwrap(), codec)
+    }
+
+    fn allowed_ids(mask: &[u32]) -> Vec<i32> {
+        (0..320)
+            .filter(|&t| mask[t / 32] >> (t % 32) & 1 == 1)
+            .map(|t| t as i32)
+            .collect()
+    }
+
+    /// The mask after each hand-made prefix against llguidance's own answer for every single
+    /// token (`validate_tokens` on a fresh matcher fed the same prefix): equal where the grammar
+    /// forces nothing, the forced token alone where it forces text.
+    #[test]
+    fn masks_agree_with_llguidance_token_by_token() {
+        let (g, codec) = grammars();
+        let schema = json!({"type": "object", "properties": {
+            "a": {"type": "integer"}, "b": {"enum": ["x", "yz"]}},
+            "required": ["a", "b"], "additionalProperties": false});
+        let c = Constraint::JsonSchema {
+            schema,
+            compact: true,
+        };
+        let compiled = g.compile(&c).unwrap();
+        for prefix in [
+            "",
+            "{\"a\":",
+            "{\"a\":-1",
+            "{\"a\":12,\"b\":\"",
+            "{\"a\":12,\"b\":\"x\"",
+        ] {
+            let tokens = codec.encode(prefix).unwrap();
+            let mut ours = Matcher::new(&compiled);
+            for &t in &tokens {
+                ours.commit(t).unwrap();
+            }
+            let got = allowed_ids(&ours.allowed().unwrap());
+            let mut reference = llguidance::Matcher::new(Ok(compiled.0.as_ref().clone()));
+            reference
+                .consume_tokens(&tokens.iter().map(|&t| t as u32).collect::<Vec<_>>())
+                .unwrap();
+            let forced = reference.clone().compute_ff_tokens();
+            let valid: Vec<i32> = (0..320)
+                .filter(|&t| reference.clone().validate_tokens(&[t]).unwrap() == 1)
+                .map(|t| t as i32)
+                .collect();
+            if forced.is_empty() {
+                assert_eq!(got, valid, "after {prefix:?}");
+            } else {
+                assert_eq!(got, vec![forced[0] as i32], "after {prefix:?}");
+                assert!(valid.contains(&got[0]), "after {prefix:?}");
+            }
+            assert!(!got.is_empty());
+        }
+        // After `"a":` only a number's start; after the last value only the closing brace;
+        // then the answer is complete and nothing follows it.
+        let mut m = Matcher::new(&compiled);
+        for t in codec.encode("{\"a\":").unwrap() {
+            m.commit(t).unwrap();
+        }
+        for t in allowed_ids(&m.allowed().unwrap()) {
+            let text = codec.decode(&[t]);
+            assert!(
+                text.starts_with(|ch: char| ch.is_ascii_digit() || ch == '-'),
+                "{text:?}"
+            );
+        }
+        for t in codec.encode("1,\"b\":\"yz\"").unwrap() {
+            m.commit(t).unwrap();
+        }
+        let close = allowed_ids(&m.allowed().unwrap());
+        assert_eq!(
+            close
+                .iter()
+                .map(|&t| codec.decode(&[t]))
+                .collect::<Vec<_>>(),
+            ["}"]
+        );
+        assert!(!m.is_complete());
+        m.commit(close[0]).unwrap();
+        assert!(m.is_complete());
+        // A disallowed token is an error, not a silent step.
+        let mut m = Matcher::new(&compiled);
+        assert!(m.commit(codec.encode("x").unwrap()[0]).is_err());
+    }
+
+    #[test]
+    fn forced_text_comes_as_tokens_and_stop_tokens_end_complete_answers() {
+        let (g, codec) = grammars();
+        let schema = json!({"type": "object", "properties": {"name": {"type": "string"}},
+                            "required": ["name"], "additionalProperties": false});
+        let compiled = g
+            .compile(&Constraint::JsonSchema {
+                schema,
+                compact: true,
+            })
+            .unwrap();
+        let mut m = Matcher::new(&compiled);
+        let first = allowed_ids(&m.allowed().unwrap());
+        assert_eq!(first.len(), 1, "the opening is forced");
+        m.commit(first[0]).unwrap();
+        let forced = m.forced();
+        let text = codec.decode(&first) + &codec.decode(&forced);
+        assert_eq!(text, "{\"name\":\"");
+        // A regex that may end or go on allows the stop token only where it may end.
+        let rx = g.compile(&Constraint::Regex("a+".into())).unwrap();
+        let mut m = Matcher::new(&rx);
+        assert!(!allowed_ids(&m.allowed().unwrap()).contains(&2));
+        m.commit(codec.encode("a").unwrap()[0]).unwrap();
+        assert!(allowed_ids(&m.allowed().unwrap()).contains(&2));
+    }
+
+    #[test]
+    fn grammars_compile_once_and_the_cache_is_bounded() {
+        let codec = Arc::new(TextCodec::load(&fixture()).unwrap());
+        let limits = GrammarLimits {
+            cache_size: 2,
+            ..Default::default()
+        };
+        let g = Grammars::load(&fixture(), codec, 320, &[2], &limits).unwrap();
+        let a = g.compile(&Constraint::Regex("a".into())).unwrap();
+        let again = g.compile(&Constraint::Regex("a".into())).unwrap();
+        assert!(Arc::ptr_eq(&a.0, &again.0));
+        for rx in ["b", "c", "d"] {
+            g.compile(&Constraint::Regex(rx.into())).unwrap();
+        }
+        assert_eq!(g.cached(), 2);
+        // Bad grammars are refused with llguidance's reason; a grammar past the size limit too.
+        let bad = g.compile(&Constraint::JsonSchema {
+            schema: json!({"type": "nope"}),
+            compact: true,
+        });
+        assert!(bad.unwrap_err().contains("nope"));
+        assert!(g
+            .compile(&Constraint::Lark("start: undefined_rule".into()))
+            .is_err());
+        let tiny = GrammarLimits {
+            max_grammar_size: 10,
+            ..Default::default()
+        };
+        let codec = Arc::new(TextCodec::load(&fixture()).unwrap());
+        let g = Grammars::load(&fixture(), codec, 320, &[2], &tiny).unwrap();
+        let big = json!({"type": "object", "properties": {"a": {"type": "string"},
+            "b": {"type": "array", "items": {"type": "number"}}}});
+        let e = g
+            .compile(&Constraint::JsonSchema {
+                schema: big,
+                compact: true,
+            })
+            .unwrap_err();
+        assert!(e.contains("size") || e.contains("limit"), "{e}");
+    }
+
+    #[test]
+    fn masking_sets_disallowed_logits_to_minus_infinity() {
+        let mut row = vec![1.0f32; 40];
+        apply_bitmask(&mut row, &[0b101, 1]);
+        let kept: Vec<usize> = (0..40).filter(|&t| row[t].is_finite()).collect();
+        assert_eq!(kept, [0, 2, 32]);
     }
 }

@@ -1,0 +1,331 @@
+//! Constrained decoding in the engine on the MLC fixture (random weights: free text is
+//! garbage, so these check that the constraint holds): JSON schemas greedy and seeded, `n`
+//! choices, constrained and free requests in one batch equal to their solo runs, preemption
+//! with constrained sequences, forced tokens, logprobs under the mask, bad grammars refused.
+
+use std::path::PathBuf;
+
+use serde_json::{json, Value};
+use tokio::sync::mpsc::unbounded_channel;
+use tvmrt_serve::engine::{Engine, EngineConfig, Event, FinishReason, Refused, Request};
+use tvmrt_serve::sampler::{SamplingParams, TokenLogprob};
+use tvmrt_serve::structured::Constraint;
+
+fn start(max_total_sequence_length: i64, max_num_sequence: usize) -> Engine {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/mlc/model");
+    let config = EngineConfig {
+        max_num_sequence,
+        max_total_sequence_length,
+        prefill_chunk_size: 0,
+        max_queue: 64,
+        prefix_cache_max_num_recycling_seqs: 4,
+        device: tvmrt::tensor::layout::cpu(),
+    };
+    Engine::start(dir.join("lib.so"), dir, config).unwrap()
+}
+
+/// One choice's answer.
+#[derive(Clone, Debug, Default)]
+struct Answer {
+    tokens: Vec<i32>,
+    text: String,
+    finish: Option<FinishReason>,
+    logprobs: Vec<Option<TokenLogprob>>,
+}
+
+/// Answers are equal in their tokens, text and finish reason.
+impl PartialEq for Answer {
+    fn eq(&self, o: &Answer) -> bool {
+        (&self.tokens, &self.text, self.finish) == (&o.tokens, &o.text, o.finish)
+    }
+}
+
+fn send(
+    e: &Engine,
+    prompt: &str,
+    params: SamplingParams,
+) -> tokio::sync::mpsc::UnboundedReceiver<Event> {
+    let (tx, rx) = unbounded_channel();
+    let prompt = e.codec.encode(prompt).unwrap();
+    e.submit(Request {
+        prompt,
+        params,
+        events: tx,
+    })
+    .unwrap();
+    rx
+}
+
+fn answers(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Event>, n: usize) -> Vec<Answer> {
+    let mut out = vec![Answer::default(); n];
+    loop {
+        match rx.blocking_recv().expect("the engine answers") {
+            Event::Delta {
+                choice,
+                token,
+                text,
+                logprob,
+            } => {
+                let a = &mut out[choice];
+                a.tokens.push(token);
+                a.text.push_str(&text);
+                a.logprobs.push(logprob);
+            }
+            Event::Finish { choice, reason } => out[choice].finish = Some(reason),
+            Event::Prompt { .. } => {}
+            Event::Done { .. } => return out,
+            Event::Error(e) => panic!("{e}"),
+        }
+    }
+}
+
+fn params(constraint: Option<Constraint>, max_tokens: usize, seed: Option<u64>) -> SamplingParams {
+    SamplingParams {
+        temperature: if seed.is_some() { 0.9 } else { 0.0 },
+        seed,
+        max_tokens: Some(max_tokens),
+        constraint,
+        ..Default::default()
+    }
+}
+
+fn schema() -> Value {
+    json!({"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 8},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "ok": {"type": "boolean"},
+        "kind": {"enum": ["cat", "dog"]},
+        "tags": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]{1,3}$"},
+                 "minItems": 1, "maxItems": 2}},
+        "required": ["name", "age", "ok", "kind", "tags"], "additionalProperties": false})
+}
+
+fn json_schema(schema: Value) -> Option<Constraint> {
+    Some(Constraint::JsonSchema {
+        schema,
+        compact: true,
+    })
+}
+
+/// The schema's constraints checked by hand on a parsed answer.
+fn check_person(text: &str) {
+    let v: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+    let o = v.as_object().unwrap();
+    assert_eq!(o.len(), 5, "{text}");
+    assert!(o["name"].as_str().unwrap().chars().count() <= 8, "{text}");
+    assert!((0..=120).contains(&o["age"].as_i64().unwrap()), "{text}");
+    assert!(o["ok"].is_boolean(), "{text}");
+    assert!(
+        ["cat", "dog"].contains(&o["kind"].as_str().unwrap()),
+        "{text}"
+    );
+    let tags = o["tags"].as_array().unwrap();
+    assert!((1..=2).contains(&tags.len()), "{text}");
+    for t in tags {
+        let t = t.as_str().unwrap();
+        assert!(
+            (1..=3).contains(&t.len()) && t.bytes().all(|b| b.is_ascii_lowercase()),
+            "{text}"
+        );
+    }
+    assert_eq!(serde_json::to_string(&v).unwrap(), text, "compact");
+}
+
+#[test]
+fn schema_answers_are_complete_valid_and_repeat() {
+    let e = start(4096, 16);
+    let prompts = ["Describe a pet.", "hello", "JSON please: "];
+    let mut solo = Vec::new();
+    for (k, p) in prompts.iter().enumerate() {
+        let seed = (k > 0).then_some(k as u64 * 7);
+        let a = answers(
+            &mut send(&e, p, params(json_schema(schema()), 120, seed)),
+            1,
+        )
+        .remove(0);
+        assert_eq!(a.finish, Some(FinishReason::Stop), "{a:?}");
+        check_person(&a.text);
+        solo.push(a);
+    }
+    // n = 3 seeded choices: each its own valid answer.
+    let mut p = params(json_schema(schema()), 120, Some(3));
+    p.n = 3;
+    for a in answers(&mut send(&e, prompts[0], p), 3) {
+        assert_eq!(a.finish, Some(FinishReason::Stop));
+        check_person(&a.text);
+    }
+    // Constrained and free requests in one batch, each equal to its solo run.
+    let free: Vec<Answer> = prompts
+        .iter()
+        .map(|p| answers(&mut send(&e, p, params(None, 24, None)), 1).remove(0))
+        .collect();
+    let mut rxs = Vec::new();
+    for (k, p) in prompts.iter().enumerate() {
+        let seed = (k > 0).then_some(k as u64 * 7);
+        rxs.push(send(&e, p, params(json_schema(schema()), 120, seed)));
+        rxs.push(send(&e, p, params(None, 24, None)));
+    }
+    for (k, mut rx) in rxs.into_iter().enumerate() {
+        let want = if k % 2 == 0 {
+            &solo[k / 2]
+        } else {
+            &free[k / 2]
+        };
+        assert_eq!(&answers(&mut rx, 1)[0], want, "request {k}");
+    }
+}
+
+#[test]
+fn forced_tokens_skip_decode_steps_and_logprobs_see_the_mask() {
+    let e = start(4096, 8);
+    let mut p = params(json_schema(schema()), 120, None);
+    p.logprobs = Some(3);
+    let a = answers(&mut send(&e, "hello", p), 1).remove(0);
+    check_person(&a.text);
+    // Forced tokens (the property names) come with probability 1 under the mask; every
+    // listed alternative is a token the grammar allowed (finite log-probability).
+    let lps: Vec<&TokenLogprob> = a.logprobs.iter().map(|l| l.as_ref().unwrap()).collect();
+    let forced = lps
+        .iter()
+        .filter(|l| l.logprob == 0.0 && l.top.len() == 1)
+        .count();
+    assert!(forced >= 5, "{forced} forced of {}", lps.len());
+    for l in &lps {
+        assert!(l.logprob.is_finite());
+        assert!(l.top.iter().all(|t| t.1.is_finite()));
+    }
+    let steps = e.metrics.tpot.count_and_mean().0 + 1;
+    assert!(
+        steps < a.tokens.len() as u64,
+        "{steps} sampled for {} tokens",
+        a.tokens.len()
+    );
+}
+
+#[test]
+fn regex_choice_lark_and_json_object_hold() {
+    let e = start(4096, 8);
+    let run =
+        |c: Constraint, seed| answers(&mut send(&e, "x", params(Some(c), 40, seed)), 1).remove(0);
+    for seed in [None, Some(1), Some(2)] {
+        let a = run(Constraint::Regex("[0-9]{3}-[a-c]{2}".into()), seed);
+        assert_eq!(a.finish, Some(FinishReason::Stop));
+        let b = a.text.as_bytes();
+        assert!(
+            b.len() == 6 && b[3] == b'-' && b[..3].iter().all(u8::is_ascii_digit),
+            "{a:?}"
+        );
+        let a = run(
+            Constraint::Choice(vec!["red".into(), "green".into(), "blue".into()]),
+            seed,
+        );
+        assert!(["red", "green", "blue"].contains(&a.text.as_str()), "{a:?}");
+        assert_eq!(a.finish, Some(FinishReason::Stop));
+        let a = run(
+            Constraint::Lark("start: \"<\" NUM (\",\" NUM)? \">\"\nNUM: /[0-9]/\n".into()),
+            seed,
+        );
+        assert!(
+            a.text.starts_with('<') && a.text.ends_with('>') && a.text.len() <= 5,
+            "{a:?}"
+        );
+    }
+    // Any JSON object: what finished parses as one (max_tokens may cut a long one).
+    let mut stopped = 0;
+    for seed in 0..6 {
+        let a = run(Constraint::JsonObject, Some(seed));
+        if a.finish == Some(FinishReason::Stop) {
+            stopped += 1;
+            assert!(
+                serde_json::from_str::<Value>(&a.text).unwrap().is_object(),
+                "{a:?}"
+            );
+        } else {
+            assert!(a.text.starts_with('{'), "{a:?}");
+        }
+    }
+    assert!(stopped > 0);
+}
+
+#[test]
+fn preempted_constrained_sequences_resume_where_they_were() {
+    // A cache of 8 pages (128 tokens) for 4 requests of up to 100 tokens each: preemptions.
+    let small = start(128, 4);
+    let big = start(4096, 4);
+    let prompts = ["a", "bb", "ccc", "dddd"];
+    let solo: Vec<Answer> = prompts
+        .iter()
+        .map(|p| {
+            answers(
+                &mut send(&big, p, params(json_schema(schema()), 60, Some(5))),
+                1,
+            )
+            .remove(0)
+        })
+        .collect();
+    let rxs: Vec<_> = prompts
+        .iter()
+        .map(|p| send(&small, p, params(json_schema(schema()), 60, Some(5))))
+        .collect();
+    for (k, mut rx) in rxs.into_iter().enumerate() {
+        assert_eq!(answers(&mut rx, 1)[0], solo[k], "request {k}");
+    }
+    let preempted = small
+        .metrics
+        .preemptions
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(preempted > 0);
+}
+
+#[test]
+fn bad_grammars_are_refused_and_cancelled_ones_free_their_pages() {
+    let e = start(4096, 8);
+    for c in [
+        Constraint::JsonSchema {
+            schema: json!({"type": "integer", "minimum": 5, "maximum": 1}),
+            compact: true,
+        },
+        Constraint::JsonSchema {
+            schema: json!({"type": "strnig"}),
+            compact: true,
+        },
+        Constraint::Regex("(".into()),
+        Constraint::Lark("start: missing".into()),
+    ] {
+        let (tx, _rx) = unbounded_channel();
+        let r = e.submit(Request {
+            prompt: vec![1, 2],
+            params: params(Some(c.clone()), 8, None),
+            events: tx,
+        });
+        assert!(matches!(r, Err(Refused::BadConstraint(_))), "{c:?}: {r:?}");
+    }
+    // A constrained request walked away from mid-answer frees its pages.
+    let mut rx = send(
+        &e,
+        "a",
+        params(Some(Constraint::Regex("[a-z]{300}".into())), 300, None),
+    );
+    assert!(matches!(rx.blocking_recv(), Some(Event::Delta { .. })));
+    drop(rx);
+    let a = answers(
+        &mut send(&e, "b", params(json_schema(schema()), 120, None)),
+        1,
+    )
+    .remove(0);
+    check_person(&a.text);
+    let in_use = || {
+        e.metrics
+            .kv_pages_in_use
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let pooled = e
+        .metrics
+        .prefix_cache_sequences
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        pooled <= 4 && in_use() <= pooled * 8,
+        "{} pages in use",
+        in_use()
+    );
+}
