@@ -140,6 +140,11 @@ run "graph model on OpenCL: TVM 0.19's outputs" \
 # tvm-ffi's own Python suite with libtvmrt.so swapped in; fails below the recorded pass count
 # (about 45 s on 2 cores, plus about 20 s the first time to build its venv and fetch the sdist).
 run "tvm-ffi suite on tvmrt" conformance/tvm_ffi/run.sh --ci
+# The guide (docs/): mdBook builds it with no warning, every link and anchor resolves, code
+# quoted from tested files equals them, its Python examples run (on the venvs and library the
+# steps above made). About 2 s; 2.7 min more the first time, to build mdBook into target/.
+# Its `tvmrt` examples run in `cargo test` (crates/cli/tests/docs_examples.rs).
+run "the guide: mdbook build, links, quoted code, Python examples" .ci/docs.sh
 # tvm-ffi's C++ side: its tests/cpp (41 files, each compiled once and linked against
 # libtvm_ffi.so and against tvmrt, counts side by side, the structural ones once more under
 # memcheck) and its quickstart and python_packaging examples built against tvmrt and as
