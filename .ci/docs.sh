@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The guide (docs/): builds it as a book with mdBook and checks it as a reader follows it
 # (.ci/docs_check.py: every link and anchor of the Markdown and of the book, code quoted from
-# tested files still equal to them, and the guide's Python examples run). The `tvmrt` examples
-# run in `cargo test` (crates/cli/tests/docs_examples.rs).
+# tested files still equal to them, the guide's Python examples run, and its examples that need
+# a server run against `tvmrt serve` on the fixtures). The `tvmrt` examples run in `cargo test`
+# (crates/cli/tests/docs_examples.rs).
 #
 # mdBook is installed once into target/mdbook (about 2.7 min of building on 2 cores, the first
-# time only); then this takes about 2 s. The Python examples need libtvmrt.so (target/debug),
-# the venv .venv/python and, for tvm-ffi's package on tvmrt, .venv/tvm_ffi_tvmrt, which
-# conformance/tvm_ffi/run.sh makes: CI runs this after that step.
+# time only); then this takes about 5 s. The examples need what `cargo test` builds
+# (target/debug/libtvmrt.so and tvmrt), the venvs .venv/python and .venv/serve (OpenAI's client)
+# and, for tvm-ffi's package on tvmrt, .venv/tvm_ffi_tvmrt, which conformance/tvm_ffi/run.sh
+# makes: CI runs this after those steps.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 MDBOOK_VERSION=0.5.4
@@ -18,10 +20,11 @@ if ! "$mdbook" --version 2>/dev/null | grep -qx "mdbook v$MDBOOK_VERSION"; then
   rm -rf target/mdbook/build
 fi
 .ci/venv.sh python >/dev/null
+.ci/venv.sh serve >/dev/null
 # mdBook reports what it could not render (unclosed HTML, a missing page) as warnings.
 log=$("$mdbook" build docs 2>&1) || { echo "$log"; exit 1; }
 if grep -E 'WARN|ERROR' <<<"$log"; then
   echo "mdbook build docs: warnings (above)"
   exit 1
 fi
-python3 .ci/docs_check.py --book target/book --run-python
+python3 .ci/docs_check.py --book target/book --run-python --run-servers

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks the guide (docs/*.md) and the README as a reader would follow them.
 
-  .ci/docs_check.py [--book target/book] [--run-python]
+  .ci/docs_check.py [--book target/book] [--run-python] [--run-servers]
 
 - Links: every relative link of docs/**/*.md names a file that exists, and its
   `#anchor` a heading of that page (GitHub's anchors: the heading lowercased, punctuation
@@ -15,6 +15,15 @@
 - With --run-python: each ```python block after `<!-- run: python [VENV] -->` runs from the
   repository root with .venv/VENV (default `python`: the package's test venv) and `python/` on
   the path, and must exit 0 within 120 s.
+- With --run-servers: a ```sh or ```python block after
+  `<!-- run: sh with tvmrt serve ARGS -->` (or `run: python [VENV] with tvmrt serve ARGS`) runs
+  against that server: target/debug/tvmrt (or $TVMRT_BIN) started from the repository root
+  with ARGS and `--port 0`, on 127.0.0.1, once for all the blocks that name the same ARGS,
+  stopped by its process id at the end. The block's `127.0.0.1:8000` becomes the server's
+  address; shell blocks run under `set -euo pipefail`, `curl` failing on an HTTP error unless
+  the block's output is shown (next item).
+- A run block followed by a block after `<!-- output -->` must print that (`[..]` stands for
+  any part of a line, a `...` line for any lines, as in trycmd).
 
 Prints each problem as FILE:LINE: what, and exits 1 if there was any.
 """
@@ -22,15 +31,23 @@ import argparse
 import html
 import os
 import re
+import select
+import shlex
 import subprocess
 import sys
+import tempfile
+import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})(.*)$")
 LINK = re.compile(r"(?<!!)\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^()\s]*(?:\([^()]*\))?[^()\s]*)\)")
-MARKER = re.compile(r"^<!--\s*(quote|run):\s*(.*?)\s*-->\s*$")
+MARKER = re.compile(r"^<!--\s*(quote|run|output)(?::\s*(.*?))?\s*-->\s*$")
 problems = []
+servers = {}  # ARGS -> (process, "127.0.0.1:PORT")
+# Without a shown output, an HTTP error fails the block; with one, the output decides.
+CURL = 'curl() { command curl -sS %s--max-time 120 "$@"; }\n'
 
 
 def problem(path, line, what):
@@ -116,8 +133,9 @@ def check_links(path, lines):
                 problem(path, n, f"link to a missing anchor: {target}")
 
 
-def check_blocks(path, lines, run_python):
-    for start, info, body, marker in blocks(lines):
+def check_blocks(path, lines, run_python, run_servers):
+    found = blocks(lines)
+    for n, (start, info, body, marker) in enumerate(found):
         if not info:
             problem(path, start + 1, "a code block without a language (```text, ```sh, ...)")
         if not marker:
@@ -129,23 +147,102 @@ def check_blocks(path, lines, run_python):
                 problem(path, start, f"quoted file {arg} does not exist")
             elif not any(source[i : i + len(body)] == body for i in range(len(source))):
                 problem(path, start + 1, f"the quoted block is not (or no longer) in {arg}: copy it again")
-        elif kind == "run" and run_python:
-            words = arg.split()
-            if not words or words[0] != "python" or info != "python":
-                problem(path, start, f"cannot run a `{info}` block with `{arg}`")
-                continue
-            venv = words[1] if len(words) > 1 else "python"
-            python = ROOT / ".venv" / venv / "bin" / "python"
-            env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+        elif kind == "run":
+            after = found[n + 1] if n + 1 < len(found) else None
+            expected = after[2] if after and after[3] and after[3].group(1) == "output" else None
+            run_block(path, start, info, body, arg or "", run_python, run_servers, expected)
+
+
+def matches(expected, actual):
+    """trycmd's elisions: `[..]` within a line, `...` for whole lines."""
+    parts = []
+    for line in expected:
+        if line.strip() == "...":
+            parts.append(r"(?:[^\n]*\n)*?")
+        else:
+            parts.append(".*?".join(map(re.escape, line.split("[..]"))) + r"\n")
+    return re.fullmatch("".join(parts), actual.rstrip("\n") + "\n") is not None
+
+
+def run_block(path, start, info, body, arg, run_python, run_servers, expected=None):
+    how, _, server = arg.partition(" with ")
+    words = how.split()
+    where = f"{path.relative_to(ROOT)}:{start + 1}"
+    if not words or words[0] != info or info not in ("python", "sh") or (
+        server and not server.startswith("tvmrt serve ")
+    ):
+        problem(path, start, f"cannot run a `{info}` block with `{arg}`")
+        return
+    if (server and not run_servers) or (not server and not run_python):
+        return
+    text = "\n".join(body)
+    if server:
+        addr = start_server(server)
+        if addr is None:
+            problem(path, start + 1, f"the server `{server}` did not start")
+            return
+        text = text.replace("127.0.0.1:8000", addr)
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    if info == "python":
+        venv = words[1] if len(words) > 1 else "python"
+        cmd = [str(ROOT / ".venv" / venv / "bin" / "python"), "-c", text]
+    else:
+        venv = None
+        fail = "" if expected is not None else "--fail-with-body "
+        cmd = ["bash", "-c", "set -euo pipefail\n" + CURL % fail + text]
+    try:
+        r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        problem(path, start + 1, f"the example did not run ({cmd[0]}): {e}")
+        return
+    if r.returncode != 0:
+        problem(path, start + 1, f"the example failed ({cmd[0]}):\n{r.stdout}{r.stderr}")
+    elif expected is not None and not matches(expected, r.stdout):
+        problem(path, start + 1, "the example printed something else than shown:\n" + r.stdout)
+    else:
+        print(f"ran {where}" + (f" with .venv/{venv}" if venv else "") + (f" against `{server}`" if server else ""))
+
+
+def start_server(command, timeout=120):
+    """The address of a running `tvmrt serve` with these arguments, started when needed."""
+    if command in servers:
+        return servers[command][1]
+    exe = os.environ.get("TVMRT_BIN", str(ROOT / "target" / "debug" / "tvmrt"))
+    log = tempfile.TemporaryFile()
+    args = [exe] + shlex.split(command)[1:] + ["--host", "127.0.0.1", "--port", "0"]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
+    servers[command] = (proc, None, log)
+    deadline = time.monotonic() + timeout
+    addr = None
+    while addr is None and time.monotonic() < deadline and proc.poll() is None:
+        ready, _, _ = select.select([proc.stdout], [], [], 1.0)
+        if ready:
+            m = re.search(r"listening on http://(\S+)", proc.stdout.readline())
+            addr = m.group(1) if m else None
+    while addr and time.monotonic() < deadline and proc.poll() is None:
+        for probe in ("/health", "/v2/health/ready"):
             try:
-                r = subprocess.run([str(python), "-c", "\n".join(body)], cwd=ROOT, env=env,
-                                   capture_output=True, text=True, timeout=120)
-                if r.returncode != 0:
-                    problem(path, start + 1, f"the Python example failed ({python}):\n{r.stdout}{r.stderr}")
-                else:
-                    print(f"ran {path.relative_to(ROOT)}:{start + 1} with .venv/{venv}")
-            except (OSError, subprocess.TimeoutExpired) as e:
-                problem(path, start + 1, f"the Python example did not run ({python}): {e}")
+                with urllib.request.urlopen(f"http://{addr}{probe}", timeout=5) as r:
+                    if r.status == 200:
+                        servers[command] = (proc, addr, log)
+                        return addr
+            except OSError:
+                pass
+        time.sleep(0.5)
+    log.seek(0)
+    print(f"`{command}` did not get ready; its log:\n{log.read().decode(errors='replace')}")
+    return None
+
+
+def stop_servers():
+    for proc, _, log in servers.values():
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
 
 
 def check_book(book):
@@ -167,13 +264,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--book", type=Path, help="mdBook's output directory to check")
     ap.add_argument("--run-python", action="store_true", help="run the marked Python examples")
+    ap.add_argument("--run-servers", action="store_true", help="run the examples that need a server")
     args = ap.parse_args()
     count = 0
-    for path in pages():
-        lines = path.read_text(encoding="utf-8").split("\n")
-        check_links(path, lines)
-        check_blocks(path, lines, args.run_python)
-        count += 1
+    try:
+        for path in pages():
+            lines = path.read_text(encoding="utf-8").split("\n")
+            check_links(path, lines)
+            check_blocks(path, lines, args.run_python, args.run_servers)
+            count += 1
+    finally:
+        stop_servers()
     if args.book:
         check_book(args.book)
     for p in problems:

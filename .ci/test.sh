@@ -140,11 +140,6 @@ run "graph model on OpenCL: TVM 0.19's outputs" \
 # tvm-ffi's own Python suite with libtvmrt.so swapped in; fails below the recorded pass count
 # (about 45 s on 2 cores, plus about 20 s the first time to build its venv and fetch the sdist).
 run "tvm-ffi suite on tvmrt" conformance/tvm_ffi/run.sh --ci
-# The guide (docs/): mdBook builds it with no warning, every link and anchor resolves, code
-# quoted from tested files equals them, its Python examples run (on the venvs and library the
-# steps above made). About 2 s; 2.7 min more the first time, to build mdBook into target/.
-# Its `tvmrt` examples run in `cargo test` (crates/cli/tests/docs_examples.rs).
-run "the guide: mdbook build, links, quoted code, Python examples" .ci/docs.sh
 # tvm-ffi's C++ side: its tests/cpp (41 files, each compiled once and linked against
 # libtvm_ffi.so and against tvmrt, counts side by side, the structural ones once more under
 # memcheck) and its quickstart and python_packaging examples built against tvmrt and as
@@ -173,6 +168,11 @@ run "onnx conformance subset" conformance/onnx/run.sh --subset 150
 # 30 s with the debug tool already built, plus about 55 s the first time to build the two
 # venvs (lm-eval's: 760 MB, no torch).
 run "tvmrt serve: OpenAI client and lm-evaluation-harness on the MLC-LLM fixture" tests/serve/run.sh
+# The guide (docs/): mdBook builds it with no warning, every link and anchor resolves, code
+# quoted from tested files equals them, its Python and server examples run (on the library, the
+# tool and the venvs the steps above made). About 5 s; 2.7 min more the first time, to build
+# mdBook into target/. Its `tvmrt` examples run in `cargo test` (crates/cli/tests/docs_examples.rs).
+run "the guide: mdbook build, links, quoted code, Python and server examples" .ci/docs.sh
 # `tvmrt rpc-server` with apache-tvm 0.27's unchanged RPC client, tracker and compiler (the
 # pinned venv .ci/requirements/rpc.txt; issue 48): uploads, kernels from .so and .tar, a Relax
 # model, copies, time_evaluator, errors, timeouts, parallel sessions, the tracker, and a
