@@ -11,6 +11,8 @@ cargo build -p tvmrt-cli
 target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 python=$(.ci/venv.sh serve)
 timeout 600 "$python" tests/serve/test_serve.py "$target_dir/debug/tvmrt"
+# Tool calling (tools, tool_choice) with the same client and jsonschema (test_tools.py).
+timeout 300 "$python" tests/serve/test_tools.py "$target_dir/debug/tvmrt"
 # Structured output (response_format, vLLM's guided fields) on the same fixture and venv.
 timeout 300 "$python" tests/serve/test_structured.py "$target_dir/debug/tvmrt"
 # lm-evaluation-harness, unchanged, on tasks of local documents (.ci/requirements/lm_eval.txt).

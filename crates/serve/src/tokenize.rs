@@ -37,7 +37,9 @@ pub fn tokenize(app: &App, body: &[u8]) -> Res<Value> {
             }
             let messages = api::messages(&body)?;
             let special = flag("add_special_tokens", false)?;
-            api::chat_prompt_ids(&app.chat.conv_template, &messages, None, |text| {
+            // The request's tools in the prompt, as the chat endpoint renders them.
+            let tools = crate::tools::parse(&body)?.filter(crate::tools::Tools::active);
+            api::chat_prompt_ids(&app.chat.conv_template, &messages, tools.as_ref(), |text| {
                 codec.encode_with(text, special)
             })?
         }

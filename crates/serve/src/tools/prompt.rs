@@ -52,19 +52,17 @@ pub fn function_string(tools: &Tools) -> String {
     }
 }
 
-/// The system message's tools block (for a template without the placeholder).
+/// The system message's tools block (for a template without the placeholder): the tags
+/// ChatML-family tool models are trained on (Hermes 2 Pro's and Qwen 2.5's `<tools>` list and
+/// `<tool_call>` format), in few words, so that the tools leave room in a small context.
 pub fn system_block(tools: &Tools) -> String {
-    let mut s = String::from(
-        "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n\
-         You are provided with function signatures within <tools></tools> XML tags:\n<tools>",
-    );
+    let mut s = String::from("\n\n# Tools\n\nYou may call functions:\n<tools>");
     for f in tools.callable() {
         s.push('\n');
         s.push_str(&json!({"type": "function", "function": f.to_json()}).to_string());
     }
     s.push_str(
-        "\n</tools>\n\nFor each function call, return a json object with function name and \
-         arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n\
+        "\n</tools>\nFor each call, answer:\n<tool_call>\n\
          {\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>",
     );
     s

@@ -184,12 +184,9 @@ fn chatml_gets_the_tools_in_its_system_message_and_tool_results_as_user_turns() 
     let function = json!({"type": "function", "function": {"name": "get_weather",
         "description": "Weather.", "parameters": weather()["function"]["parameters"]}});
     let want = format!(
-        "<|im_start|>system\n{}\n\n# Tools\n\nYou may call one or more functions to assist with \
-         the user query.\n\nYou are provided with function signatures within <tools></tools> XML \
-         tags:\n<tools>\n{function}\n</tools>\n\nFor each function call, return a json object \
-         with function name and arguments within <tool_call></tool_call> XML tags:\n\
-         <tool_call>\n{{\"name\": <function-name>, \"arguments\": <args-json-object>}}\n\
-         </tool_call><|im_end|>\n<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n\
+        "<|im_start|>system\n{}\n\n# Tools\n\nYou may call functions:\n<tools>\n{function}\n\
+         </tools>\nFor each call, answer:\n<tool_call>\n\
+         {{\"name\": <function-name>, \"arguments\": <args-json-object>}}\n</tool_call><|im_end|>\n<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n\
          {call}<|im_end|>\n<|im_start|>user\n<tool_response>\n{{\"t\": 3}}\n</tool_response>\
          <|im_end|>\n<|im_start|>assistant\n",
         template.system_message
