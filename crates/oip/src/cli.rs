@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use tvmrt::{Error, Result};
 
+use crate::grpc;
 use crate::http::{self, App, Limits};
 use crate::model::Defaults;
 use crate::repository::{Repository, Source};
@@ -82,8 +83,20 @@ pub fn serve(a: &Args, source: Source, host: &str, port: u16) -> Result<()> {
         let server =
             axum::serve(listener, http::router(app.clone())).with_graceful_shutdown(stopped());
         let http_task = tokio::spawn(async move { server.await });
-        // Scripts read the address from this line.
+        let grpc_listener = bind(a.grpc_port).await?;
+        let grpc_addr = grpc_listener
+            .local_addr()
+            .map_err(|e| Error::runtime(e.to_string()))?;
+        let grpc_server = tonic::transport::Server::builder()
+            .add_service(grpc::service(app.clone()))
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
+                stopped(),
+            );
+        let grpc_task = tokio::spawn(grpc_server);
+        // Scripts read the addresses from these lines.
         println!("listening on http://{addr}");
+        println!("listening on grpc://{grpc_addr}");
         repo.load_all().await;
         app.ready.store(true, Ordering::Relaxed);
         eprintln!(
@@ -95,12 +108,15 @@ pub fn serve(a: &Args, source: Source, host: &str, port: u16) -> Result<()> {
         eprintln!("tvmrt serve: shutting down: finishing the requests in flight");
         app.stopping.store(true, Ordering::Relaxed);
         let _ = stop_tx.send(true);
-        let served = http_task.await;
+        let http = http_task.await;
+        let grpc = grpc_task.await;
         repo.unload_all().await;
-        match served {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(Error::runtime(format!("the HTTP server failed: {e}"))),
-            Err(e) => Err(Error::runtime(format!("the HTTP server panicked: {e}"))),
+        eprintln!("tvmrt serve: stopped");
+        match (http, grpc) {
+            (Ok(Ok(())), Ok(Ok(()))) => Ok(()),
+            (Ok(Err(e)), _) => Err(Error::runtime(format!("the HTTP server failed: {e}"))),
+            (_, Ok(Err(e))) => Err(Error::runtime(format!("the gRPC server failed: {e}"))),
+            (Err(e), _) | (_, Err(e)) => Err(Error::runtime(format!("a server panicked: {e}"))),
         }
     })
 }

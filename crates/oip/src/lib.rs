@@ -10,6 +10,7 @@
 pub mod cli;
 pub mod codec;
 pub mod error;
+pub mod grpc;
 pub mod http;
 pub mod infer;
 pub mod job;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::RwLock;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use tvmrt_models::load::{self, Loaded};
 use tvmrt_models::request::Run;
 use tvmrt_models::types::DataType;
@@ -390,7 +390,7 @@ impl ServedModel {
                     self.name
                 )));
             };
-            if let Err((_, why)) = s.submit(job) {
+            if let Err(why) = s.submit(job) {
                 self.stats.refused();
                 return Err(ApiError::unavailable(format!(
                     "model '{}': {why}",
@@ -428,34 +428,40 @@ impl ServedModel {
         }
     }
 
-    /// The model's metadata (`/v2/models/{m}`).
-    pub fn metadata(&self) -> Value {
-        let batch = |dims: &[i64]| -> Vec<i64> {
-            let mut d = dims.to_vec();
-            if self.max_batch_size > 0 {
-                d.insert(0, -1);
-            }
-            d
+    /// Its inputs and outputs as the metadata lists them: name, type, shape (the batch
+    /// dimension first as -1 when the model batches).
+    pub fn tensors(&self) -> [Vec<(String, DataType, Vec<i64>)>; 2] {
+        let shape = |dims: &[i64]| -> Vec<i64> {
+            let batch = (self.max_batch_size > 0).then_some(-1);
+            batch.into_iter().chain(dims.iter().copied()).collect()
         };
-        let inputs: Vec<Value> = self
+        let inputs = self
             .inputs
             .iter()
-            .map(
-                |i| json!({"name": i.name, "datatype": i.datatype.name(), "shape": batch(&i.dims)}),
-            )
+            .map(|i| (i.name.clone(), i.datatype, shape(&i.dims)))
             .collect();
-        let outputs: Vec<Value> = self
+        let outputs = self
             .outputs
             .iter()
-            .map(|(n, t, d)| json!({"name": n, "datatype": t.name(), "shape": batch(d)}))
+            .map(|(n, t, d)| (n.clone(), *t, shape(d)))
             .collect();
-        let mut m = Map::new();
-        m.insert("name".into(), json!(self.name));
-        m.insert("versions".into(), json!([self.version]));
-        m.insert("platform".into(), json!("tvmrt"));
-        m.insert("inputs".into(), Value::Array(inputs));
-        m.insert("outputs".into(), Value::Array(outputs));
-        Value::Object(m)
+        [inputs, outputs]
+    }
+
+    /// The model's metadata (`/v2/models/{m}`).
+    pub fn metadata(&self) -> Value {
+        let [inputs, outputs] = self.tensors().map(|list| {
+            list.into_iter()
+                .map(|(n, t, s)| json!({"name": n, "datatype": t.name(), "shape": s}))
+                .collect::<Vec<_>>()
+        });
+        json!({
+            "name": self.name,
+            "versions": [self.version],
+            "platform": "tvmrt",
+            "inputs": inputs,
+            "outputs": outputs,
+        })
     }
 }
 

@@ -107,18 +107,17 @@ impl Scheduler {
         Ok(Scheduler { shared, threads })
     }
 
-    /// Queues `job`; refuses it (handing it back with the reason) when the queue is full or
-    /// the model is being unloaded.
-    pub fn submit(&self, job: Job) -> Result<(), (Job, String)> {
+    /// Queues `job`; refuses it (with the reason) when the queue is full or the model is
+    /// being unloaded.
+    pub fn submit(&self, job: Job) -> Result<(), String> {
         let mut st = self.shared.state.lock();
         if st.closed {
-            return Err((job, "the model is being unloaded".into()));
+            return Err("the model is being unloaded".into());
         }
         let max = self.shared.policy.max_queue;
         if st.jobs.len() >= max {
-            return Err((
-                job,
-                format!("the model's queue is full ({max} requests waiting); retry later"),
+            return Err(format!(
+                "the model's queue is full ({max} requests waiting); retry later"
             ));
         }
         st.jobs.push_back(job);
@@ -272,15 +271,9 @@ mod tests {
             Scheduler::start::<Doubler>("q", vec![], sig.clone(), policy.clone(), stats.clone())
                 .unwrap();
         for k in 0..6 {
-            idle.submit(Job::new(request(k as f32), 1).0)
-                .map_err(|e| e.1)
-                .unwrap();
+            idle.submit(Job::new(request(k as f32), 1).0).unwrap();
         }
-        let refused = idle
-            .submit(Job::new(request(9.0), 1).0)
-            .map(|_| ())
-            .unwrap_err()
-            .1;
+        let refused = idle.submit(Job::new(request(9.0), 1).0).unwrap_err();
         assert_eq!(
             refused,
             "the model's queue is full (6 requests waiting); retry later"
@@ -296,7 +289,7 @@ mod tests {
         let mut answers = Vec::new();
         for k in 0..6 {
             let (job, rx) = Job::new(request(k as f32), 1);
-            s.submit(job).map_err(|e| e.1).unwrap();
+            s.submit(job).unwrap();
             answers.push(rx);
         }
         for (k, rx) in answers.into_iter().enumerate() {
