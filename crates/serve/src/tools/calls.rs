@@ -34,17 +34,25 @@ struct JsonScan {
 }
 
 impl JsonScan {
+    /// Takes `ch` if the scan is in a string (its escapes, its closing quote); whether it was.
+    fn string_char(&mut self, ch: char) -> bool {
+        if !self.in_string {
+            return false;
+        }
+        match (self.escaped, ch) {
+            (true, _) => self.escaped = false,
+            (false, '\\') => self.escaped = true,
+            (false, '"') => self.in_string = false,
+            _ => {}
+        }
+        true
+    }
+
     /// How many bytes of `s` belong to the value, and whether it ends within them.
     fn take(&mut self, s: &str) -> (usize, bool) {
         for (i, ch) in s.char_indices() {
             self.started = true;
-            if self.in_string {
-                match (self.escaped, ch) {
-                    (true, _) => self.escaped = false,
-                    (false, '\\') => self.escaped = true,
-                    (false, '"') => self.in_string = false,
-                    _ => {}
-                }
+            if self.string_char(ch) {
                 continue;
             }
             match ch {
@@ -110,6 +118,18 @@ fn expect(s: &str, at: usize, lit: &str) -> Step {
     }
 }
 
+/// `lits` in turn from `at`, each after optional whitespace.
+fn literals(s: &str, mut at: usize, lits: &[&str]) -> Step {
+    for lit in lits {
+        at = skip_ws(s, at);
+        match expect(s, at, lit) {
+            Step::At(next) => at = next,
+            other => return other,
+        }
+    }
+    Step::At(at)
+}
+
 fn skip_ws(s: &str, at: usize) -> usize {
     at + (s[at..].len() - s[at..].trim_start().len())
 }
@@ -163,53 +183,34 @@ impl CallReader {
     /// The head `{"name": "...", "arguments": ` at the start of `buf`: its name and length.
     fn head(&self) -> Result<Option<(String, usize)>, ()> {
         let s = self.buf.as_str();
-        let mut at = skip_ws(s, 0);
-        for lit in ["{", "\"name\"", ":"] {
-            at = skip_ws(s, at);
-            match expect(s, at, lit) {
-                Step::At(next) => at = next,
-                Step::More => return Ok(None),
-                Step::Mismatch => return Err(()),
-            }
-        }
-        at = skip_ws(s, at);
-        if at == s.len() {
-            return Ok(None);
-        }
-        if !s[at..].starts_with('"') {
-            return Err(());
-        }
-        let mut scan = JsonScan::default();
-        let end = {
-            // A string scanned as a JSON value ends at its closing quote.
-            let mut end = None;
-            for (i, ch) in s[at..].char_indices().skip(1) {
-                match (scan.escaped, ch) {
-                    (true, _) => scan.escaped = false,
-                    (false, '\\') => scan.escaped = true,
-                    (false, '"') => {
-                        end = Some(at + i + 1);
-                        break;
-                    }
-                    _ => {}
-                }
-            }
-            match end {
-                Some(e) => e,
-                None => return Ok(None),
-            }
+        let at = match literals(s, 0, &["{", "\"name\"", ":"]) {
+            Step::At(at) => skip_ws(s, at),
+            Step::More => return Ok(None),
+            Step::Mismatch => return Err(()),
         };
-        let name: String = serde_json::from_str(&s[at..end]).map_err(|_| ())?;
-        at = end;
-        for lit in [",", "\"arguments\"", ":"] {
-            at = skip_ws(s, at);
-            match expect(s, at, lit) {
-                Step::At(next) => at = next,
-                Step::More => return Ok(None),
-                Step::Mismatch => return Err(()),
-            }
+        match s[at..].chars().next() {
+            None => return Ok(None),
+            Some('"') => {}
+            Some(_) => return Err(()),
         }
-        Ok(Some((name, at)))
+        // The name: a JSON string, up to its closing quote.
+        let mut scan = JsonScan {
+            started: true,
+            in_string: true,
+            ..JsonScan::default()
+        };
+        let Some(len) = s[at + 1..].char_indices().find_map(|(i, ch)| {
+            (scan.string_char(ch) && !scan.in_string).then_some(i + ch.len_utf8())
+        }) else {
+            return Ok(None);
+        };
+        let end = at + 1 + len;
+        let name: String = serde_json::from_str(&s[at..end]).map_err(|_| ())?;
+        match literals(s, end, &[",", "\"arguments\"", ":"]) {
+            Step::At(at) => Ok(Some((name, at))),
+            Step::More => Ok(None),
+            Step::Mismatch => Err(()),
+        }
     }
 
     /// A closed call block's text read whole: its name and compact arguments.
