@@ -22,6 +22,8 @@
   stopped by its process id at the end. The block's `127.0.0.1:8000` becomes the server's
   address; shell blocks run under `set -euo pipefail`, `curl` failing on an HTTP error unless
   the block's output is shown (next item).
+- `run: python [VENV] continued ...` runs the page's previous run block first, in the same
+  process (an example that goes on from the one before it: `client` made there).
 - A run block followed by a block after `<!-- output -->` must print that (`[..]` stands for
   any part of a line, a `...` line for any lines, as in trycmd).
 
@@ -135,6 +137,7 @@ def check_links(path, lines):
 
 def check_blocks(path, lines, run_python, run_servers):
     found = blocks(lines)
+    previous = ""  # the text of the page's last run block
     for n, (start, info, body, marker) in enumerate(found):
         if not info:
             problem(path, start + 1, "a code block without a language (```text, ```sh, ...)")
@@ -150,6 +153,11 @@ def check_blocks(path, lines, run_python, run_servers):
         elif kind == "run":
             after = found[n + 1] if n + 1 < len(found) else None
             expected = after[2] if after and after[3] and after[3].group(1) == "output" else None
+            words = (arg or "").partition(" with ")[0].split()
+            if "continued" in words:
+                body = previous.split("\n") + body
+                arg = arg.replace(" continued", "", 1)
+            previous = "\n".join(body)
             run_block(path, start, info, body, arg or "", run_python, run_servers, expected)
 
 
