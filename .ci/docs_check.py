@@ -9,6 +9,9 @@
 - Code fences: every opening fence names its language (an unnamed block would be read as a
   trycmd example; `console` blocks are the checked `tvmrt` examples, run by
   crates/cli/tests/docs_examples.rs).
+- A `tvmrt` command on the shipped files (`tests/fixtures/`, `examples/`) in a shell block is
+  an error: it belongs in a ```console block, where it is checked (`tvmrt serve`, whose examples
+  run against it below, aside).
 - Quotes: a block after `<!-- quote: PATH -->` must be a run of consecutive lines of PATH.
 - With --book DIR (mdBook's output): every link between the book's pages, and its anchor,
   resolves in the HTML. Links out of docs/ are to repository files (checked above as Markdown).
@@ -141,6 +144,10 @@ def check_blocks(path, lines, run_python, run_servers):
     for n, (start, info, body, marker) in enumerate(found):
         if not info:
             problem(path, start + 1, "a code block without a language (```text, ```sh, ...)")
+        if info in ("sh", "bash", "shell"):
+            for k, line in enumerate(body):
+                if re.search(r"(^|[\s/])tvmrt (?!serve)\S.*(tests/fixtures/|examples/)", line) and not line.lstrip().startswith("#"):
+                    problem(path, start + 2 + k, "a `tvmrt` example on shipped files: make it a ```console block (checked)")
         if not marker:
             continue
         kind, arg = marker.groups()
