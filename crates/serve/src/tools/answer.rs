@@ -12,7 +12,8 @@ use crate::engine::FinishReason;
 /// The tool side of one response's choices.
 #[derive(Debug)]
 pub struct ToolAnswers {
-    names: Vec<String>,
+    /// A reader of no text yet, cloned for each answer.
+    reader: CallReader,
     named: bool,
     /// Per choice, for streams: the reader and the ids of its calls.
     readers: Vec<CallReader>,
@@ -23,10 +24,12 @@ impl ToolAnswers {
     /// The tool side of `choices` answers to a request with `tools` (active).
     pub fn new(tools: &Tools, choices: usize) -> ToolAnswers {
         let names: Vec<String> = tools.callable().iter().map(|f| f.name.clone()).collect();
+        let max_calls = if tools.several_calls() { usize::MAX } else { 1 };
+        let reader = CallReader::new(names).with_max_calls(max_calls);
         ToolAnswers {
-            readers: vec![CallReader::new(names.clone()); choices],
+            readers: vec![reader.clone(); choices],
             ids: vec![Vec::new(); choices],
-            names,
+            reader,
             named: matches!(tools.choice, ToolChoice::Named(_)),
         }
     }
@@ -88,7 +91,7 @@ impl ToolAnswers {
 
     /// A whole answer's `message` and finish reason.
     pub fn message(&self, text: &str, reason: Option<FinishReason>) -> (Value, Value) {
-        let (content, calls, complete) = read_answer(self.names.clone(), text);
+        let (content, calls, complete) = read_answer(self.reader.clone(), text);
         let mut message = json!({"role": "assistant", "content": content});
         if !calls.is_empty() {
             message["tool_calls"] = calls

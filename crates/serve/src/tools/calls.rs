@@ -98,6 +98,8 @@ pub struct CallReader {
     /// Whitespace outside calls, held until text follows (dropped after a call).
     blank: String,
     calls: usize,
+    /// Past this many calls the rest of the answer is dropped (`parallel_tool_calls: false`).
+    max_calls: usize,
 }
 
 /// The result of matching an expected literal at a position.
@@ -151,7 +153,14 @@ impl CallReader {
             buf: String::new(),
             blank: String::new(),
             calls: 0,
+            max_calls: usize::MAX,
         }
+    }
+
+    /// The reader keeping only the first `max` calls of an answer (and nothing after them).
+    pub fn with_max_calls(mut self, max: usize) -> CallReader {
+        self.max_calls = max;
+        self
     }
 
     /// The complete calls read so far.
@@ -235,6 +244,11 @@ impl CallReader {
         let mut out = Vec::new();
         loop {
             match &mut self.state {
+                State::Text if self.calls >= self.max_calls => {
+                    self.buf.clear();
+                    self.blank.clear();
+                    return out;
+                }
                 State::Text => {
                     if let Some(k) = self.buf.find(OPEN_TAG) {
                         let before: String = self.buf.drain(..k + OPEN_TAG.len()).collect();
@@ -337,8 +351,7 @@ pub struct Call {
 
 /// A whole answer read: its text outside calls (`None` when there is none), its calls, and
 /// how many of them are complete.
-pub fn read_answer(names: Vec<String>, text: &str) -> (Option<String>, Vec<Call>, usize) {
-    let mut reader = CallReader::new(names);
+pub fn read_answer(mut reader: CallReader, text: &str) -> (Option<String>, Vec<Call>, usize) {
     let mut pieces = reader.push(text);
     pieces.extend(reader.finish());
     let mut content = String::new();

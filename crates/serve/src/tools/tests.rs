@@ -300,11 +300,15 @@ fn names() -> Vec<String> {
     vec!["get_weather".into(), "get_time".into()]
 }
 
+fn read(text: &str) -> (Option<String>, Vec<calls::Call>, usize) {
+    read_answer(CallReader::new(names()), text)
+}
+
 #[test]
 fn answers_are_read_into_text_and_calls() {
     let a = call_text("get_weather", r#"{"city":"O\"}","unit":"c"}"#);
     let b = call_text("get_time", "{}");
-    let (content, calls, complete) = read_answer(names(), &format!("{a}\n{b}"));
+    let (content, calls, complete) = read(&format!("{a}\n{b}"));
     assert_eq!((content, complete), (None, 2));
     assert_eq!(
         calls
@@ -317,12 +321,12 @@ fn answers_are_read_into_text_and_calls() {
         ]
     );
     // Text before a call is content; plain text is content alone.
-    let (content, calls, _) = read_answer(names(), &format!("Let me see.\n{b}"));
+    let (content, calls, _) = read(&format!("Let me see.\n{b}"));
     assert_eq!(
         (content.as_deref(), calls.len()),
         (Some("Let me see.\n"), 1)
     );
-    let (content, calls, _) = read_answer(names(), "It is <b>sunny</b> <tool");
+    let (content, calls, _) = read("It is <b>sunny</b> <tool");
     assert_eq!(
         (content.as_deref(), calls.len()),
         (Some("It is <b>sunny</b> <tool"), 0)
@@ -330,7 +334,7 @@ fn answers_are_read_into_text_and_calls() {
     // Another key order, spaces, arguments as a JSON string: read when the block closes.
     let odd =
         "<tool_call>\n{ \"arguments\": \"{\\\"x\\\": 1}\", \"name\": \"get_time\" }\n</tool_call>";
-    let (content, calls, complete) = read_answer(names(), odd);
+    let (content, calls, complete) = read(odd);
     assert_eq!((content, complete), (None, 1));
     assert_eq!(calls[0].arguments, r#"{"x":1}"#);
     // An unknown function, or a block that is not JSON, stays text.
@@ -339,14 +343,15 @@ fn answers_are_read_into_text_and_calls() {
         "<tool_call>\nnot json\n</tool_call>".to_string(),
         "<tool_call>\n{\"name\": \"get_time\", \"argu".to_string(),
     ] {
-        let (content, calls, _) = read_answer(names(), &text);
+        let (content, calls, _) = read(&text);
         assert_eq!((content.as_deref(), calls.len()), (Some(text.as_str()), 0));
     }
+    // Without parallel calls: the first call alone, nothing after it.
+    let one = CallReader::new(names()).with_max_calls(1);
+    let (content, calls, complete) = read_answer(one, &format!("{a}\n{b} and more"));
+    assert_eq!((content, calls.len(), complete), (None, 1, 1));
     // A call cut short keeps what it gave, and is not complete.
-    let (_, calls, complete) = read_answer(
-        names(),
-        "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"a\":",
-    );
+    let (_, calls, complete) = read("<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"a\":");
     assert_eq!((calls[0].arguments.as_str(), complete), ("{\"a\":", 0));
 }
 
