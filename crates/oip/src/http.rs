@@ -59,7 +59,7 @@ pub fn server_metadata() -> Value {
 /// The router of every route.
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
-        .route("/v2/health/live", get(|| async { Json(json!({})) }))
+        .route("/v2/health/live", get(|| async { Json(json!({"live": true})) }))
         .route("/v2/health/ready", get(server_ready))
         .route("/v2", get(|| async { Json(server_metadata()) }))
         .route("/v2/models/{m}", get(model_metadata))
@@ -85,7 +85,7 @@ type Shared = State<Arc<App>>;
 
 async fn server_ready(State(app): Shared) -> Response {
     if app.ready.load(Ordering::Relaxed) && !app.stopping.load(Ordering::Relaxed) {
-        Json(json!({})).into_response()
+        Json(json!({"ready": true})).into_response()
     } else if app.stopping.load(Ordering::Relaxed) {
         ApiError::unavailable("the server is shutting down").into_response()
     } else {
@@ -108,14 +108,14 @@ async fn model_metadata_v(
 }
 
 async fn model_ready(State(app): Shared, Path(m): Path<String>) -> Result<Json<Value>, ApiError> {
-    app.repo.get(&m, None).map(|_| Json(json!({})))
+    app.repo.get(&m, None).map(|_| Json(json!({"name": m, "ready": true})))
 }
 
 async fn model_ready_v(
     State(app): Shared,
     Path((m, v)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    app.repo.get(&m, Some(&v)).map(|_| Json(json!({})))
+    app.repo.get(&m, Some(&v)).map(|_| Json(json!({"name": m, "ready": true})))
 }
 
 async fn model_config(State(app): Shared, Path(m): Path<String>) -> Result<Json<Value>, ApiError> {
