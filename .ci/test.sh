@@ -249,6 +249,11 @@ run "ctest" bash -c "cd '$BUILD_DIR' && ctest --output-on-failure -j '$JOBS'"
 # instances, 16 clients x 200 requests, every bad input (about 10 s once built; the venv, a
 # 300 MB download with the server, about 60 s the first time).
 run "Triton backend in tritonserver" crates/triton/tests/run.sh
+# KServe's own Python SDK (pinned venv .ci/requirements/kserve.txt, 450 MB, about 50 s to build
+# the first time) against `tvmrt serve --model-repository`: its v2 REST (JSON and binary) and
+# gRPC clients get TVM's recorded outputs; and the KServe runtime manifest
+# (docs/kserve/tvmrt-runtime.yaml) validated against KServe's CRD schema (issue 50). About 15 s.
+run "KServe's clients and runtime manifest against tvmrt serve" tests/kserve/run.sh
 # The other CPUs (issue 26): aarch64 and 32-bit armv7 built with Debian's rustc-web 1.96 and
 # cross gcc, their unit, integration and C tests, TVM-built fixtures and C/C++ layouts run
 # under qemu-user (.ci/cross.sh). All three CPUs from a clean clone, downloads included, took
