@@ -249,6 +249,12 @@ run "ctest" bash -c "cd '$BUILD_DIR' && ctest --output-on-failure -j '$JOBS'"
 # instances, 16 clients x 200 requests, every bad input (about 10 s once built; the venv, a
 # 300 MB download with the server, about 60 s the first time).
 run "Triton backend in tritonserver" crates/triton/tests/run.sh
+# `tvmrt serve --model-repository` (crates/oip, issue 50) under the same client tests, same
+# repository and venv (tritonclient over HTTP binary and JSON and gRPC), and its own: bad
+# requests at the protocol level (unknown model, malformed JSON and protobuf, an oversized body,
+# a batch over the maximum) each refused alone, load/unload/reload, SIGTERM with requests in
+# flight (about 10 s once the tool is built).
+run "tvmrt serve (OIP) under the Triton backend's client tests" crates/oip/tests/run.sh
 # KServe's own Python SDK (pinned venv .ci/requirements/kserve.txt, 450 MB, about 50 s to build
 # the first time) against `tvmrt serve --model-repository`: its v2 REST (JSON and binary) and
 # gRPC clients get TVM's recorded outputs; and the KServe runtime manifest

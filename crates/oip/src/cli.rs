@@ -64,6 +64,8 @@ pub fn serve(a: &Args, source: Source, host: &str, port: u16) -> Result<()> {
         .build()
         .map_err(|e| Error::runtime(format!("cannot start the async runtime: {e}")))?;
     rt.block_on(async move {
+        // Installed before anything loads: a signal during loading also stops the server.
+        let signalled = shutdown_signal()?;
         let bind = |port: u16| async move {
             tokio::net::TcpListener::bind((host, port))
                 .await
@@ -104,7 +106,7 @@ pub fn serve(a: &Args, source: Source, host: &str, port: u16) -> Result<()> {
             repo.ready().len(),
             repo.names().len()
         );
-        shutdown_signal().await;
+        signalled.await;
         eprintln!("tvmrt serve: shutting down: finishing the requests in flight");
         app.stopping.store(true, Ordering::Relaxed);
         let _ = stop_tx.send(true);
@@ -121,17 +123,20 @@ pub fn serve(a: &Args, source: Source, host: &str, port: u16) -> Result<()> {
     })
 }
 
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
+/// Resolves at the first SIGTERM or SIGINT (both handlers installed at once).
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let install = |kind: SignalKind| {
+        signal(kind).map_err(|e| Error::runtime(format!("cannot handle a signal: {e}")))
     };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-    }
+    let (mut term, mut int) = (
+        install(SignalKind::terminate())?,
+        install(SignalKind::interrupt())?,
+    );
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
 }

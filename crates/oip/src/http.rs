@@ -59,7 +59,10 @@ pub fn server_metadata() -> Value {
 /// The router of every route.
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
-        .route("/v2/health/live", get(|| async { Json(json!({"live": true})) }))
+        .route(
+            "/v2/health/live",
+            get(|| async { Json(json!({"live": true})) }),
+        )
         .route("/v2/health/ready", get(server_ready))
         .route("/v2", get(|| async { Json(server_metadata()) }))
         .route("/v2/models/{m}", get(model_metadata))
@@ -108,14 +111,18 @@ async fn model_metadata_v(
 }
 
 async fn model_ready(State(app): Shared, Path(m): Path<String>) -> Result<Json<Value>, ApiError> {
-    app.repo.get(&m, None).map(|_| Json(json!({"name": m, "ready": true})))
+    app.repo
+        .get(&m, None)
+        .map(|_| Json(json!({"name": m, "ready": true})))
 }
 
 async fn model_ready_v(
     State(app): Shared,
     Path((m, v)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    app.repo.get(&m, Some(&v)).map(|_| Json(json!({"name": m, "ready": true})))
+    app.repo
+        .get(&m, Some(&v))
+        .map(|_| Json(json!({"name": m, "ready": true})))
 }
 
 async fn model_config(State(app): Shared, Path(m): Path<String>) -> Result<Json<Value>, ApiError> {

@@ -231,9 +231,17 @@ impl ServedModel {
         let loaded: Loaded =
             load::open(name, version_dir, &config, true).map_err(|e| e.message().to_string())?;
         load::complete(&mut config, &loaded);
+        // The fields Triton fills in when a configuration leaves them out.
+        if let Some(obj) = config.as_object_mut() {
+            obj.entry("max_batch_size").or_insert(json!(0));
+            obj.entry("version_policy")
+                .or_insert(json!({"latest": {"num_versions": 1}}));
+            obj.entry("input").or_insert(json!([]));
+            obj.entry("output").or_insert(json!([]));
+        }
         let served = load::finish(&loaded, &config).map_err(|e| e.message().to_string())?;
         for w in &served.warnings {
-            eprintln!("tvmrt serve: warning: model `{name}`: {w}");
+            eprintln!("tvmrt: warning: model `{name}`: {w}");
         }
         let instance_list = instances(name, &mut config).map_err(fail)?;
         let mut runners = Vec::new();
@@ -246,7 +254,7 @@ impl ServedModel {
                 ))
             })?;
             eprintln!(
-                "tvmrt serve: model `{name}` instance `{iname}` on {}",
+                "tvmrt: model `{name}` instance `{iname}` on {}",
                 tvmrt::device::device_name(device)
             );
             runners.push(Instance(exec));
@@ -258,7 +266,7 @@ impl ServedModel {
             batched: served.batched,
         });
         let stats = Arc::new(ModelStats::default());
-        eprintln!("tvmrt serve: {}", served.summary(&loaded, version));
+        eprintln!("tvmrt: {}", served.summary(&loaded, version));
         let scheduler = Scheduler::start(name, runners, signature, policy.clone(), stats.clone())
             .map_err(|e| fail(format!("starting its instance threads: {e}")))?;
         Ok(ServedModel {
@@ -293,10 +301,16 @@ impl ServedModel {
             .map(|i| i.name.as_str())
             .collect();
         if !missing.is_empty() {
-            let got: Vec<&str> = request.inputs.iter().map(|t| t.name.as_str()).collect();
+            // Triton's words, names quoted as it quotes them.
+            let quoted = |names: Vec<&str>| {
+                let names: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+                format!("[{}]", names.join(", "))
+            };
+            let got = quoted(request.inputs.iter().map(|t| t.name.as_str()).collect());
+            let missing = quoted(missing);
             return Err(bad(format!(
-                "expected {} inputs but got {} inputs for model '{m}'. Got input(s) {got:?}, but \
-                 missing required input(s) {missing:?}. Please provide all required input(s).",
+                "expected {} inputs but got {} inputs for model '{m}'. Got input(s) {got}, but \
+                 missing required input(s) {missing}. Please provide all required input(s).",
                 self.inputs.iter().filter(|i| !i.optional).count(),
                 request.inputs.len(),
             )));

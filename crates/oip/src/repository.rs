@@ -148,7 +148,7 @@ impl Repository {
             .unwrap_or_else(|e| ("1".into(), Err(format!("loading panicked: {e}"))));
         match loaded {
             Ok(model) => {
-                eprintln!("tvmrt serve: model `{name}` version {version} ready");
+                eprintln!("tvmrt: successfully loaded '{name}' version {version}");
                 let old = self
                     .models
                     .write()
@@ -159,7 +159,7 @@ impl Repository {
                 Ok(())
             }
             Err(reason) => {
-                eprintln!("tvmrt serve: {reason}");
+                eprintln!("tvmrt: {reason}");
                 let mut models = self.models.write();
                 if !matches!(models.get(name), Some(Entry::Ready(_))) {
                     models.insert(
@@ -212,8 +212,9 @@ impl Repository {
             )
         };
         if let Entry::Ready(m) = old {
+            let version = m.version.clone();
             stop_in_background(m).await;
-            eprintln!("tvmrt serve: model `{name}` unloaded");
+            eprintln!("tvmrt: successfully unloaded '{name}' version {version}");
         }
         Ok(())
     }

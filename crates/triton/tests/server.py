@@ -68,11 +68,15 @@ class Server:
         ]
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         self.log_path = log_path
+        self.wait_ready(ready_models, timeout)
+
+    def wait_ready(self, ready_models, timeout):
+        """Waits until every model of `ready_models` is ready (stops the server on a timeout)."""
         deadline = time.time() + timeout
         pending = list(ready_models)
         while pending:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"tritonserver exited with {self.proc.returncode}:\n{self.log_text()}")
+                raise RuntimeError(f"the server exited with {self.proc.returncode}:\n{self.log_text()}")
             if time.time() > deadline:
                 log = self.log_text()
                 self.stop()
