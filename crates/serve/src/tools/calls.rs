@@ -10,6 +10,8 @@ use std::hash::{BuildHasher, Hasher};
 
 use serde_json::Value;
 
+use super::python_calls;
+
 const OPEN_TAG: &str = "<tool_call>";
 const CLOSE_TAG: &str = "</tool_call>";
 
@@ -100,6 +102,8 @@ pub struct CallReader {
     calls: usize,
     /// Past this many calls the rest of the answer is dropped (`parallel_tool_calls: false`).
     max_calls: usize,
+    /// Whether the answer so far may be MLC's Python call format (held back while it may).
+    python: bool,
 }
 
 /// The result of matching an expected literal at a position.
@@ -154,6 +158,7 @@ impl CallReader {
             blank: String::new(),
             calls: 0,
             max_calls: usize::MAX,
+            python: true,
         }
     }
 
@@ -238,6 +243,20 @@ impl CallReader {
             .then(|| (name.to_string(), arguments.to_string()))
     }
 
+    /// A whole call's pieces.
+    fn push_call(&mut self, out: &mut Vec<Piece>, call: Call) {
+        let index = self.calls;
+        out.push(Piece::CallStart {
+            index,
+            name: call.name,
+        });
+        out.push(Piece::Arguments {
+            index,
+            fragment: call.arguments,
+        });
+        self.calls += 1;
+    }
+
     /// Takes the next text of the answer; returns the pieces it completes.
     pub fn push(&mut self, text: &str) -> Vec<Piece> {
         self.buf.push_str(text);
@@ -248,6 +267,13 @@ impl CallReader {
                     self.buf.clear();
                     self.blank.clear();
                     return out;
+                }
+                State::Text if self.python => {
+                    let pending = format!("{}{}", self.blank, self.buf);
+                    if python_calls::may_start(&pending, &self.names) {
+                        return out;
+                    }
+                    self.python = false;
                 }
                 State::Text => {
                     if let Some(k) = self.buf.find(OPEN_TAG) {
@@ -306,13 +332,7 @@ impl CallReader {
                     let block: String = self.buf.drain(..k + CLOSE_TAG.len()).collect();
                     match self.block(&block[..k]) {
                         Some((name, arguments)) => {
-                            let index = self.calls;
-                            out.push(Piece::CallStart { index, name });
-                            out.push(Piece::Arguments {
-                                index,
-                                fragment: arguments,
-                            });
-                            self.calls += 1;
+                            self.push_call(&mut out, Call { name, arguments });
                         }
                         None => self.text(&mut out, &format!("{OPEN_TAG}{block}")),
                     }
@@ -327,6 +347,18 @@ impl CallReader {
         let mut out = Vec::new();
         let rest = std::mem::take(&mut self.buf);
         match self.state {
+            State::Text if self.python => {
+                let pending = format!("{}{rest}", self.blank);
+                match python_calls::read(&pending, &self.names) {
+                    Some(calls) => {
+                        self.blank.clear();
+                        for call in calls.into_iter().take(self.max_calls) {
+                            self.push_call(&mut out, call);
+                        }
+                    }
+                    None => self.text(&mut out, &rest),
+                }
+            }
             State::Text => self.text(&mut out, &rest),
             State::Head | State::Block => self.text(&mut out, &format!("{OPEN_TAG}{rest}")),
             State::Arguments(_) | State::Tail => {}

@@ -5,12 +5,15 @@
 //!
 //! The call format is the one ChatML-family tool models (Hermes 2 Pro, Qwen 2.5) are trained on
 //! and MLC's ChatML templates keep: each call a JSON object
-//! `{"name": ..., "arguments": {...}}` between `<tool_call>` and `</tool_call>` lines.
+//! `{"name": ..., "arguments": {...}}` between `<tool_call>` and `</tool_call>` lines. Under
+//! `auto`, an answer in MLC's own format (a Python call, as Gorilla models answer) is read
+//! too ([`python_calls`]).
 
 pub mod answer;
 pub mod calls;
 pub mod grammar;
 pub mod prompt;
+pub mod python_calls;
 
 use llguidance::api::ParserLimits;
 use llguidance::{GrammarBuilder, JsonCompileOptions};
