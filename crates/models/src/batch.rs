@@ -303,21 +303,9 @@ fn host_bytes(t: &Tensor) -> Result<Cow<'_, [u8]>, String> {
 mod tests {
     use std::cell::{Cell, RefCell};
 
-    use tvmrt::dtype::dtypes::FLOAT32;
-    use tvmrt::Error;
-
     use super::*;
     use crate::signature::Dim;
-
-    fn bytes(v: &[f32]) -> Vec<u8> {
-        v.iter().flat_map(|x| x.to_le_bytes()).collect()
-    }
-
-    fn floats(b: &[u8]) -> Vec<f32> {
-        b.chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect()
-    }
+    use crate::testing::{bytes, floats, input_x, n, Doubler};
 
     type Answer = Result<Vec<(String, Vec<i64>, Vec<f32>)>, String>;
 
@@ -375,26 +363,6 @@ mod tests {
         }
     }
 
-    /// Doubles its input; fails on a 13 anywhere in the batch. Records each call's rows.
-    #[derive(Default)]
-    struct Doubler {
-        calls: RefCell<Vec<i64>>,
-    }
-
-    impl Run for Doubler {
-        fn run(&self, inputs: &[Tensor]) -> tvmrt::Result<Vec<Tensor>> {
-            let t = &inputs[0];
-            self.calls.borrow_mut().push(t.shape()[0]);
-            let v = floats(&t.to_vec()?);
-            if v.contains(&13.0) {
-                return Err(Error::value("unlucky\n  13"));
-            }
-            let out = Tensor::empty(t.shape(), FLOAT32, cpu())?;
-            out.copy_from_bytes(&bytes(&v.iter().map(|x| x * 2.0).collect::<Vec<_>>()))?;
-            Ok(vec![out])
-        }
-    }
-
     #[derive(Default)]
     struct Recorded {
         requests: RefCell<Vec<bool>>,
@@ -413,12 +381,7 @@ mod tests {
     }
 
     fn model(dims: Vec<Dim>, batched: bool) -> (Vec<TensorSpec>, Vec<String>, bool) {
-        let spec = TensorSpec {
-            name: "x".into(),
-            dtype: FLOAT32,
-            dims,
-        };
-        (vec![spec], vec!["output0".into()], batched)
+        (vec![input_x(dims)], vec!["output0".into()], batched)
     }
 
     fn run(reqs: &[Fake], m: &(Vec<TensorSpec>, Vec<String>, bool)) -> (Doubler, Recorded) {
@@ -439,10 +402,6 @@ mod tests {
         r.answer.borrow().clone().unwrap()
     }
 
-    fn n() -> Dim {
-        Dim::Var("n".into())
-    }
-
     #[test]
     fn requests_run_as_one_batch_and_split_back() {
         let m = model(vec![n(), Dim::Fixed(2)], true);
@@ -452,7 +411,7 @@ mod tests {
             fake(&[1, 2], &[7.0, 8.0]),
         ];
         let (exec, stats) = run(&reqs, &m);
-        assert_eq!(*exec.calls.borrow(), vec![4]);
+        assert_eq!(exec.calls(), vec![4]);
         assert_eq!(
             answer(&reqs[1]),
             Ok(vec![(
@@ -478,7 +437,7 @@ mod tests {
             fake(&[2, 2], &[3.0, 4.0, 5.0, 6.0]),
         ];
         let (exec, stats) = run(&reqs, &m);
-        assert_eq!(*exec.calls.borrow(), vec![4, 1, 1, 2]);
+        assert_eq!(exec.calls(), vec![4, 1, 1, 2]);
         assert_eq!(
             answer(&reqs[1]),
             Err("running the model: unlucky 13".to_string())
@@ -503,7 +462,7 @@ mod tests {
         unknown_output.wanted = vec!["logits".into()];
         let reqs = [wrong_dtype, missing, wrong_shape, short, unknown_output];
         let (exec, stats) = run(&reqs, &m);
-        assert!(exec.calls.borrow().is_empty());
+        assert!(exec.calls().is_empty());
         let errors: Vec<String> = reqs.iter().map(|r| answer(r).unwrap_err()).collect();
         assert_eq!(
             errors,
@@ -527,7 +486,7 @@ mod tests {
             fake(&[2, 2], &[1.0, 2.0, 3.0, 4.0]),
         ];
         let (exec, _) = run(&reqs, &m);
-        assert_eq!(*exec.calls.borrow(), vec![1, 2]);
+        assert_eq!(exec.calls(), vec![1, 2]);
         assert_eq!(answer(&reqs[1]).unwrap()[0].1, vec![2, 2]);
 
         let m = model(vec![n(), Dim::Var("m".into())], true);
@@ -537,7 +496,7 @@ mod tests {
             fake(&[1, 2], &[5.0, 6.0]),
         ];
         let (exec, stats) = run(&reqs, &m);
-        assert_eq!(*exec.calls.borrow(), vec![2, 1]);
+        assert_eq!(exec.calls(), vec![2, 1]);
         assert_eq!(answer(&reqs[2]).unwrap()[0].2, vec![10.0, 12.0]);
         assert_eq!(*stats.batches.borrow(), vec![2, 1]);
     }

@@ -43,12 +43,7 @@ fn int_field(config: &Value, key: &str) -> i64 {
 }
 
 fn int_entry(config: &Map<String, Value>, key: &str) -> i64 {
-    // Protobuf's JSON writes 64-bit integers as strings.
-    match config.get(key) {
-        Some(Value::Number(n)) => n.as_i64().unwrap_or(0),
-        Some(Value::String(s)) => s.parse().unwrap_or(0),
-        _ => 0,
-    }
+    int_value(config.get(key), 0)
 }
 
 impl Settings {
@@ -174,12 +169,50 @@ pub fn first_gpu(config: &Value) -> Option<i64> {
         .get("gpus")
         .and_then(Value::as_array)
         .and_then(|g| g.first())
-        .map(|v| match v {
-            Value::Number(n) => n.as_i64().unwrap_or(0),
-            Value::String(s) => s.parse().unwrap_or(0),
-            _ => 0,
-        });
+        .map(|v| int_value(Some(v), 0));
     Some(first.unwrap_or(0))
+}
+
+/// A JSON integer (protobuf's JSON writes 64-bit ones as strings), else `default`.
+fn int_value(v: Option<&Value>, default: i64) -> i64 {
+    match v {
+        Some(Value::Number(n)) => n.as_i64().unwrap_or(default),
+        Some(Value::String(s)) => s.parse().unwrap_or(default),
+        _ => default,
+    }
+}
+
+/// Each instance the configuration's `instance_group`s ask for, as the GPU it runs on (`None`:
+/// the CPU): a `KIND_GPU` group's `count` (default 1) instances on each GPU it lists (GPU 0 when
+/// it lists none), any other group's `count` on the CPU; one CPU instance when no group is
+/// given.
+pub fn instance_gpus(config: &Value) -> Vec<Option<i64>> {
+    let groups = config
+        .get("instance_group")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for g in groups {
+        let count = int_value(g.get("count"), 1).max(0) as usize;
+        if g.get("kind").and_then(Value::as_str) == Some("KIND_GPU") {
+            let gpus: Vec<i64> = match g.get("gpus").and_then(Value::as_array) {
+                Some(list) if !list.is_empty() => {
+                    list.iter().map(|v| int_value(Some(v), 0)).collect()
+                }
+                _ => vec![0],
+            };
+            for gpu in gpus {
+                out.extend(std::iter::repeat_n(Some(gpu), count));
+            }
+        } else {
+            out.extend(std::iter::repeat_n(None, count));
+        }
+    }
+    if groups.is_empty() {
+        out.push(None);
+    }
+    out
 }
 
 /// The names and dims (batch dimension excluded) a configuration lists under `key`.
@@ -201,15 +234,7 @@ pub fn listed_tensors(config: &Value, key: &str) -> Vec<(String, Option<String>,
             let dims = t
                 .get("dims")
                 .and_then(Value::as_array)
-                .map(|d| {
-                    d.iter()
-                        .map(|v| match v {
-                            Value::Number(n) => n.as_i64().unwrap_or(-1),
-                            Value::String(s) => s.parse().unwrap_or(-1),
-                            _ => -1,
-                        })
-                        .collect()
-                })
+                .map(|d| d.iter().map(|v| int_value(Some(v), -1)).collect())
                 .unwrap_or_default();
             (name, dtype, dims)
         })
@@ -417,6 +442,18 @@ mod tests {
             e,
             "config.pbtxt does not list input `x` (x: float32[n, 16])"
         );
+    }
+
+    #[test]
+    fn instances_of_each_group() {
+        let c = |t: &str| serde_json::from_str::<Value>(t).unwrap();
+        assert_eq!(instance_gpus(&c("{}")), vec![None]);
+        assert_eq!(
+            instance_gpus(&c(r#"{"instance_group": [{"kind": "KIND_CPU", "count": 2},
+                {"kind": "KIND_GPU", "count": "2", "gpus": [1, 3]}, {"kind": "KIND_GPU"}]}"#)),
+            vec![None, None, Some(1), Some(1), Some(3), Some(3), Some(0)]
+        );
+        assert_eq!(instance_gpus(&c(r#"{"instance_group": [{}]}"#)), vec![None]);
     }
 
     #[test]

@@ -23,22 +23,35 @@
 //! - [`batch`]: [`batch::execute`] checks requests against the model ([`batch::ModelView`]),
 //!   stacks those that fit into one model call, splits the outputs back, and reruns a failing
 //!   batch request by request.
+//! - [`batcher`]: a dynamic batcher for a server outside Triton: [`batcher::Batcher`] (a
+//!   bounded per-model queue, N instance threads, batches of single requests formed within
+//!   `max_queue_delay_microseconds` and `preferred_batch_size`, graceful
+//!   [`batcher::Batcher::drain`]), set from a configuration by [`batcher::BatcherConfig`];
+//!   refusals are [`batcher::Refused`].
+//! - [`stats`]: per-model statistics as Triton's statistics extension reports them
+//!   ([`stats::ModelStats`], with per-batch-size compute times).
 
 #![warn(missing_docs)]
 
 pub mod batch;
+pub mod batcher;
 pub mod config;
 pub mod load;
 pub mod pbtxt;
 pub mod request;
 pub mod runner;
 pub mod signature;
+pub mod stats;
+#[cfg(test)]
+mod testing;
 pub mod types;
 pub mod weights;
 
 pub use batch::{execute, ModelView};
+pub use batcher::{Batcher, BatcherConfig, ModelSpec, Refused};
 pub use config::{autocomplete, Settings};
 pub use request::{Input, OutputData, Pending, Run, Stats, Timing};
 pub use runner::{Executor, Model};
 pub use signature::{Dim, TensorSpec};
+pub use stats::ModelStats;
 pub use types::DataType;
