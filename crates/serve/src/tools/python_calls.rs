@@ -174,3 +174,83 @@ pub fn may_start(text: &str, names: &[String]) -> bool {
         t.starts_with(&head) || head.starts_with(t)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::calls::{read_answer, CallReader, Piece};
+    use super::read as read_python;
+
+    #[test]
+    fn mlcs_python_call_format_is_read_too() {
+        let names = || vec!["get_weather".to_string(), "get_time".to_string()];
+        let read = |text: &str| read_answer(CallReader::new(names()), text);
+        let known = names();
+        let got = |text: &str| {
+            read_python(text, &known).map(|calls| {
+                calls
+                    .into_iter()
+                    .map(|c| (c.name, c.arguments))
+                    .collect::<Vec<_>>()
+            })
+        };
+        let pair = |n: &str, a: &str| (n.to_string(), a.to_string());
+        assert_eq!(
+            got(r#"get_weather(city="Oslo", unit='c', days=3, x=-1.5, ok=True, no=None)"#),
+            Some(vec![pair(
+                "get_weather",
+                r#"{"city":"Oslo","unit":"c","days":3,"x":-1.5,"ok":true,"no":null}"#
+            )])
+        );
+        assert_eq!(
+            got(r#" [get_time(), get_weather(l=[1, (2, 3)], d={'a': "b\"c"},)] "#),
+            Some(vec![
+                pair("get_time", "{}"),
+                pair("get_weather", r#"{"l":[1,[2,3]],"d":{"a":"b\"c"}}"#)
+            ])
+        );
+        for bad in [
+            "get_news(a=1)",
+            "get_time(1)",
+            "get_time(a=b)",
+            "get_time(a=1",
+            "get_time() and more",
+            "[]",
+            "hello",
+            "get_time(a='x)",
+        ] {
+            assert_eq!(got(bad), None, "{bad}");
+        }
+        // A whole answer in that format is calls, streamed or not; text that only starts like a
+        // call's name goes out as text.
+        let (content, calls, complete) = read("get_time(zone=2)");
+        assert_eq!((content, calls.len(), complete), (None, 1, 1));
+        assert_eq!(calls[0].arguments, r#"{"zone":2}"#);
+        let mut reader = CallReader::new(names());
+        assert!(reader.push("get_ti").is_empty() && reader.push("me(zone=").is_empty());
+        let pieces = [reader.push("2)"), reader.finish()].concat();
+        assert_eq!(
+            pieces,
+            [
+                Piece::CallStart {
+                    index: 0,
+                    name: "get_time".into()
+                },
+                Piece::Arguments {
+                    index: 0,
+                    fragment: r#"{"zone":2}"#.into()
+                }
+            ]
+        );
+        let mut reader = CallReader::new(names());
+        assert!(reader.push("get").is_empty());
+        assert_eq!(
+            reader.push("ting there"),
+            [Piece::Text("getting there".into())]
+        );
+        let (content, calls, _) = read("get_time(zone=2) is what I would call");
+        assert_eq!(
+            (content.as_deref(), calls.len()),
+            (Some("get_time(zone=2) is what I would call"), 0)
+        );
+    }
+}
