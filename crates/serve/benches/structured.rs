@@ -85,19 +85,42 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Over the prompts, one at a time: (median time per output token, median time from the
-/// request to its last token, median tokens), in microseconds.
-fn one_by_one(e: &Engine, make: &dyn Fn(usize) -> SamplingParams) -> (f64, f64, f64) {
-    let (mut tpot, mut whole, mut count) = (Vec::new(), Vec::new(), Vec::new());
+/// One request's (time per output token, time from the request to its last token, tokens),
+/// microseconds.
+fn timed(e: &Engine, k: usize, params: SamplingParams) -> [f64; 3] {
+    let start = Instant::now();
+    let t = stamps(e, prompt(k), params);
+    let n = t.len();
+    [
+        (t[n - 1] - t[0]).as_secs_f64() * 1e6 / (n.max(2) - 1) as f64,
+        (t[n - 1] - start).as_secs_f64() * 1e6,
+        n as f64,
+    ]
+}
+
+/// Over the prompts, one request at a time, each constrained request right before its free
+/// counterpart (so that the machine's load changes hit both alike): the medians of both
+/// sides' [`timed`] figures and of the pairs' ratios (per token, whole answer).
+fn pairs(
+    e: &Engine,
+    constrained: &dyn Fn(usize) -> SamplingParams,
+    free: &dyn Fn(usize, usize) -> SamplingParams,
+) -> ([f64; 3], [f64; 3], [f64; 2]) {
+    let (mut c, mut f, mut r) = (Vec::new(), Vec::new(), Vec::new());
     for k in 0..PROMPTS {
-        let start = Instant::now();
-        let t = stamps(e, prompt(k), make(k));
-        let n = t.len();
-        tpot.push((t[n - 1] - t[0]).as_secs_f64() * 1e6 / (n.max(2) - 1) as f64);
-        whole.push((t[n - 1] - start).as_secs_f64() * 1e6);
-        count.push(n as f64);
+        let a = timed(e, k, constrained(k));
+        let b = timed(e, k, free(k, a[2] as usize));
+        r.push([a[0] / b[0], a[1] / b[1]]);
+        c.push(a);
+        f.push(b);
     }
-    (median(tpot), median(whole), median(count))
+    let med = |v: &[[f64; 3]], i: usize| median(v.iter().map(|x| x[i]).collect());
+    let ratio = |i: usize| median(r.iter().map(|x: &[f64; 2]| x[i]).collect());
+    (
+        [med(&c, 0), med(&c, 1), med(&c, 2)],
+        [med(&f, 0), med(&f, 1), med(&f, 2)],
+        [ratio(0), ratio(1)],
+    )
 }
 
 /// 16 requests at once: output tokens per second.
@@ -126,33 +149,47 @@ fn main() {
     let device = std::env::var("TVMRT_SERVE_DEVICE").unwrap_or_else(|_| "cpu".into());
     bare_forwards(&dir, &lib, &device);
     let e = Arc::new(start(&dir, &lib, &device));
-    // Warm up, and the schema answers' lengths: each free run gets as many tokens.
-    let lengths: Vec<usize> = (0..PROMPTS)
-        .map(|k| stamps(&e, prompt(k), params(Some(schema()), 200)).len())
-        .collect();
+    // Warm up.
+    for k in 0..4 {
+        stamps(&e, prompt(k), params(Some(schema()), 200));
+        stamps(&e, prompt(k), params(None, 64));
+    }
     println!("device: {device}; {PROMPTS} prompts of 24 tokens, greedy, one at a time");
-    let (c_tpot, c_whole, c_n) = one_by_one(&e, &|_| params(Some(schema()), 200));
-    let (f_tpot, f_whole, _) = one_by_one(&e, &|k| params(None, lengths[k]));
+    let (c, f, r) = pairs(&e, &|_| params(Some(schema()), 200), &|_, n| {
+        params(None, n)
+    });
     println!(
-        "json_schema: {c_n:.0} tokens, time per output token {c_tpot:.1} us, whole answer \
-         {c_whole:.0} us | free, same tokens: {f_tpot:.1} us, {f_whole:.0} us | ratio \
-         {:.2}x per token, {:.2}x whole answer",
-        c_tpot / f_tpot,
-        c_whole / f_whole
+        "json_schema: {:.0} tokens, time per output token {:.1} us, whole answer {:.0} us | \
+         free, same tokens: {:.1} us, {:.0} us | ratio (median of pairs) {:.2}x per token, \
+         {:.2}x whole answer",
+        c[2], c[0], c[1], f[0], f[1], r[0], r[1]
     );
     let rx = Constraint::Regex("[a-z0-9 ,.]{64}".into());
-    let (r_tpot, r_whole, r_n) = one_by_one(&e, &|_| params(Some(rx.clone()), 200));
-    let (f_tpot, f_whole, _) = one_by_one(&e, &|_| params(None, r_n as usize));
+    let (c, f, r) = pairs(&e, &|_| params(Some(rx.clone()), 200), &|_, n| {
+        params(None, n)
+    });
     println!(
-        "regex, a mask every step: {r_n:.0} tokens, {r_tpot:.1} us per token, whole {r_whole:.0} \
-         us | free: {f_tpot:.1} us, {f_whole:.0} us | ratio {:.2}x per token",
-        r_tpot / f_tpot
+        "regex, a mask every step: {:.0} tokens, {:.1} us per token, whole {:.0} us | free: \
+         {:.1} us, {:.0} us | ratio {:.2}x per token, {:.2}x whole answer",
+        c[2], c[0], c[1], f[0], f[1], r[0], r[1]
     );
-    let c16 = together(&e, &|_| params(Some(schema()), 200));
-    let f16 = together(&e, &|k| params(None, lengths[k]));
+    // 16 at once, three rounds of each alternated; each side's free requests as long as the
+    // constrained answers.
+    let lengths: Vec<usize> = (0..16)
+        .map(|k| stamps(&e, prompt(k), params(Some(schema()), 200)).len())
+        .collect();
+    let (mut c16, mut f16) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        c16.push(together(&e, &|_| params(Some(schema()), 200)));
+        f16.push(together(&e, &|k| params(None, lengths[k])));
+    }
+    let ratios: Vec<f64> = c16.iter().zip(&f16).map(|(a, b)| a / b).collect();
     println!(
-        "16 streams at once: json_schema {c16:.0} tokens/s, free {f16:.0} tokens/s ({:.2}x)",
-        c16 / f16
+        "16 streams at once (3 rounds each): json_schema {:.0} tokens/s, free {:.0} tokens/s \
+         (median ratio {:.2}x)",
+        median(c16),
+        median(f16),
+        median(ratios)
     );
     let grammars = e.grammars().unwrap();
     let compiled = grammars.compile(&schema()).unwrap();
