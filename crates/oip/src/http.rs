@@ -261,7 +261,7 @@ pub fn stats_json(app: &App, m: Option<&str>, v: Option<&str>) -> Result<Value, 
     };
     let list: Vec<Value> = models
         .iter()
-        .map(|s| stats::model_json(&s.name, &s.version, &s.stats.snapshot()))
+        .map(|s| s.stats().to_json(&s.name, &s.version))
         .collect();
     Ok(json!({ "model_stats": list }))
 }
@@ -307,14 +307,7 @@ async fn metrics(State(app): Shared) -> Response {
         .repo
         .ready()
         .iter()
-        .map(|s| {
-            (
-                s.name.clone(),
-                s.version.clone(),
-                s.stats.snapshot(),
-                s.pending(),
-            )
-        })
+        .map(|s| (s.name.clone(), s.version.clone(), s.stats(), s.pending()))
         .collect();
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

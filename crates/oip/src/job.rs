@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
-use tvmrt_models::request::{now_ns, Input, OutputData, Pending};
+use tvmrt_models::request::{Input, OutputData, Pending};
 
 use crate::infer::{InferRequest, Tensor};
 
@@ -17,21 +17,15 @@ pub type Answer = Result<Vec<Tensor>, String>;
 pub struct Job {
     /// The request.
     pub request: InferRequest,
-    /// When it arrived (`now_ns`), for the queue statistics.
-    pub arrived: u64,
-    /// Its rows (the batch dimension; 1 for a model that does not batch).
-    pub rows: u64,
     reply: Mutex<Option<oneshot::Sender<Answer>>>,
 }
 
 impl Job {
-    /// A job for `request` of `rows` rows, and where its answer will come.
-    pub fn new(request: InferRequest, rows: u64) -> (Job, oneshot::Receiver<Answer>) {
+    /// A job for `request`, and where its answer will come.
+    pub fn new(request: InferRequest) -> (Job, oneshot::Receiver<Answer>) {
         let (tx, rx) = oneshot::channel();
         let job = Job {
             request,
-            arrived: now_ns(),
-            rows,
             reply: Mutex::new(Some(tx)),
         };
         (job, rx)

@@ -16,5 +16,4 @@ pub mod infer;
 pub mod job;
 pub mod model;
 pub mod repository;
-pub mod scheduler;
 pub mod stats;

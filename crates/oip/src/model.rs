@@ -1,24 +1,22 @@
 //! A model being served: loaded from its version directory by `tvmrt_models::load` (the
 //! Triton backend's steps: open, complete the configuration, check it), its instances started
-//! on a [`Scheduler`], and requests checked against its configuration as Triton's core checks
+//! on a `tvmrt_models` batcher, and requests checked against its configuration as Triton's core checks
 //! them before they are queued (names, dtypes, shapes, batch size, `reshape`).
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::RwLock;
 use serde_json::{json, Value};
+use tvmrt_models::batcher::{Batcher, BatcherConfig, ModelSpec, Refused};
 use tvmrt_models::load::{self, Loaded};
 use tvmrt_models::request::Run;
+use tvmrt_models::stats::ModelStats;
 use tvmrt_models::types::DataType;
-use tvmrt_models::Executor;
 
 use crate::error::ApiError;
 use crate::infer::InferRequest;
 use crate::job::{Answer, Job};
-use crate::scheduler::{Policy, Scheduler, Signature};
-use crate::stats::ModelStats;
 
 /// An input as the configuration lists it.
 #[derive(Clone, Debug)]
@@ -49,24 +47,7 @@ pub struct ServedModel {
     pub outputs: Vec<(String, DataType, Vec<i64>)>,
     /// `max_batch_size`.
     pub max_batch_size: u64,
-    /// Its statistics.
-    pub stats: Arc<ModelStats>,
-    scheduler: RwLock<Option<Scheduler>>,
-}
-
-/// An instance's executor, moved to the thread that alone runs it.
-struct Instance(Executor);
-
-// SAFETY: an executor's objects (its VM, functions, weights) are tvm-ffi objects with atomic
-// reference counts; the raw handles inside are not tied to the thread that made them (the
-// Triton backend, too, creates executors on one thread and runs them on Triton's instance
-// threads). The executor moves to its instance thread and is used there alone.
-unsafe impl Send for Instance {}
-
-impl Run for Instance {
-    fn run(&self, inputs: &[tvmrt::tensor::Tensor]) -> tvmrt::Result<Vec<tvmrt::tensor::Tensor>> {
-        self.0.run(inputs)
-    }
+    batcher: Batcher<Job>,
 }
 
 /// Server-wide limits a model takes when its configuration sets none.
@@ -122,37 +103,6 @@ fn listed_outputs(config: &Value) -> Vec<(String, DataType, Vec<i64>)> {
             )
         })
         .collect()
-}
-
-/// The queueing policy of a completed configuration.
-fn policy(config: &Value, defaults: &Defaults) -> Policy {
-    let max_batch_size = config
-        .get("max_batch_size")
-        .and_then(int)
-        .unwrap_or(0)
-        .max(0) as u64;
-    let dynamic = config.get("dynamic_batching").filter(|v| v.is_object());
-    let field = |k: &str| dynamic.and_then(|d| d.get(k));
-    let max_queue = field("default_queue_policy")
-        .and_then(|p| p.get("max_queue_size"))
-        .and_then(int)
-        .filter(|&n| n > 0)
-        .map_or(defaults.max_queue, |n| n as usize);
-    Policy {
-        max_batch_size,
-        dynamic: dynamic.is_some(),
-        max_delay: Duration::from_micros(
-            field("max_queue_delay_microseconds")
-                .and_then(int)
-                .unwrap_or(0)
-                .max(0) as u64,
-        ),
-        preferred: ints(field("preferred_batch_size"))
-            .into_iter()
-            .map(|n| n.max(0) as u64)
-            .collect(),
-        max_queue,
-    }
 }
 
 /// The instances a configuration asks for: each one's name and GPU (`None`: the CPU).
@@ -244,46 +194,56 @@ impl ServedModel {
             eprintln!("tvmrt: warning: model `{name}`: {w}");
         }
         let instance_list = instances(name, &mut config).map_err(fail)?;
-        let mut runners = Vec::new();
-        for (iname, gpu) in &instance_list {
-            let device = load::instance_device(loaded.device, *gpu).map_err(fail)?;
-            let exec = loaded.model.executor(device).map_err(|e| {
-                fail(format!(
-                    "instance `{iname}`: {}",
-                    tvmrt_models::runner::one_line(&e.message)
-                ))
-            })?;
-            eprintln!(
-                "tvmrt: model `{name}` instance `{iname}` on {}",
-                tvmrt::device::device_name(device)
-            );
-            runners.push(Instance(exec));
+        let devices = instance_list
+            .iter()
+            .map(|(_, gpu)| load::instance_device(loaded.device, *gpu).map_err(fail))
+            .collect::<Result<Vec<_>, String>>()?;
+        let mut batching = BatcherConfig::from_config(&config);
+        if config
+            .pointer("/dynamic_batching/default_queue_policy/max_queue_size")
+            .is_none()
+        {
+            batching.max_queue_size = defaults.max_queue;
         }
-        let policy = policy(&config, defaults);
-        let signature = Arc::new(Signature {
+        let spec = ModelSpec {
             inputs: loaded.model.inputs.clone(),
             output_names: served.output_names.clone(),
             batched: served.batched,
-        });
-        let stats = Arc::new(ModelStats::default());
+        };
         eprintln!("tvmrt: {}", served.summary(&loaded, version));
-        let scheduler = Scheduler::start(name, runners, signature, policy.clone(), stats.clone())
-            .map_err(|e| fail(format!("starting its instance threads: {e}")))?;
+        let model = Arc::new(loaded.model);
+        let owner = name.to_string();
+        // Each instance's executor is made on its own thread, which alone runs it.
+        let make = move |k: usize| -> Result<Box<dyn Run>, String> {
+            let (iname, device) = (&instance_list[k].0, devices[k]);
+            let exec = model.executor(device).map_err(|e| {
+                format!(
+                    "instance `{iname}`: {}",
+                    tvmrt_models::runner::one_line(&e.message)
+                )
+            })?;
+            eprintln!(
+                "tvmrt: model `{owner}` instance `{iname}` on {}",
+                tvmrt::device::device_name(device)
+            );
+            Ok(Box::new(exec))
+        };
+        let max_batch_size = batching.max_batch_size.max(0) as u64;
+        let batcher = Batcher::start(name, spec, batching, Arc::new(make)).map_err(fail)?;
         Ok(ServedModel {
             name: name.to_string(),
             version: version.to_string(),
             inputs: listed_inputs(&config),
             outputs: listed_outputs(&config),
-            max_batch_size: policy.max_batch_size,
+            max_batch_size,
             config,
-            stats,
-            scheduler: RwLock::new(Some(scheduler)),
+            batcher,
         })
     }
 
     /// Checks `request` against the configuration (as Triton's core does before queueing)
-    /// and applies `reshape`; returns its rows.
-    pub fn prepare(&self, request: &mut InferRequest) -> Result<u64, ApiError> {
+    /// and applies `reshape`.
+    pub fn prepare(&self, request: &mut InferRequest) -> Result<(), ApiError> {
         let m = &self.name;
         let bad = |msg: String| ApiError::bad_request(msg);
         for t in &request.inputs {
@@ -379,7 +339,7 @@ impl ServedModel {
                 t.shape = batch.into_iter().chain(shape.iter().copied()).collect();
             }
         }
-        Ok(rows.unwrap_or(1).max(1) as u64)
+        Ok(())
     }
 
     /// Checks, queues and waits for `request`'s answer; `timeout` bounds the wait.
@@ -388,29 +348,15 @@ impl ServedModel {
         mut request: InferRequest,
         timeout: Duration,
     ) -> Result<Answer, ApiError> {
-        let rows = match self.prepare(&mut request) {
-            Ok(r) => r,
-            Err(e) => {
-                self.stats.refused();
-                return Err(e);
-            }
-        };
-        let (job, rx) = Job::new(request, rows);
-        {
-            let scheduler = self.scheduler.read();
-            let Some(s) = scheduler.as_ref() else {
-                return Err(ApiError::unavailable(format!(
-                    "model '{}' is unloading",
-                    self.name
-                )));
-            };
-            if let Err(why) = s.submit(job) {
-                self.stats.refused();
-                return Err(ApiError::unavailable(format!(
-                    "model '{}': {why}",
-                    self.name
-                )));
-            }
+        self.prepare(&mut request)?;
+        let (job, rx) = Job::new(request);
+        if let Err((refused, _)) = self.batcher.submit(job) {
+            return Err(match refused {
+                Refused::TooLarge { .. } => ApiError::bad_request(refused.to_string()),
+                Refused::QueueFull { .. } | Refused::ShuttingDown { .. } => {
+                    ApiError::unavailable(refused.to_string())
+                }
+            });
         }
         match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(answer)) => Ok(answer),
@@ -431,15 +377,18 @@ impl ServedModel {
 
     /// Requests waiting in its queue.
     pub fn pending(&self) -> usize {
-        self.scheduler.read().as_ref().map_or(0, Scheduler::pending)
+        self.batcher.queued()
     }
 
-    /// Refuses new requests, finishes those queued, stops the instances (blocking).
+    /// Its statistics so far.
+    pub fn stats(&self) -> ModelStats {
+        self.batcher.stats()
+    }
+
+    /// Refuses new requests, finishes those queued and running, stops the instances
+    /// (blocking; idempotent).
     pub fn stop(&self) {
-        let scheduler = self.scheduler.write().take();
-        if let Some(s) = scheduler {
-            s.stop();
-        }
+        self.batcher.drain();
     }
 
     /// Its inputs and outputs as the metadata lists them: name, type, shape (the batch
