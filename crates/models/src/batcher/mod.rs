@@ -6,12 +6,15 @@
 //! is younger than `max_queue_delay_microseconds` and no preferred batch size can be formed,
 //! as Triton's dynamic batcher does. Each request answers itself ([`Pending::respond`]: the
 //! server's callback or channel). [`Batcher::drain`] refuses new requests and finishes the
-//! queued and running ones; statistics are kept as Triton reports them ([`ModelStats`]).
+//! queued and running ones; a request past its queue timeout is refused unrun, and a model
+//! that panics answers its batch with an error. Statistics are kept as Triton reports them
+//! ([`ModelStats`]).
 
 mod plan;
 #[cfg(test)]
 mod tests;
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -47,12 +50,17 @@ pub struct BatcherConfig {
     pub max_queue_size: usize,
     /// The instance threads to start.
     pub instances: usize,
+    /// How long a request may wait in the queue before it is refused unrun
+    /// (`default_queue_policy { default_timeout_microseconds }` with `timeout_action: REJECT`,
+    /// Triton's default action); `None`: no limit.
+    pub queue_timeout: Option<Duration>,
 }
 
 impl BatcherConfig {
     /// Reads a (completed) configuration: `max_batch_size`, `dynamic_batching`'s
     /// `max_queue_delay_microseconds`, `preferred_batch_size` and `default_queue_policy {
-    /// max_queue_size }` (else [`DEFAULT_MAX_QUEUE_SIZE`]), and the instances its
+    /// max_queue_size default_timeout_microseconds timeout_action }` (else
+    /// [`DEFAULT_MAX_QUEUE_SIZE`], no timeout), and the instances its
     /// `instance_group`s ask for ([`config::instance_gpus`]).
     pub fn from_config(config: &Value) -> BatcherConfig {
         let int = |v: Option<&Value>| match v {
@@ -62,10 +70,19 @@ impl BatcherConfig {
         };
         let dynamic = config.get("dynamic_batching").filter(|d| d.is_object());
         let field = |key: &str| dynamic.and_then(|d| d.get(key));
-        let queue_size = field("default_queue_policy")
+        let policy = field("default_queue_policy");
+        let queue_size = policy
             .and_then(|p| int(p.get("max_queue_size")))
             .filter(|&n| n > 0)
             .map_or(DEFAULT_MAX_QUEUE_SIZE, |n| n as usize);
+        let rejects = policy
+            .and_then(|p| p.get("timeout_action"))
+            .and_then(Value::as_str)
+            .is_none_or(|a| a == "REJECT");
+        let queue_timeout = policy
+            .and_then(|p| int(p.get("default_timeout_microseconds")))
+            .filter(|&t| t > 0 && rejects)
+            .map(|t| Duration::from_micros(t as u64));
         BatcherConfig {
             max_batch_size: int(config.get("max_batch_size")).unwrap_or(0).max(0),
             dynamic: dynamic.is_some(),
@@ -80,6 +97,7 @@ impl BatcherConfig {
                 .unwrap_or_default(),
             max_queue_size: queue_size,
             instances: config::instance_gpus(config).len(),
+            queue_timeout,
         }
     }
 }
@@ -162,11 +180,26 @@ impl std::fmt::Display for Refused {
 
 impl std::error::Error for Refused {}
 
-/// A request in the queue: the server's request, its batch size and when it came.
+/// A request in the queue: the server's request, its batch size and when it came, and
+/// whether it was answered and released (so that a panic leaves none unanswered).
 pub struct Queued<R> {
     request: R,
     rows: i64,
     arrived: u64,
+    answered: Cell<bool>,
+    released: Cell<bool>,
+}
+
+impl<R: Pending> Queued<R> {
+    /// Answers with `message` and releases, unless that was done.
+    fn fail(&self, message: &str) {
+        if !self.answered.get() {
+            self.respond(Err(message.to_string()));
+        }
+        if !self.released.get() {
+            self.release();
+        }
+    }
 }
 
 impl<R: Pending> Pending for Queued<R> {
@@ -177,9 +210,11 @@ impl<R: Pending> Pending for Queued<R> {
         self.request.requested_outputs()
     }
     fn respond(&self, outcome: Result<Vec<OutputData<'_>>, String>) {
+        self.answered.set(true);
         self.request.respond(outcome)
     }
     fn release(&self) {
+        self.released.set(true);
         self.request.release()
     }
 }
@@ -332,6 +367,8 @@ impl<R: Pending + Send + 'static> Batcher<R> {
             request,
             rows,
             arrived: now_ns(),
+            answered: Cell::new(false),
+            released: Cell::new(false),
         });
         drop(state);
         s.wake.notify_all();
@@ -373,20 +410,67 @@ impl<R: Pending + Send + 'static> Drop for Batcher<R> {
 
 /// An instance thread: takes batches until the batcher drains and its queue is empty.
 fn serve<R: Pending + Send>(shared: &Shared<R>, runner: &dyn Run) {
-    while let Some(batch) = next_batch(shared) {
+    while let Some(Taken { batch, expired }) = next_batch(shared) {
+        for q in &expired {
+            let waited = now_ns().saturating_sub(q.arrived);
+            q.fail(&format!(
+                "model `{}`: the request waited {} ms in the queue, over the model's queue \
+                 timeout of {} ms",
+                shared.name,
+                waited / 1_000_000,
+                shared.config.queue_timeout.map_or(0, |t| t.as_millis())
+            ));
+            let t = Timing {
+                compute_start: now_ns(),
+                compute_end: now_ns(),
+            };
+            shared.request(q, false, t.compute_start, t, t.compute_end);
+        }
+        if batch.is_empty() {
+            continue;
+        }
         let view = shared.model.view();
-        // A panic in a model is this batch's alone: its unanswered requests are dropped
-        // (their servers see no answer), and the instance goes on.
-        let _ = catch_unwind(AssertUnwindSafe(|| {
+        // A panic in a model is this batch's alone: its requests not yet answered get an
+        // error, and the instance goes on.
+        let ran = catch_unwind(AssertUnwindSafe(|| {
             execute(runner, &view, &batch, shared);
         }));
+        if ran.is_err() {
+            for q in &batch {
+                q.fail(&format!(
+                    "model `{}`: running the model panicked",
+                    shared.name
+                ));
+            }
+        }
     }
 }
 
-/// Waits for the next batch to run; `None` when draining is done.
-fn next_batch<R>(shared: &Shared<R>) -> Option<Vec<Queued<R>>> {
+/// What an instance took off the queue: a batch to run, and requests past their queue
+/// timeout to refuse.
+struct Taken<R> {
+    batch: Vec<Queued<R>>,
+    expired: Vec<Queued<R>>,
+}
+
+/// Waits for the next batch to run (or requests past their timeout); `None` when draining is
+/// done.
+fn next_batch<R>(shared: &Shared<R>) -> Option<Taken<R>> {
     let mut state = lock(&shared.state);
     loop {
+        if let Some(timeout) = shared.config.queue_timeout {
+            let limit = now_ns().saturating_sub(timeout.as_nanos() as u64);
+            if state.queue.iter().any(|q| q.arrived < limit) {
+                let (expired, kept): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut state.queue)
+                    .into_iter()
+                    .partition(|q| q.arrived < limit);
+                state.queue = kept;
+                return Some(Taken {
+                    batch: Vec::new(),
+                    expired: expired.into(),
+                });
+            }
+        }
         if state.queue.is_empty() {
             if state.draining {
                 return None;
@@ -402,9 +486,18 @@ fn next_batch<R>(shared: &Shared<R>) -> Option<Vec<Queued<R>>> {
                 if !state.queue.is_empty() {
                     shared.wake.notify_all();
                 }
-                return Some(batch);
+                return Some(Taken {
+                    batch,
+                    expired: Vec::new(),
+                });
             }
             Plan::WaitUntil(deadline) => {
+                // Woken in time to refuse the oldest request when its queue timeout is up.
+                let expiry = shared.config.queue_timeout.and_then(|t| {
+                    let oldest = state.queue.iter().map(|q| q.arrived).min()?;
+                    Some(oldest.saturating_add(t.as_nanos() as u64))
+                });
+                let deadline = expiry.map_or(deadline, |e| e.min(deadline));
                 let wait = Duration::from_nanos(deadline.saturating_sub(now));
                 state = shared
                     .wake

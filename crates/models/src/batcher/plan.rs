@@ -83,6 +83,7 @@ mod tests {
             preferred_batch_sizes: preferred.to_vec(),
             max_queue_size: 100,
             instances: 1,
+            queue_timeout: None,
         }
     }
 

@@ -88,6 +88,7 @@ fn config(max: i64, delay: Duration, queue: usize, instances: usize) -> BatcherC
         preferred_batch_sizes: Vec::new(),
         max_queue_size: queue,
         instances,
+        queue_timeout: None,
     }
 }
 
@@ -377,7 +378,7 @@ fn settings_from_a_configuration() {
         "dynamic_batching": {
             "max_queue_delay_microseconds": "2000",
             "preferred_batch_size": [4, 8],
-            "default_queue_policy": {"max_queue_size": 32},
+            "default_queue_policy": {"max_queue_size": 32, "default_timeout_microseconds": 5000},
         },
         "instance_group": [{"kind": "KIND_CPU", "count": 3}],
     });
@@ -390,8 +391,12 @@ fn settings_from_a_configuration() {
             preferred_batch_sizes: vec![4, 8],
             max_queue_size: 32,
             instances: 3,
+            queue_timeout: Some(Duration::from_millis(5)),
         }
     );
+    let delayed = json!({"dynamic_batching": {"default_queue_policy": {
+        "timeout_action": "DELAY", "default_timeout_microseconds": 5000}}});
+    assert_eq!(BatcherConfig::from_config(&delayed).queue_timeout, None);
     let plain = BatcherConfig::from_config(&json!({"max_batch_size": 4}));
     assert!(!plain.dynamic);
     assert_eq!(plain.max_queue_size, DEFAULT_MAX_QUEUE_SIZE);
@@ -399,4 +404,59 @@ fn settings_from_a_configuration() {
         (plain.instances, plain.max_queue_delay),
         (1, Duration::ZERO)
     );
+    assert_eq!(plain.queue_timeout, None);
+}
+
+#[test]
+fn requests_past_their_queue_timeout_are_refused_unrun() {
+    let mut c = config(8, Duration::ZERO, 16, 1);
+    c.queue_timeout = Some(Duration::from_millis(50));
+    let (b, gate) = gated(c);
+    let (first, first_answer) = job(&[1, 2], &[1.0, 1.0]);
+    b.submit(first).map_err(|e| e.0).unwrap();
+    gate.wait_running(1);
+    let (late, late_answer) = job(&[1, 2], &[2.0, 2.0]);
+    b.submit(late).map_err(|e| e.0).unwrap();
+    std::thread::sleep(Duration::from_millis(120));
+    gate.open();
+    assert_eq!(answer(&first_answer), Ok(vec![2.0, 2.0]));
+    let refused = answer(&late_answer).unwrap_err();
+    assert!(
+        refused.starts_with("model `gated`: the request waited ")
+            && refused.ends_with("ms in the queue, over the model's queue timeout of 50 ms"),
+        "{refused}"
+    );
+    let stats = stats_when(&b, |s| s.fail.count == 1 && s.success.count == 1);
+    assert_eq!(stats.execution_count, 1);
+    // A timeout shorter than the batching delay still refuses in time.
+    let mut c = config(8, Duration::from_secs(600), 16, 1);
+    c.queue_timeout = Some(Duration::from_millis(20));
+    let (b, doubler) = doubling(c);
+    let (j, a) = job(&[1, 2], &[1.0, 1.0]);
+    b.submit(j).map_err(|e| e.0).unwrap();
+    assert!(answer(&a).unwrap_err().contains("queue timeout of 20 ms"));
+    assert!(doubler.calls().is_empty());
+}
+
+/// Panics on every call.
+struct Panics;
+
+impl Run for Panics {
+    fn run(&self, _: &[tvmrt::tensor::Tensor]) -> tvmrt::Result<Vec<tvmrt::tensor::Tensor>> {
+        panic!("a model that panics")
+    }
+}
+
+#[test]
+fn a_panicking_model_answers_every_request_and_serves_on() {
+    let make: Arc<MakeRunner> = Arc::new(|_| Ok(Box::new(Panics) as Box<dyn Run>));
+    let b = Batcher::start("panics", spec(), config(8, Duration::ZERO, 16, 1), make).unwrap();
+    for _ in 0..2 {
+        let (j, a) = job(&[1, 2], &[1.0, 2.0]);
+        b.submit(j).map_err(|e| e.0).unwrap();
+        assert_eq!(
+            answer(&a),
+            Err("model `panics`: running the model panicked".into())
+        );
+    }
 }
