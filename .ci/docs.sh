@@ -7,9 +7,9 @@
 #
 # mdBook is installed once into target/mdbook (about 2.7 min of building on 2 cores, the first
 # time only); then this takes about 5 s. The examples need what `cargo test` builds
-# (target/debug/libtvmrt.so and tvmrt), the venvs .venv/python and .venv/serve (OpenAI's client)
-# and, for tvm-ffi's package on tvmrt, .venv/tvm_ffi_tvmrt, which conformance/tvm_ffi/run.sh
-# makes: CI runs this after those steps.
+# (target/debug/libtvmrt.so and tvmrt), the venvs .venv/python, .venv/serve (OpenAI's client),
+# .venv/triton (tritonclient) and, for tvm-ffi's package on tvmrt, .venv/tvm_ffi_tvmrt, which
+# conformance/tvm_ffi/run.sh makes: CI runs this after those steps.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 MDBOOK_VERSION=0.5.4
@@ -21,6 +21,7 @@ if ! "$mdbook" --version 2>/dev/null | grep -qx "mdbook v$MDBOOK_VERSION"; then
 fi
 .ci/venv.sh python >/dev/null
 .ci/venv.sh serve >/dev/null
+.ci/venv.sh triton >/dev/null
 # mdBook reports what it could not render (unclosed HTML, a missing page) as warnings.
 log=$("$mdbook" build docs 2>&1) || { echo "$log"; exit 1; }
 if grep -E 'WARN|ERROR' <<<"$log"; then

@@ -168,11 +168,6 @@ run "onnx conformance subset" conformance/onnx/run.sh --subset 150
 # 30 s with the debug tool already built, plus about 55 s the first time to build the two
 # venvs (lm-eval's: 760 MB, no torch).
 run "tvmrt serve: OpenAI client and lm-evaluation-harness on the MLC-LLM fixture" tests/serve/run.sh
-# The guide (docs/): mdBook builds it with no warning, every link and anchor resolves, code
-# quoted from tested files equals them, its Python and server examples run (on the library, the
-# tool and the venvs the steps above made). About 5 s; 2.7 min more the first time, to build
-# mdBook into target/. Its `tvmrt` examples run in `cargo test` (crates/cli/tests/docs_examples.rs).
-run "the guide: mdbook build, links, quoted code, Python and server examples" .ci/docs.sh
 # `tvmrt rpc-server` with apache-tvm 0.27's unchanged RPC client, tracker and compiler (the
 # pinned venv .ci/requirements/rpc.txt; issue 48): uploads, kernels from .so and .tar, a Relax
 # model, copies, time_evaluator, errors, timeouts, parallel sessions, the tracker, and a
@@ -260,6 +255,11 @@ run "tvmrt serve (OIP) under the Triton backend's client tests" crates/oip/tests
 # gRPC clients get TVM's recorded outputs; and the KServe runtime manifest
 # (docs/kserve/tvmrt-runtime.yaml) validated against KServe's CRD schema (issue 50). About 15 s.
 run "KServe's clients and runtime manifest against tvmrt serve" tests/kserve/run.sh
+# The guide (docs/): mdBook builds it with no warning, every link and anchor resolves, code
+# quoted from tested files equals them, its Python and server examples run (on the library, the
+# tool and the venvs the steps above made). About 5 s; 2.7 min more the first time, to build
+# mdBook into target/. Its `tvmrt` examples run in `cargo test` (crates/cli/tests/docs_examples.rs).
+run "the guide: mdbook build, links, quoted code, Python and server examples" .ci/docs.sh
 # The other CPUs (issue 26): aarch64 and 32-bit armv7 built with Debian's rustc-web 1.96 and
 # cross gcc, their unit, integration and C tests, TVM-built fixtures and C/C++ layouts run
 # under qemu-user (.ci/cross.sh). All three CPUs from a clean clone, downloads included, took
