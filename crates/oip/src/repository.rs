@@ -120,6 +120,16 @@ impl Repository {
             }
             Source::Directory(root) => {
                 let dir = root.join(name);
+                if dir.join("mlc-chat-config.json").is_file() {
+                    return (
+                        "1".into(),
+                        Err(format!(
+                        "model `{name}`: an MLC-LLM model directory (mlc-chat-config.json): serve \
+                         it on its own with `tvmrt serve {} --model-lib LIB` (OpenAI's API)",
+                        dir.display()
+                    )),
+                    );
+                }
                 match latest_version(&dir) {
                     Ok(v) => (v.clone(), dir.join(&v), read_config(&dir)),
                     Err(e) => return ("1".into(), Err(format!("model `{name}`: {e}"))),
@@ -290,4 +300,66 @@ pub fn single_name(file: &Path) -> String {
 /// Stops `model` off the async threads, waiting for its requests to finish.
 async fn stop_in_background(model: Arc<ServedModel>) {
     let _ = tokio::task::spawn_blocking(move || model.stop()).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("tvmrt_oip_{name}_{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn the_highest_numbered_version_is_served() {
+        let d = scratch("versions");
+        for v in ["1", "3", "10", "notes", ".9"] {
+            std::fs::create_dir_all(d.join("m").join(v)).unwrap();
+        }
+        assert_eq!(latest_version(&d.join("m")).unwrap(), "10");
+        std::fs::create_dir_all(d.join("empty")).unwrap();
+        let e = latest_version(&d.join("empty")).unwrap_err();
+        assert!(
+            e.ends_with("has no version directory (`1/model.so`, Triton's layout)"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn models_are_listed_and_what_cannot_load_says_why() {
+        let d = scratch("listing");
+        for m in ["b", "a", ".hidden", "llm", "noversion"] {
+            std::fs::create_dir_all(d.join(m)).unwrap();
+        }
+        std::fs::write(d.join("llm/mlc-chat-config.json"), "{}").unwrap();
+        std::fs::create_dir_all(d.join("a/1")).unwrap();
+        std::fs::write(d.join("a/config.pbtxt"), "max_batch_sise: 2\n").unwrap();
+        let repo = Repository::new(Source::Directory(d.clone()), Defaults { max_queue: 4 });
+        assert_eq!(repo.names(), vec!["a", "b", "llm", "noversion"]);
+        let why = |m: &str| repo.load_blocking(m).1.err().unwrap();
+        assert!(
+            why("llm").contains("an MLC-LLM model directory"),
+            "{}",
+            why("llm")
+        );
+        assert!(
+            why("a").contains("unknown field `max_batch_sise`"),
+            "{}",
+            why("a")
+        );
+        assert!(why("noversion").contains("has no version directory"));
+        assert_eq!(repo.index(false)[0], json!({"name": "a"}));
+        assert_eq!(repo.index(true), json!([]));
+        assert_eq!(
+            repo.get("a", None).err().map(|e| e.status),
+            Some(404.try_into().unwrap())
+        );
+        let single = Repository::new(Source::File(d.join("resnet.so")), Defaults { max_queue: 4 });
+        assert_eq!(single.names(), vec!["resnet"]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 }
