@@ -104,6 +104,8 @@ pub struct Model {
     softmax: Function,
     apply_logit_bias: Function,
     apply_penalty: Function,
+    /// `apply_bitmask_inplace` (a grammar's allowed tokens), where the library has it.
+    apply_bitmask: Option<Function>,
     begin_forward: Function,
     end_forward: Function,
     add_sequence: Function,
@@ -264,6 +266,7 @@ impl Model {
             softmax: func("softmax_with_temperature")?,
             apply_logit_bias: kernel("apply_logit_bias_inplace")?,
             apply_penalty: kernel("apply_penalty_inplace")?,
+            apply_bitmask: exec.get_function("apply_bitmask_inplace", true)?,
             begin_forward: global("vm.builtin.kv_state_begin_forward")?,
             end_forward: global("vm.builtin.kv_state_end_forward")?,
             add_sequence: global("vm.builtin.kv_state_add_sequence")?,
@@ -538,6 +541,51 @@ impl Model {
         st.commit()?;
         let rows = logits.view(&[n, self.vocab_size], dtypes::FLOAT32, 0)?;
         self.run_logit_kernels(&st, &rows, args, n)
+    }
+
+    /// Whether the library has `apply_bitmask_inplace` ([`Model::apply_bitmask_in_place`]).
+    pub fn has_bitmask_kernel(&self) -> bool {
+        self.apply_bitmask.is_some()
+    }
+
+    /// The library's `apply_bitmask_inplace` on logits where a forward left them (`[n, 1,
+    /// vocab]` or `[n, vocab]`, on the model's device): every token of row `rows[k]` whose bit
+    /// is clear in `masks[k]` (`(vocab + 31) / 32` words) is set to the lowest float. Only the
+    /// masks travel.
+    pub fn apply_bitmask_in_place(
+        &self,
+        logits: &Tensor,
+        rows: &[i32],
+        masks: &[Vec<u32>],
+    ) -> Result<()> {
+        let Some(kernel) = &self.apply_bitmask else {
+            tvmrt::bail_value!("the model library has no `apply_bitmask_inplace`");
+        };
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let n = logits.shape().first().copied().unwrap_or(0);
+        let words = (self.vocab_size + 31) / 32;
+        // The kernel reads row `rows[k]` of an `[n, words]` bitmask.
+        let mut flat = vec![-1i32; (n * words) as usize];
+        for (&r, m) in rows.iter().zip(masks) {
+            let at = r as usize * words as usize;
+            for (w, &bits) in m.iter().take(words as usize).enumerate() {
+                flat[at + w] = bits as i32;
+            }
+        }
+        let mut st = self.staging.borrow_mut();
+        st.reset();
+        let seq_ids = st.push_i32(rows);
+        let bitmask = st.push_i32(&flat);
+        st.commit()?;
+        let view = logits.view(&[n, self.vocab_size], dtypes::FLOAT32, 0)?;
+        kernel.call_values(&[
+            Any::from(view),
+            Any::from(st.tensor(seq_ids, &[rows.len() as i64])?),
+            Any::from(st.tensor(bitmask, &[n, words])?),
+        ])?;
+        Ok(())
     }
 
     /// Runs `apply_logit_bias_inplace` and `apply_penalty_inplace` on `[n, vocab]` `logits`

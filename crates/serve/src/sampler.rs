@@ -137,8 +137,9 @@ pub fn logprobs(row: &[f32], chosen: i32, k: usize) -> TokenLogprob {
         top.truncate(k);
     }
     top.sort_unstable_by(order);
-    // Tokens a grammar ruled out (-inf) are no alternatives.
-    top.retain(|t| t.1.is_finite());
+    // Tokens a grammar ruled out (-inf, or the lowest float the library's mask kernel
+    // writes) are no alternatives.
+    top.retain(|t| t.1 > f32::MIN / 2.0);
     TokenLogprob {
         logprob: row
             .get(chosen as usize)

@@ -192,7 +192,10 @@ fn forced_tokens_skip_decode_steps_and_logprobs_see_the_mask() {
     assert!(forced >= 5, "{forced} forced of {}", lps.len());
     for l in &lps {
         assert!(l.logprob.is_finite());
-        assert!(l.top.iter().all(|t| t.1.is_finite()));
+        assert!(
+            l.top.iter().all(|t| t.1.is_finite() && t.1 > -1e30),
+            "{l:?}"
+        );
     }
     let steps = e.metrics.tpot.count_and_mean().0 + 1;
     assert!(
@@ -328,4 +331,31 @@ fn bad_grammars_are_refused_and_cancelled_ones_free_their_pages() {
         "{} pages in use",
         in_use()
     );
+}
+
+#[test]
+fn the_librarys_bitmask_kernel_masks_the_rows_named() {
+    use tvmrt_serve::model::{read_f32, tensor_f32_on, Model};
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/mlc/model");
+    let model = Model::load(&dir.join("lib.so"), &dir, tvmrt::tensor::layout::cpu()).unwrap();
+    assert!(model.has_bitmask_kernel());
+    let values: Vec<f32> = (0..640).map(|i| (i % 320) as f32 / 100.0).collect();
+    let logits = tensor_f32_on(&values, &[2, 1, 320], tvmrt::tensor::layout::cpu()).unwrap();
+    // Row 1 allows tokens 0-31 and 300; row 0 is not named and stays as it is.
+    let mut mask = vec![0u32; 10];
+    mask[0] = u32::MAX;
+    mask[300 / 32] = 1 << (300 % 32);
+    model
+        .apply_bitmask_in_place(&logits, &[1], &[mask])
+        .unwrap();
+    let out = read_f32(&logits).unwrap();
+    assert_eq!(out[..320], values[..320]);
+    for t in 0..320 {
+        let v = out[320 + t];
+        if t < 32 || t == 300 {
+            assert_eq!(v, values[320 + t], "token {t}");
+        } else {
+            assert!(v <= -1e30, "token {t}: {v}");
+        }
+    }
 }

@@ -10,6 +10,9 @@ use super::scheduler::Worker;
 use super::step::Row;
 use crate::sampler::{self, TokenLogprob};
 
+/// A decode batch's masks: the constrained rows, their masks, the rows whose grammar failed.
+pub(super) type DecodeMasks = (Vec<i32>, Vec<Vec<u32>>, Vec<(usize, Error)>);
+
 impl Worker {
     /// Masks each row of a constrained choice; returns the rows whose grammar failed (its
     /// index in `rows` and the error).
@@ -23,6 +26,24 @@ impl Worker {
             }
         }
         failed
+    }
+
+    /// The masks of the constrained choices of a decode batch (`who[k]` its row `k`), for the
+    /// library's kernel: their rows and masks, and the rows whose grammar failed.
+    pub(super) fn decode_masks(&mut self, who: &[(usize, usize)]) -> DecodeMasks {
+        let mut out = DecodeMasks::default();
+        for (k, &(i, c)) in who.iter().enumerate() {
+            if let Some(m) = self.active[i].choices[c].matcher.as_mut() {
+                match m.allowed() {
+                    Ok(mask) => {
+                        out.0.push(k as i32);
+                        out.1.push(mask);
+                    }
+                    Err(e) => out.2.push((k, Error::runtime(e))),
+                }
+            }
+        }
+        out
     }
 
     /// A sampled token of choice `c` of active `i` (`row`: the logits it was sampled from):

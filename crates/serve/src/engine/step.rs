@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tvmrt::Result;
+use tvmrt::{Error, Result};
 
 use super::scheduler::Worker;
 use super::sequence::pages_to_grow;
@@ -164,7 +164,7 @@ impl Worker {
             let e = e.clone();
             return self.fail(&which, &e);
         }
-        self.sample(rows, false);
+        self.sample(rows, false, None);
     }
 
     /// The logits of each chunk (`chunks[k]` of sequence `seqs[k]`): every position's rows
@@ -279,12 +279,20 @@ impl Worker {
         // they come back to the host: one transfer of the arguments, no round trip of the
         // logits (as MLC's engine keeps them on the device).
         let (bias, counts, penalties) = self.logit_args(&who);
+        // The grammars' masks too, with the library's kernel where it has one.
+        let on_device = self.model.has_bitmask_kernel();
+        let (mask_rows, masks, mask_failures) = if on_device {
+            self.decode_masks(&who)
+        } else {
+            Default::default()
+        };
         let logits = match self
             .model
             .decode(&self.cache, &seqs, &tokens)
             .and_then(|l| {
                 self.model
                     .process_logits_in_place(&l, &bias, &counts, &penalties)?;
+                self.model.apply_bitmask_in_place(&l, &mask_rows, &masks)?;
                 read_f32(&l)
             }) {
             Ok(l) => l,
@@ -302,7 +310,7 @@ impl Worker {
                 (i, c, logits[k * vocab..(k + 1) * vocab].to_vec())
             })
             .collect();
-        self.sample(rows, true);
+        self.sample(rows, true, on_device.then_some(mask_failures));
     }
 
     /// The arguments of the model's logit-bias and penalty kernels for the choices `who`, row
@@ -330,8 +338,9 @@ impl Worker {
 
     /// Samples one token for each row and hands it to its choice; the logit bias and
     /// penalties go through the model's own kernels first, for the whole batch, unless the
-    /// rows come `processed` (a decode applies them on the device).
-    fn sample(&mut self, mut rows: Vec<Row>, processed: bool) {
+    /// rows come `processed` (a decode applies them on the device), and the grammars' masks
+    /// unless `masked` (applied on the device: the rows whose grammar failed).
+    fn sample(&mut self, mut rows: Vec<Row>, processed: bool, masked: Option<Vec<(usize, Error)>>) {
         if rows.is_empty() {
             return;
         }
@@ -352,7 +361,10 @@ impl Worker {
             }
         }
         // Constrained choices: every token their grammar does not allow to -inf.
-        let masked = self.mask_rows(&mut rows);
+        let masked = match masked {
+            Some(failed) => failed,
+            None => self.mask_rows(&mut rows),
+        };
         let hot: Vec<usize> = (0..rows.len())
             .filter(|&k| self.active[rows[k].0].params().temperature >= GREEDY_BELOW)
             .collect();
