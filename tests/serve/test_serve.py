@@ -510,9 +510,10 @@ def _(s, client):
         got, _, text = s.request("POST", "/v1/chat/completions", {"messages": msgs})
         assert got == 400 and json.loads(text)["error"]["param"] == "messages", (msgs, text)
     hi = [{"role": "user", "content": "hi"}]
-    # OpenAI's legacy `functions` are refused (tools: test_tools.py).
+    # OpenAI's legacy `functions` are refused (tools: test_tools.py), an unknown response
+    # format too (structured output: test_structured.py).
     for extra, param in [({"functions": [{"name": "f"}]}, "functions"),
-                         ({"response_format": {"type": "json_object"}}, "response_format")]:
+                         ({"response_format": {"type": "yaml"}}, "response_format")]:
         got, _, text = s.request("POST", "/v1/chat/completions", {"messages": hi, **extra})
         assert got == 400 and json.loads(text)["error"]["param"] == param, (extra, text)
     for key in ["wrong", None]:
