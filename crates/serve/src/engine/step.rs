@@ -279,22 +279,26 @@ impl Worker {
         // they come back to the host: one transfer of the arguments, no round trip of the
         // logits (as MLC's engine keeps them on the device).
         let (bias, counts, penalties) = self.logit_args(&who);
-        // The grammars' masks too, with the library's kernel where it has one.
-        let on_device = self.model.has_bitmask_kernel();
-        let (mask_rows, masks, mask_failures) = if on_device {
-            self.decode_masks(&who)
-        } else {
-            Default::default()
-        };
-        let logits = match self
+        let forward = self
             .model
             .decode(&self.cache, &seqs, &tokens)
             .and_then(|l| {
                 self.model
                     .process_logits_in_place(&l, &bias, &counts, &penalties)?;
-                self.model.apply_bitmask_in_place(&l, &mask_rows, &masks)?;
-                read_f32(&l)
-            }) {
+                Ok(l)
+            });
+        // The grammars' masks, computed on the host while a GPU runs the queued forward, and
+        // applied by the library's kernel where it has one.
+        let on_device = self.model.has_bitmask_kernel();
+        let (mask_rows, masks, mask_failures) = if on_device && forward.is_ok() {
+            self.decode_masks(&who)
+        } else {
+            Default::default()
+        };
+        let logits = match forward.and_then(|l| {
+            self.model.apply_bitmask_in_place(&l, &mask_rows, &masks)?;
+            read_f32(&l)
+        }) {
             Ok(l) => l,
             Err(e) => {
                 let which: Vec<usize> = who.iter().map(|w| w.0).collect();
