@@ -10,6 +10,8 @@
 //! that panics answers its batch with an error. Statistics are kept as Triton reports them
 //! ([`ModelStats`]).
 
+#[cfg(test)]
+mod model_tests;
 mod plan;
 #[cfg(test)]
 mod tests;
@@ -22,10 +24,13 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde_json::Value;
+use tvmrt::device::device_name;
 
 use crate::batch::{execute, ModelView};
 use crate::config;
+use crate::load::{instance_device, Loaded, Served};
 use crate::request::{now_ns, Input, OutputData, Pending, Run, Stats, Timing};
+use crate::runner::one_line;
 use crate::signature::TensorSpec;
 use crate::stats::ModelStats;
 
@@ -114,6 +119,15 @@ pub struct ModelSpec {
 }
 
 impl ModelSpec {
+    /// The spec of a loaded model as its final configuration serves it.
+    pub fn of(loaded: &Loaded, served: &Served) -> ModelSpec {
+        ModelSpec {
+            inputs: loaded.model.inputs.clone(),
+            output_names: served.output_names.clone(),
+            batched: served.batched,
+        }
+    }
+
     fn view(&self) -> ModelView<'_> {
         ModelView {
             inputs: &self.inputs,
@@ -258,6 +272,20 @@ impl<R> Stats<Queued<R>> for Shared<R> {
 
 /// Makes instance `k`'s runner, on that instance's own thread (executors are not `Send`).
 pub type MakeRunner = dyn Fn(usize) -> Result<Box<dyn Run>, String> + Send + Sync;
+
+/// Makes instance `k`'s [`crate::Executor`] of `loaded` on its device: the model's `device`
+/// parameter, else `gpus[k]` (a `KIND_GPU` instance's GPU, [`config::instance_gpus`]), else
+/// the CPU.
+pub fn executors(loaded: Arc<Loaded>, gpus: Vec<Option<i64>>) -> Arc<MakeRunner> {
+    Arc::new(move |k| {
+        let device = instance_device(loaded.device, gpus.get(k).copied().flatten())?;
+        let executor = loaded
+            .model
+            .executor(device)
+            .map_err(|e| format!("{}: {}", device_name(device), one_line(&e.message)))?;
+        Ok(Box::new(executor) as Box<dyn Run>)
+    })
+}
 
 /// One model's queue and instance threads.
 pub struct Batcher<R: Pending + Send + 'static> {

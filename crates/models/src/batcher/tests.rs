@@ -1,76 +1,12 @@
-//! The batcher with test requests (answered over a channel) and the doubling test model.
+//! The batcher with test requests ([`Job`]) and the doubling test model.
 
-use std::borrow::Cow;
-use std::sync::mpsc::{channel, Receiver, Sender};
 use std::time::Instant;
 
 use serde_json::json;
 
 use super::*;
 use crate::signature::Dim;
-use crate::testing::{bytes, floats, input_x, n, Doubler};
-use crate::types::DataType;
-
-/// A request with input `x`, answered over a channel with the floats of `output0`.
-struct Job {
-    shape: Vec<i64>,
-    data: Vec<u8>,
-    reply: Sender<Result<Vec<f32>, String>>,
-}
-
-impl Pending for Job {
-    fn input(&self, name: &str) -> Result<Input<'_>, String> {
-        if name != "x" {
-            return Err(format!("the request has no input `{name}`"));
-        }
-        Ok(Input {
-            dtype: DataType::Fp32,
-            shape: self.shape.clone(),
-            byte_size: self.data.len() as u64,
-            buffers: vec![Cow::Borrowed(&self.data[..])],
-        })
-    }
-    fn requested_outputs(&self) -> Result<Vec<String>, String> {
-        Ok(Vec::new())
-    }
-    fn respond(&self, outcome: Result<Vec<OutputData<'_>>, String>) {
-        let _ = self.reply.send(outcome.map(|o| floats(o[0].bytes)));
-    }
-    fn release(&self) {}
-}
-
-type Answer = Receiver<Result<Vec<f32>, String>>;
-
-fn job(shape: &[i64], values: &[f32]) -> (Job, Answer) {
-    let (reply, answer) = channel();
-    let job = Job {
-        shape: shape.to_vec(),
-        data: bytes(values),
-        reply,
-    };
-    (job, answer)
-}
-
-fn answer(a: &Answer) -> Result<Vec<f32>, String> {
-    a.recv_timeout(Duration::from_secs(20))
-        .expect("no answer within 20 s")
-}
-
-/// The statistics once `settled` holds (they are recorded just after the answers are sent).
-fn stats_when(b: &Batcher<Job>, settled: impl Fn(&ModelStats) -> bool) -> ModelStats {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let stats = b.stats();
-        if settled(&stats) {
-            return stats;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "statistics never settled: {stats:?}"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
+use crate::testing::{answer, bytes, input_x, job, n, stats_when, Answer, Doubler, Job};
 
 fn spec() -> ModelSpec {
     ModelSpec {
