@@ -19,6 +19,7 @@ use crate::repository::{Repository, Source};
 /// The OIP server's arguments.
 #[derive(clap::Args, Debug, Clone)]
 #[group(id = "oip")]
+#[command(next_help_heading = "Tensor models over KServe's Open Inference Protocol")]
 pub struct Args {
     /// Serve the TVM models of a repository in Triton's layout (MODEL/config.pbtxt, optional;
     /// MODEL/1/model.so) over KServe's Open Inference Protocol (HTTP and gRPC).

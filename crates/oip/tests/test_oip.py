@@ -43,12 +43,13 @@ class OipServer(triton.Server):
     """`tvmrt serve --model-repository` on 127.0.0.1 and free ports; the interface of the
     Triton test's server (its /metrics is on the HTTP port); stopped by its pid."""
 
-    def __init__(self, tool, repo, log_path, ready_models, timeout=120):
+    def __init__(self, tool, what, log_path, ready_models, timeout=120):
+        """`what`: the arguments naming what to serve (`--model-repository DIR`, or a file)."""
         self.http, self.grpc = triton.free_ports(2)
         self.metrics = self.http
         self.log = open(log_path, "w")
         self.log_path = log_path
-        args = [tool, "serve", "--model-repository", repo, "--host", "127.0.0.1",
+        args = [tool, "serve", *what, "--host", "127.0.0.1",
                 "--port", str(self.http), "--grpc-port", str(self.grpc),
                 "--max-request-size", str(MAX_REQUEST)]
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
@@ -210,6 +211,23 @@ def model_control(srv, cl, direct, rng, repo):
     check("a model added to the repository while serving loads (no config.pbtxt)", added_later)
 
 
+def single_model(tool, tmp, direct):
+    """`tvmrt serve model.so`: one library served alone, named after the file."""
+    lib = os.path.join(tmp, "solo_mlp.so")
+    shutil.copy(f"{FIX}/mlp.so", lib)
+    srv = OipServer(tool, [lib], os.path.join(tmp, "solo.log"), ["solo_mlp"], timeout=60)
+    try:
+        x = np.random.default_rng(5).standard_normal((1, 16), dtype=np.float32)
+        cl = tt.Clients(srv)
+        for proto in ("http", "grpc"):
+            equal(cl.infer(proto, "solo_mlp", {"x": x})["output0"], direct.relax(f"{FIX}/mlp.so", x)[0],
+                  f"solo_mlp over {proto}")
+        status, body = srv.get("/v2/models/solo_mlp/config")
+        assert status == 200 and json.loads(body)["input"][0]["dims"] == [1, 16], body
+    finally:
+        assert srv.stop() == 0
+
+
 def sigterm_in_flight(srv, cl, direct, pool, pool_out):
     """Eight clients send to batch_mlp (whose batches wait up to 20 ms for more) while the
     server gets SIGTERM: every request is answered correctly or refused (503, or a connection
@@ -271,7 +289,8 @@ def run(args):
     tt.fake_cuda(tmp)
     direct = tt.Direct(args.runtime)
     start = time.time()
-    srv = OipServer(args.tool, repo, os.path.join(tmp, "server.log"), tt.GOOD)
+    srv = OipServer(args.tool, ["--model-repository", repo], os.path.join(tmp, "server.log"),
+                    tt.GOOD)
     print(f"tvmrt serve pid {srv.proc.pid} ready in {time.time() - start:.1f} s (log: {srv.log_path})")
     cl = tt.Clients(srv)
     rng = np.random.default_rng(50)
@@ -279,6 +298,8 @@ def run(args):
         tt.tests(srv, cl, direct, rng)
         protocol_errors(srv, cl, direct, rng)
         model_control(srv, cl, direct, rng, repo)
+        check("tvmrt serve model.so: one library served alone, named after the file",
+              lambda: single_model(args.tool, tmp, direct))
         pool = [rng.standard_normal((1, 16), dtype=np.float32) for _ in range(16)]
         pool_out = [direct.relax(f"{tt.HERE}/models/batch_mlp.so", x)[0] for x in pool]
         check("SIGTERM with requests in flight: each answered or refused, exit 0",
