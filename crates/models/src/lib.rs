@@ -26,8 +26,9 @@
 //! - [`batcher`]: a dynamic batcher for a server outside Triton: [`batcher::Batcher`] (a
 //!   bounded per-model queue, N instance threads, batches of single requests formed within
 //!   `max_queue_delay_microseconds` and `preferred_batch_size`, graceful
-//!   [`batcher::Batcher::drain`]), set from a configuration by [`batcher::BatcherConfig`];
-//!   refusals are [`batcher::Refused`].
+//!   [`batcher::Batcher::drain`], queue timeouts), set from a configuration by
+//!   [`batcher::BatcherConfig`], started on a loaded model with [`batcher::ModelSpec::of`] and
+//!   [`batcher::executors`]; refusals are [`batcher::Refused`].
 //! - [`stats`]: per-model statistics as Triton's statistics extension reports them
 //!   ([`stats::ModelStats`], with per-batch-size compute times).
 

@@ -196,7 +196,7 @@ impl std::error::Error for Refused {}
 
 /// A request in the queue: the server's request, its batch size and when it came, and
 /// whether it was answered and released (so that a panic leaves none unanswered).
-pub struct Queued<R> {
+struct Queued<R> {
     request: R,
     rows: i64,
     arrived: u64,
