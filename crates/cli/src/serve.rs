@@ -2,12 +2,13 @@
 //! `--model-repository DIR`, a model library file (`model.so`), or a directory without
 //! `mlc-chat-config.json` are TVM models behind KServe's Open Inference Protocol
 //! (tvmrt-oip); a directory holding `mlc-chat-config.json` (with `--model-lib`) is an MLC-LLM
-//! model behind OpenAI's API (tvmrt-serve).
+//! model behind OpenAI's API (tvmrt-serve). A repository may hold one MLC-LLM model directory
+//! beside its tensor models: the same process serves it on the OpenAI routes.
 
 use std::path::Path;
 
 use tvmrt::{Error, Result};
-use tvmrt_oip::repository::Source;
+use tvmrt_oip::repository::{mlc_models, Source};
 
 /// The arguments of both servers (`--host` and `--port` are shared).
 #[derive(clap::Args)]
@@ -46,10 +47,48 @@ pub fn main(a: Args) -> Result<()> {
             ))
         }
     };
-    if a.llm.model_lib.is_some() {
+    let other = match &source {
+        Source::Directory(root) => llm_routes(&a.llm, root)?,
+        Source::File(_) => None,
+    };
+    if other.is_none() && a.llm.model_lib.is_some() {
         return Err(Error::value(
             "--model-lib goes with an MLC-LLM model directory (one holding mlc-chat-config.json)",
         ));
     }
-    tvmrt_oip::cli::serve(&a.oip, source, &host, port)
+    tvmrt_oip::cli::serve(&a.oip, source, &host, port, other)
+}
+
+/// The OpenAI routes of the MLC-LLM model directory in repository `root`, if it holds one:
+/// served by the same process beside the tensor models, with `--model-lib` or the directory's
+/// own `lib.so`. One language model per process.
+fn llm_routes(llm: &tvmrt_serve::cli::Args, root: &Path) -> Result<Option<axum::Router>> {
+    let dirs = mlc_models(root);
+    let dir = match dirs.as_slice() {
+        [] => return Ok(None),
+        [one] => one.clone(),
+        _ => {
+            let names: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+            return Err(Error::value(format!(
+                "the repository holds {} MLC-LLM model directories ({}): one process serves \
+                 one language model",
+                dirs.len(),
+                names.join(", ")
+            )));
+        }
+    };
+    let lib = llm.model_lib.clone().unwrap_or_else(|| dir.join("lib.so"));
+    if !lib.is_file() {
+        return Err(Error::value(format!(
+            "the MLC-LLM model directory `{}` needs its library: --model-lib LIB, or lib.so in it",
+            dir.display()
+        )));
+    }
+    let app = tvmrt_serve::cli::start_app(llm, dir.clone(), lib)?;
+    eprintln!(
+        "tvmrt serve: MLC-LLM model `{}` ({}) on OpenAI's routes (/v1/...)",
+        app.model_id,
+        dir.display()
+    );
+    Ok(Some(tvmrt_serve::http::router(app)))
 }

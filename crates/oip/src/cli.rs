@@ -44,8 +44,15 @@ pub struct Args {
     pub max_queue_size: usize,
 }
 
-/// What to serve: a repository directory or one model file.
-pub fn serve(a: &Args, source: Source, host: &str, port: u16) -> Result<()> {
+/// Serves `source` (a repository directory or one model file) on `host`:`port` (HTTP) and
+/// `--grpc-port`, with `other` routes (the LLM server's) beside the protocol's on HTTP.
+pub fn serve(
+    a: &Args,
+    source: Source,
+    host: &str,
+    port: u16,
+    other: Option<axum::Router>,
+) -> Result<()> {
     let limits = Limits {
         max_body: a.max_request_size,
         timeout: Duration::from_secs(a.request_timeout.max(1)),
@@ -59,6 +66,7 @@ pub fn serve(a: &Args, source: Source, host: &str, port: u16) -> Result<()> {
         limits,
         ready: false.into(),
         stopping: false.into(),
+        other,
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -41,6 +41,9 @@ pub struct App {
     pub ready: AtomicBool,
     /// Set at shutdown: readiness turns false.
     pub stopping: AtomicBool,
+    /// Other routes served beside these (the LLM server's OpenAI routes), whose `/metrics`
+    /// text is appended to ours.
+    pub other: Option<Router>,
 }
 
 /// The extensions of the protocol this server implements (`/v2`'s `extensions`).
@@ -58,7 +61,7 @@ pub fn server_metadata() -> Value {
 
 /// The router of every route.
 pub fn router(app: Arc<App>) -> Router {
-    Router::new()
+    let router = Router::new()
         .route(
             "/v2/health/live",
             get(|| async { Json(json!({"live": true})) }),
@@ -79,9 +82,12 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v2/repository/index", post(repository_index))
         .route("/v2/repository/models/{m}/load", post(load))
         .route("/v2/repository/models/{m}/unload", post(unload))
-        .route("/metrics", get(metrics))
-        .fallback(|| async { ApiError::not_found("no such route") })
-        .with_state(app)
+        .route("/metrics", get(metrics));
+    let router = match &app.other {
+        Some(other) => router.fallback_service(other.clone()),
+        None => router.fallback(|| async { ApiError::not_found("no such route") }),
+    };
+    router.with_state(app)
 }
 
 type Shared = State<Arc<App>>;
@@ -309,9 +315,24 @@ async fn metrics(State(app): Shared) -> Response {
         .iter()
         .map(|s| (s.name.clone(), s.version.clone(), s.stats(), s.pending()))
         .collect();
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        stats::prometheus(&models),
-    )
-        .into_response()
+    let mut text = stats::prometheus(&models);
+    if let Some(other) = &app.other {
+        text.push_str(&other_metrics(other).await);
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+/// The `/metrics` text of the routes served beside ours (empty if they have none).
+async fn other_metrics(other: &Router) -> String {
+    use tower::ServiceExt;
+    let request = axum::http::Request::get("/metrics")
+        .body(Body::empty())
+        .expect("a request");
+    let Ok(response) = other.clone().oneshot(request).await;
+    if !response.status().is_success() {
+        return String::new();
+    }
+    let body = axum::body::to_bytes(response.into_body(), 16 << 20).await;
+    body.map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
 }

@@ -89,7 +89,7 @@ impl Repository {
                     .into_iter()
                     .flatten()
                     .filter_map(Result::ok)
-                    .filter(|e| e.path().is_dir())
+                    .filter(|e| e.path().is_dir() && !is_mlc_model(&e.path()))
                     .filter_map(|e| e.file_name().to_str().map(str::to_string))
                     .filter(|n| !n.starts_with('.'))
                     .collect();
@@ -120,7 +120,7 @@ impl Repository {
             }
             Source::Directory(root) => {
                 let dir = root.join(name);
-                if dir.join("mlc-chat-config.json").is_file() {
+                if is_mlc_model(&dir) {
                     return (
                         "1".into(),
                         Err(format!(
@@ -290,6 +290,25 @@ impl Repository {
     }
 }
 
+/// An MLC-LLM model directory (it holds `mlc-chat-config.json`): served on OpenAI's routes by
+/// the LLM server, not as a tensor model.
+pub fn is_mlc_model(dir: &Path) -> bool {
+    dir.join("mlc-chat-config.json").is_file()
+}
+
+/// The MLC-LLM model directories of repository `root`.
+pub fn mlc_models(root: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_dir() && is_mlc_model(p))
+        .collect();
+    dirs.sort();
+    dirs
+}
+
 /// A single model file's name: the file's stem (`resnet.so` is `resnet`).
 pub fn single_name(file: &Path) -> String {
     file.file_stem()
@@ -339,7 +358,8 @@ mod tests {
         std::fs::create_dir_all(d.join("a/1")).unwrap();
         std::fs::write(d.join("a/config.pbtxt"), "max_batch_sise: 2\n").unwrap();
         let repo = Repository::new(Source::Directory(d.clone()), Defaults { max_queue: 4 });
-        assert_eq!(repo.names(), vec!["a", "b", "llm", "noversion"]);
+        assert_eq!(repo.names(), vec!["a", "b", "noversion"]);
+        assert_eq!(mlc_models(&d), vec![d.join("llm")]);
         let why = |m: &str| repo.load_blocking(m).1.err().unwrap();
         assert!(
             why("llm").contains("an MLC-LLM model directory"),

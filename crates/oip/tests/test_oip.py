@@ -228,6 +228,31 @@ def single_model(tool, tmp, direct):
         assert srv.stop() == 0
 
 
+def with_language_model(tool, tmp, direct):
+    """A repository holding an MLC-LLM model directory beside a tensor model: one process
+    serves both, the tensor model over OIP, the language model on OpenAI's routes."""
+    repo = os.path.join(tmp, "mixed")
+    triton.add_model(repo, "batch_mlp", f"{tt.HERE}/models/batch_mlp.so", tt.BATCH_MLP)
+    os.symlink(os.path.join(FIX, "mlc", "model"), os.path.join(repo, "llm"))
+    srv = OipServer(tool, ["--model-repository", repo], os.path.join(tmp, "mixed.log"),
+                    ["batch_mlp"], timeout=120)
+    try:
+        x = np.random.default_rng(6).standard_normal((2, 16), dtype=np.float32)
+        equal(tt.Clients(srv).infer("grpc", "batch_mlp", {"x": x})["output0"],
+              direct.relax(f"{tt.HERE}/models/batch_mlp.so", x)[0], "batch_mlp beside the LLM")
+        code, body = srv.post("/v1/completions", json.dumps({"prompt": "hello", "max_tokens": 4}).encode(),
+                              {"Content-Type": "application/json"})
+        assert code == 200 and body["usage"]["completion_tokens"] == 4, body
+        code, body = srv.post("/v2/repository/index", b"")
+        assert [m["name"] for m in body] == ["batch_mlp"], body
+        status, text = srv.get("/metrics")
+        assert 'nv_inference_exec_count{model="batch_mlp",version="1"}' in text, text[:500]
+        assert 'tvmrt_requests_total{status="ok"} 1' in text, text
+        assert srv.get("/health")[0] == 200
+    finally:
+        assert srv.stop() == 0
+
+
 def sigterm_in_flight(srv, cl, direct, pool, pool_out):
     """Eight clients send to batch_mlp (whose batches wait up to 20 ms for more) while the
     server gets SIGTERM: every request is answered correctly or refused (503, or a connection
@@ -300,6 +325,8 @@ def run(args):
         model_control(srv, cl, direct, rng, repo)
         check("tvmrt serve model.so: one library served alone, named after the file",
               lambda: single_model(args.tool, tmp, direct))
+        check("an MLC-LLM directory in the repository: OpenAI's routes in the same process",
+              lambda: with_language_model(args.tool, tmp, direct))
         pool = [rng.standard_normal((1, 16), dtype=np.float32) for _ in range(16)]
         pool_out = [direct.relax(f"{tt.HERE}/models/batch_mlp.so", x)[0] for x in pool]
         check("SIGTERM with requests in flight: each answered or refused, exit 0",

@@ -133,26 +133,7 @@ pub fn main(a: Args) -> Result<()> {
     let (Some(model), Some(model_lib)) = (a.model.clone(), a.model_lib.clone()) else {
         tvmrt::bail_value!("an MLC-LLM model is served with its directory and --model-lib LIB");
     };
-    let chat = ChatConfig::load(&model)?;
-    let max_batch = std::fs::read_to_string(model.join("mlc-chat-config.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|v| v["model_config"]["max_batch_size"].as_i64());
-    let config = engine_config(&a, &chat, max_batch)?;
-    let limits = GrammarLimits {
-        max_grammar_size: a.max_grammar_size,
-        max_compile_fuel: a.max_grammar_compile_fuel,
-        max_step_fuel: a.max_grammar_step_fuel,
-        cache_size: a.grammar_cache_size,
-    };
-    let engine = Engine::start_with(model_lib, model.clone(), config, limits)?;
-    let model_id = a.served_model_name.clone().unwrap_or_else(|| {
-        let dir = model.canonicalize().unwrap_or_else(|_| model.clone());
-        dir.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "model".into())
-    });
-    let app = Arc::new(App::new(engine, chat, model_id, a.api_key.clone()));
+    let app = start_app(&a, model, model_lib)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -181,6 +162,36 @@ pub fn main(a: Args) -> Result<()> {
             .await
             .map_err(|e| Error::runtime(format!("the server failed: {e}")))
     })
+}
+
+/// Starts the engine of MLC-LLM model directory `model` with its library `model_lib`: the
+/// server's state, for [`http::router`] (the tool also serves it beside other routes).
+pub fn start_app(a: &Args, model: PathBuf, model_lib: PathBuf) -> Result<Arc<App>> {
+    let chat = ChatConfig::load(&model)?;
+    let max_batch = std::fs::read_to_string(model.join("mlc-chat-config.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["model_config"]["max_batch_size"].as_i64());
+    let config = engine_config(a, &chat, max_batch)?;
+    let limits = GrammarLimits {
+        max_grammar_size: a.max_grammar_size,
+        max_compile_fuel: a.max_grammar_compile_fuel,
+        max_step_fuel: a.max_grammar_step_fuel,
+        cache_size: a.grammar_cache_size,
+    };
+    let engine = Engine::start_with(model_lib, model.clone(), config, limits)?;
+    let model_id = a.served_model_name.clone().unwrap_or_else(|| {
+        let dir = model.canonicalize().unwrap_or_else(|_| model.clone());
+        dir.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "model".into())
+    });
+    Ok(Arc::new(App::new(
+        engine,
+        chat,
+        model_id,
+        a.api_key.clone(),
+    )))
 }
 
 async fn shutdown_signal() {
