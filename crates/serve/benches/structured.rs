@@ -21,7 +21,7 @@ use serde_json::json;
 use tokio::sync::mpsc::unbounded_channel;
 use tvmrt_serve::engine::{Engine, EngineConfig, Event, Request};
 use tvmrt_serve::sampler::SamplingParams;
-use tvmrt_serve::structured::{Constraint, Matcher};
+use tvmrt_serve::structured::{Constraint, GrammarLimits, Matcher};
 
 const PROMPTS: usize = 16;
 
@@ -148,49 +148,12 @@ fn main() {
         .unwrap_or(root.join("lib.so"));
     let device = std::env::var("TVMRT_SERVE_DEVICE").unwrap_or_else(|_| "cpu".into());
     bare_forwards(&dir, &lib, &device);
-    let e = Arc::new(start(&dir, &lib, &device));
-    // Warm up.
-    for k in 0..4 {
-        stamps(&e, prompt(k), params(Some(schema()), 200));
-        stamps(&e, prompt(k), params(None, 64));
+    for jump_forward in [true, false] {
+        let e = Arc::new(start(&dir, &lib, &device, jump_forward));
+        println!("jump-forward {}:", if jump_forward { "on" } else { "off" });
+        compare(&e, &device);
     }
-    println!("device: {device}; {PROMPTS} prompts of 24 tokens, greedy, one at a time");
-    let (c, f, r) = pairs(&e, &|_| params(Some(schema()), 200), &|_, n| {
-        params(None, n)
-    });
-    println!(
-        "json_schema: {:.0} tokens, time per output token {:.1} us, whole answer {:.0} us | \
-         free, same tokens: {:.1} us, {:.0} us | ratio (median of pairs) {:.2}x per token, \
-         {:.2}x whole answer",
-        c[2], c[0], c[1], f[0], f[1], r[0], r[1]
-    );
-    let rx = Constraint::Regex("[a-z0-9 ,.]{64}".into());
-    let (c, f, r) = pairs(&e, &|_| params(Some(rx.clone()), 200), &|_, n| {
-        params(None, n)
-    });
-    println!(
-        "regex, a mask every step: {:.0} tokens, {:.1} us per token, whole {:.0} us | free: \
-         {:.1} us, {:.0} us | ratio {:.2}x per token, {:.2}x whole answer",
-        c[2], c[0], c[1], f[0], f[1], r[0], r[1]
-    );
-    // 16 at once, three rounds of each alternated; each side's free requests as long as the
-    // constrained answers.
-    let lengths: Vec<usize> = (0..16)
-        .map(|k| stamps(&e, prompt(k), params(Some(schema()), 200)).len())
-        .collect();
-    let (mut c16, mut f16) = (Vec::new(), Vec::new());
-    for _ in 0..3 {
-        c16.push(together(&e, &|_| params(Some(schema()), 200)));
-        f16.push(together(&e, &|k| params(None, lengths[k])));
-    }
-    let ratios: Vec<f64> = c16.iter().zip(&f16).map(|(a, b)| a / b).collect();
-    println!(
-        "16 streams at once (3 rounds each): json_schema {:.0} tokens/s, free {:.0} tokens/s \
-         (median ratio {:.2}x)",
-        median(c16),
-        median(f16),
-        median(ratios)
-    );
+    let e = start(&dir, &lib, &device, true);
     let grammars = e.grammars().unwrap();
     let compiled = grammars.compile(&schema()).unwrap();
     let mut m = Matcher::new(&compiled);
@@ -272,7 +235,51 @@ fn bare_forwards(dir: &Path, lib: &Path, device: &str) {
     println!("{line}");
 }
 
-fn start(dir: &Path, lib: &Path, device: &str) -> Engine {
+/// The constrained requests against free ones on engine `e`.
+fn compare(e: &Arc<Engine>, device: &str) {
+    // Warm up.
+    for k in 0..4 {
+        stamps(e, prompt(k), params(Some(schema()), 200));
+        stamps(e, prompt(k), params(None, 64));
+    }
+    println!("device: {device}; {PROMPTS} prompts of 24 tokens, greedy, one at a time");
+    let (c, f, r) = pairs(e, &|_| params(Some(schema()), 200), &|_, n| params(None, n));
+    println!(
+        "json_schema: {:.0} tokens, time per output token {:.1} us, whole answer {:.0} us | \
+         free, same tokens: {:.1} us, {:.0} us | ratio (median of pairs) {:.2}x per token, \
+         {:.2}x whole answer",
+        c[2], c[0], c[1], f[0], f[1], r[0], r[1]
+    );
+    let rx = Constraint::Regex("[a-z0-9 ,.]{64}".into());
+    let (c, f, r) = pairs(e, &|_| params(Some(rx.clone()), 200), &|_, n| {
+        params(None, n)
+    });
+    println!(
+        "regex, a mask every step: {:.0} tokens, {:.1} us per token, whole {:.0} us | free: \
+         {:.1} us, {:.0} us | ratio {:.2}x per token, {:.2}x whole answer",
+        c[2], c[0], c[1], f[0], f[1], r[0], r[1]
+    );
+    // 16 at once, three rounds of each alternated; each side's free requests as long as the
+    // constrained answers.
+    let lengths: Vec<usize> = (0..16)
+        .map(|k| stamps(e, prompt(k), params(Some(schema()), 200)).len())
+        .collect();
+    let (mut c16, mut f16) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        c16.push(together(e, &|_| params(Some(schema()), 200)));
+        f16.push(together(e, &|k| params(None, lengths[k])));
+    }
+    let ratios: Vec<f64> = c16.iter().zip(&f16).map(|(a, b)| a / b).collect();
+    println!(
+        "16 streams at once (3 rounds each): json_schema {:.0} tokens/s, free {:.0} tokens/s \
+         (median ratio {:.2}x)",
+        median(c16),
+        median(f16),
+        median(ratios)
+    );
+}
+
+fn start(dir: &Path, lib: &Path, device: &str, jump_forward: bool) -> Engine {
     let config = EngineConfig {
         max_num_sequence: 16,
         max_total_sequence_length: 8704,
@@ -281,5 +288,9 @@ fn start(dir: &Path, lib: &Path, device: &str) -> Engine {
         prefix_cache_max_num_recycling_seqs: 0,
         device: tvmrt::device::parse_device(device).unwrap(),
     };
-    Engine::start(lib.to_path_buf(), dir.to_path_buf(), config).unwrap()
+    let limits = GrammarLimits {
+        jump_forward: Some(jump_forward),
+        ..Default::default()
+    };
+    Engine::start_with(lib.to_path_buf(), dir.to_path_buf(), config, limits).unwrap()
 }

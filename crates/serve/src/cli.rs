@@ -94,6 +94,12 @@ pub struct Args {
     /// Compiled output grammars kept for requests that ask for the same one.
     #[arg(long, value_name = "N", default_value_t = GrammarLimits::default().cache_size)]
     pub grammar_cache_size: usize,
+
+    /// Tokens an output grammar forces (a schema's property names) appended at once and fed to
+    /// the next forward as a prefill chunk (`on`), or decoded one step each (`off`); `auto`: on
+    /// a GPU only (on the CPU a prefill costs a decode step per token).
+    #[arg(long, value_name = "WHEN", default_value = "auto", value_parser = ["auto", "on", "off"])]
+    pub jump_forward: String,
 }
 
 /// Reads the model's limits from `mlc-chat-config.json` to fill in the defaults.
@@ -178,6 +184,11 @@ pub fn start_app(a: &Args, model: PathBuf, model_lib: PathBuf) -> Result<Arc<App
         max_compile_fuel: a.max_grammar_compile_fuel,
         max_step_fuel: a.max_grammar_step_fuel,
         cache_size: a.grammar_cache_size,
+        jump_forward: match a.jump_forward.as_str() {
+            "on" => Some(true),
+            "off" => Some(false),
+            _ => None,
+        },
     };
     let engine = Engine::start_with(model_lib, model.clone(), config, limits)?;
     let model_id = a.served_model_name.clone().unwrap_or_else(|| {

@@ -9,9 +9,11 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc::unbounded_channel;
 use tvmrt_serve::engine::{Engine, EngineConfig, Event, FinishReason, Refused, Request};
 use tvmrt_serve::sampler::{SamplingParams, TokenLogprob};
-use tvmrt_serve::structured::Constraint;
+use tvmrt_serve::structured::{Constraint, GrammarLimits};
 
-fn start(max_total_sequence_length: i64, max_num_sequence: usize) -> Engine {
+/// An engine on the fixture; `jump_forward`: forced tokens appended at once (else decoded one
+/// step each, the CPU's default).
+fn start(max_total_sequence_length: i64, max_num_sequence: usize, jump_forward: bool) -> Engine {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/mlc/model");
     let config = EngineConfig {
         max_num_sequence,
@@ -21,7 +23,11 @@ fn start(max_total_sequence_length: i64, max_num_sequence: usize) -> Engine {
         prefix_cache_max_num_recycling_seqs: 4,
         device: tvmrt::tensor::layout::cpu(),
     };
-    Engine::start(dir.join("lib.so"), dir, config).unwrap()
+    let limits = GrammarLimits {
+        jump_forward: Some(jump_forward),
+        ..Default::default()
+    };
+    Engine::start_with(dir.join("lib.so"), dir, config, limits).unwrap()
 }
 
 /// One choice's answer.
@@ -133,7 +139,7 @@ fn check_person(text: &str) {
 
 #[test]
 fn schema_answers_are_complete_valid_and_repeat() {
-    let e = start(4096, 16);
+    let e = start(4096, 16, true);
     let prompts = ["Describe a pet.", "hello", "JSON please: "];
     let mut solo = Vec::new();
     for (k, p) in prompts.iter().enumerate() {
@@ -177,10 +183,10 @@ fn schema_answers_are_complete_valid_and_repeat() {
 
 #[test]
 fn forced_tokens_skip_decode_steps_and_logprobs_see_the_mask() {
-    let e = start(4096, 8);
+    let e = start(4096, 8, true);
     let mut p = params(json_schema(schema()), 120, None);
     p.logprobs = Some(3);
-    let a = answers(&mut send(&e, "hello", p), 1).remove(0);
+    let a = answers(&mut send(&e, "hello", p.clone()), 1).remove(0);
     check_person(&a.text);
     // Forced tokens (the property names) come with probability 1 under the mask; every
     // listed alternative is a token the grammar allowed (finite log-probability).
@@ -203,11 +209,19 @@ fn forced_tokens_skip_decode_steps_and_logprobs_see_the_mask() {
         "{steps} sampled for {} tokens",
         a.tokens.len()
     );
+    // Without the jump-forward every token is sampled (a forced one from a one-token mask),
+    // and the answer is as valid.
+    let slow = start(4096, 8, false);
+    let b = answers(&mut send(&slow, "hello", p), 1).remove(0);
+    check_person(&b.text);
+    assert_eq!(b.finish, Some(FinishReason::Stop));
+    let steps = slow.metrics.tpot.count_and_mean().0 + 1;
+    assert_eq!(steps, b.tokens.len() as u64);
 }
 
 #[test]
 fn regex_choice_lark_and_json_object_hold() {
-    let e = start(4096, 8);
+    let e = start(4096, 8, false);
     let run =
         |c: Constraint, seed| answers(&mut send(&e, "x", params(Some(c), 40, seed)), 1).remove(0);
     for seed in [None, Some(1), Some(2)] {
@@ -253,8 +267,8 @@ fn regex_choice_lark_and_json_object_hold() {
 #[test]
 fn preempted_constrained_sequences_resume_where_they_were() {
     // A cache of 8 pages (128 tokens) for 4 requests of up to 100 tokens each: preemptions.
-    let small = start(128, 4);
-    let big = start(4096, 4);
+    let small = start(128, 4, true);
+    let big = start(4096, 4, true);
     let prompts = ["a", "bb", "ccc", "dddd"];
     let solo: Vec<Answer> = prompts
         .iter()
@@ -282,7 +296,7 @@ fn preempted_constrained_sequences_resume_where_they_were() {
 
 #[test]
 fn bad_grammars_are_refused_and_cancelled_ones_free_their_pages() {
-    let e = start(4096, 8);
+    let e = start(4096, 8, false);
     for c in [
         Constraint::JsonSchema {
             schema: json!({"type": "integer", "minimum": 5, "maximum": 1}),

@@ -56,7 +56,9 @@ impl Worker {
         if !self.stop_ids.contains(&token) {
             if let Some(m) = self.active[i].choices[c].matcher.as_mut() {
                 m.commit(token).map_err(Error::runtime)?;
-                forced = m.forced();
+                if self.jump_forward {
+                    forced = m.forced();
+                }
                 complete = m.is_complete();
             }
         }

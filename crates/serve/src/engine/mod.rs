@@ -186,6 +186,8 @@ impl Engine {
         let stop_ids = chat.stop_token_ids();
         let grammar_stops = stop_ids.clone();
         let grammar_dir = model_dir.clone();
+        let on_cpu = config.device.device_type == tvmrt::abi::DLDeviceType::CPU;
+        let jump_forward = limits.jump_forward.unwrap_or(!on_cpu);
         let metrics = Arc::new(Metrics::default());
         let pending = Arc::new(AtomicUsize::new(0));
         let (tx, rx) = mpsc::channel::<Job>();
@@ -234,6 +236,7 @@ impl Engine {
                         pool: PrefixPool::new(config_pool),
                         next_seq: 0,
                         next_order: 0,
+                        jump_forward,
                     })
                 };
                 match setup() {

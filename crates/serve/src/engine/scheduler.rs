@@ -44,6 +44,8 @@ pub struct Worker {
     pub pool: PrefixPool,
     pub next_seq: i64,
     pub next_order: u64,
+    /// Whether forced tokens are appended at once ([`crate::structured::GrammarLimits`]).
+    pub jump_forward: bool,
 }
 
 impl Worker {

@@ -31,6 +31,11 @@ pub struct GrammarLimits {
     pub max_step_fuel: u64,
     /// Compiled grammars kept for reuse.
     pub cache_size: usize,
+    /// Whether tokens a grammar forces are appended at once and fed to the next forward as a
+    /// prefill chunk (SGLang's jump-forward) rather than decoded one step each. `None`: on a
+    /// GPU, where a short prefill chunk costs about one decode step, and not on the CPU, where
+    /// a prefill costs a decode step per token and the extra forward only adds.
+    pub jump_forward: Option<bool>,
 }
 
 impl Default for GrammarLimits {
@@ -41,6 +46,7 @@ impl Default for GrammarLimits {
             max_compile_fuel: d.initial_lexer_fuel,
             max_step_fuel: d.step_lexer_fuel,
             cache_size: 64,
+            jump_forward: None,
         }
     }
 }
