@@ -1,11 +1,14 @@
-//! `tvmrt serve --model-repository DIR`: TVM models behind KServe's Open Inference Protocol
-//! (v2), the protocol tritonclient, KServe's SDK and MLServer's clients speak, with Triton's
-//! extensions (binary tensors, model repository, configuration, statistics).
+//! `tvmrt serve --model-repository DIR` and `tvmrt serve model.so`: TVM models behind KServe's
+//! Open Inference Protocol (v2), the protocol tritonclient, KServe's SDK and MLServer's clients
+//! speak, over HTTP ([`http`]) and gRPC ([`grpc`], KServe's `inference.GRPCInferenceService`),
+//! with Triton's extensions (binary tensors, model repository, configuration, statistics).
 //!
-//! The repository has Triton's layout ([`repository`]); each model is loaded, completed and
-//! batched by `tvmrt-models`, the code the Triton backend runs. The protocol's tensors are
-//! decoded and encoded in [`codec`] (JSON and Triton's binary extension), requests answered in
-//! [`http`], statistics kept in [`stats`].
+//! The repository has Triton's layout ([`repository`]); each model is loaded, completed,
+//! queued and batched by `tvmrt-models`, the code the Triton backend runs ([`model`]: the
+//! checks Triton's core makes before queueing, then `tvmrt_models::batcher`). Tensors are
+//! decoded and encoded in [`codec`] and [`infer`] (JSON and Triton's binary extension), each
+//! request travels as a [`job`], errors are [`error`]s, and [`stats`] writes the statistics as
+//! Prometheus text. [`cli`] runs it all until SIGTERM or SIGINT.
 
 pub mod cli;
 pub mod codec;
