@@ -256,22 +256,22 @@ def bad_inputs_are_400s_and_the_server_still_serves(s, client):
         assert e.status_code == 400
 
 
+def guided(client, k):
+    """Request k of the preemption check: a seeded `guided_json` completion of 80 tokens."""
+    r = client.completions.create(
+        model="model", prompt=f"p{k}", max_tokens=80, seed=k, temperature=0.7,
+        extra_body={"guided_json": list(SCHEMAS.values())[k % 3]})
+    return r.choices[0].text, r.choices[0].finish_reason
+
+
 def check_small_server(binary, reference):
     """Preemption with constrained sequences, and a grammar past the operator's size limit."""
     s = Server(binary, "--max-num-sequence", "8", "--max-total-seq-length", "160",
                "--max-grammar-size", "2000", "--jump-forward", "on")
     try:
         client = openai.OpenAI(base_url=s.url + "/v1", api_key="none", max_retries=0, timeout=120)
-
-        def one(k):
-            name = list(SCHEMAS)[k % 3]
-            r = client.completions.create(
-                model="model", prompt=f"p{k}", max_tokens=80, seed=k, temperature=0.7,
-                extra_body={"guided_json": SCHEMAS[name]})
-            return r.choices[0].text, r.choices[0].finish_reason
-
         with ThreadPoolExecutor(8) as pool:
-            got = list(pool.map(one, range(8)))
+            got = list(pool.map(lambda k: guided(client, k), range(8)))
         assert metric(s, "tvmrt_preemptions_total") > 0
         assert got == reference, (got, reference)
         big = {"type": "object", "properties": {
@@ -281,7 +281,7 @@ def check_small_server(binary, reference):
         err = json.loads(text)["error"]
         assert status == 400 and err["param"] == "response_format", (status, text)
         assert "size" in err["message"] or "limit" in err["message"], err
-        assert one(0) == reference[0]
+        assert guided(client, 0) == reference[0]
     finally:
         s.stop()
     print("ok: preemption with constrained sequences; a grammar past --max-grammar-size is a 400")
@@ -297,15 +297,10 @@ def main():
             t = time.time()
             f(s, client)
             print(f"ok: {f.__name__} ({time.time() - t:.1f} s)")
-
-        def solo(k):
-            name = list(SCHEMAS)[k % 3]
-            r = client.completions.create(
-                model="model", prompt=f"p{k}", max_tokens=80, seed=k, temperature=0.7,
-                extra_body={"guided_json": SCHEMAS[name]})
-            return r.choices[0].text, r.choices[0].finish_reason
-
-        reference = [solo(k) for k in range(8)]
+        reference = [guided(client, k) for k in range(8)]
+        for k, (text, finish) in enumerate(reference):
+            assert finish == "stop", (k, text)
+            valid(text, list(SCHEMAS.values())[k % 3])
     finally:
         s.stop()
     check_small_server(binary, reference)
