@@ -36,6 +36,9 @@ pub fn main(a: Args) -> Result<()> {
             )))
         }
         (Some(repo), None) => Source::Directory(repo.clone()),
+        // `--model-lib` names an MLC-LLM model's library: today's `tvmrt serve DIR
+        // --model-lib LIB`, whose own checks say what is wrong with DIR.
+        (None, Some(_)) if a.llm.model_lib.is_some() => return tvmrt_serve::cli::main(a.llm),
         (None, Some(m)) if m.is_dir() && is_mlc_model(m) => return tvmrt_serve::cli::main(a.llm),
         (None, Some(m)) if m.is_dir() => Source::Directory(m.clone()),
         (None, Some(m)) if m.is_file() => Source::File(m.clone()),
@@ -53,7 +56,8 @@ pub fn main(a: Args) -> Result<()> {
     };
     if other.is_none() && a.llm.model_lib.is_some() {
         return Err(Error::value(
-            "--model-lib goes with an MLC-LLM model directory (one holding mlc-chat-config.json)",
+            "--model-lib names the library of an MLC-LLM model directory, and the repository \
+             holds none (a directory with mlc-chat-config.json)",
         ));
     }
     tvmrt_oip::cli::serve(&a.oip, source, &host, port, other)
