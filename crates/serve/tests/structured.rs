@@ -134,7 +134,26 @@ fn check_person(text: &str) {
             "{text}"
         );
     }
-    assert_eq!(serde_json::to_string(&v).unwrap(), text, "compact");
+    assert!(
+        !outside_strings(text).contains(char::is_whitespace),
+        "compact: {text}"
+    );
+}
+
+/// The characters of a JSON text outside its strings.
+fn outside_strings(text: &str) -> String {
+    let (mut out, mut in_string, mut escaped) = (String::new(), false, false);
+    for ch in text.chars() {
+        match (in_string, escaped, ch) {
+            (true, true, _) => escaped = false,
+            (true, false, '\\') => escaped = true,
+            (true, false, '"') => in_string = false,
+            (true, false, _) => {}
+            (false, _, '"') => in_string = true,
+            (false, _, c) => out.push(c),
+        }
+    }
+    out
 }
 
 #[test]
