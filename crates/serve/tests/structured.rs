@@ -243,6 +243,17 @@ fn regex_choice_lark_and_json_object_hold() {
     let e = start(4096, 8, false);
     let run =
         |c: Constraint, seed| answers(&mut send(&e, "x", params(Some(c), 40, seed)), 1).remove(0);
+    // A stop string ends a constrained answer as any other.
+    for seed in 0..4 {
+        let mut p = params(Some(Constraint::Regex("[ab]{16}".into())), 40, Some(seed));
+        p.stop = vec!["b".into()];
+        let a = answers(&mut send(&e, "x", p), 1).remove(0);
+        assert_eq!(a.finish, Some(FinishReason::Stop));
+        assert!(
+            a.text.len() <= 16 && a.text.bytes().all(|c| c == b'a'),
+            "{a:?}"
+        );
+    }
     for seed in [None, Some(1), Some(2)] {
         let a = run(Constraint::Regex("[0-9]{3}-[a-c]{2}".into()), seed);
         assert_eq!(a.finish, Some(FinishReason::Stop));
