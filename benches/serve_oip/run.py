@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,7 +21,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "benches", "triton"))
+sys.path.insert(0, os.path.join(ROOT, "crates", "oip", "tests"))
 import run as triton_bench  # noqa: E402  (benches/triton/run.py: models, config, load)
+from test_oip import OipServer  # noqa: E402  (`tvmrt serve` started as its tests start it)
 
 generate, triton = triton_bench.generate, triton_bench.triton
 
@@ -42,47 +43,13 @@ def rss_kib(pid):
     return total
 
 
-class TvmrtServe:
-    """`tvmrt serve --model-repository` on free ports; stopped by its pid."""
-
-    def __init__(self, tool, repo, log_path, models, timeout=60):
-        self.http, self.grpc = triton.free_ports(2)
-        self.log = open(log_path, "w")
-        self.proc = subprocess.Popen(
-            [tool, "serve", "--model-repository", repo, "--host", "127.0.0.1",
-             "--port", str(self.http), "--grpc-port", str(self.grpc)],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + timeout
-        pending = list(models)
-        while pending:
-            if self.proc.poll() is not None or time.time() > deadline:
-                self.stop()
-                raise RuntimeError(f"tvmrt serve: models {pending} not ready; see {log_path}")
-            pending = [m for m in pending if not triton.Server.model_ready(self, m)]
-            time.sleep(0.01)
-
-    get = triton.Server.get
-    url = triton.Server.url
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=20)
-        self.log.close()
-
-
 def measure(name, start, models, concs, seconds):
     t0 = time.perf_counter()
     srv = start()
     ready_s = time.perf_counter() - t0
-    out = {"ready_s": ready_s, "load": {}}
+    out = {"ready_s": ready_s}
     try:
-        for m, (_, shape) in models.items():
-            triton_bench.load(srv.http, m, shape, 2, 1.0)  # warm-up, not recorded
-            for c in concs:
-                r = triton_bench.load(srv.http, m, shape, c, seconds)
-                out["load"][f"{m}/{c}"] = r
-                print(name, m, c, triton_bench.summary(r), flush=True)
+        out["load"] = triton_bench.load_all(name, srv.http, models, concs, seconds)
         out["rss_mib"] = rss_kib(srv.proc.pid) / 1024
     finally:
         srv.stop()
@@ -112,9 +79,9 @@ def main():
         "triton": measure("triton", lambda: triton.Server(
             repo, backends, os.path.join(tmp, "triton.log"), list(models)), models, concs,
             a.seconds),
-        "tvmrt": measure("tvmrt ", lambda: TvmrtServe(
-            a.tool, repo, os.path.join(tmp, "tvmrt.log"), list(models)), models, concs,
-            a.seconds),
+        "tvmrt": measure("tvmrt ", lambda: OipServer(
+            a.tool, ["--model-repository", repo], os.path.join(tmp, "tvmrt.log"), list(models)),
+            models, concs, a.seconds),
     }
     rows = ["| model | clients | Triton+backend inf/s | tvmrt serve inf/s | ratio | "
             "Triton p50 ms | tvmrt p50 ms | p50 ratio |", "|---|---:|---:|---:|---:|---:|---:|---:|"]

@@ -102,6 +102,17 @@ def load(port, model, shape, conc, seconds):
     }
 
 
+def load_all(label, port, names, concs, seconds):
+    """Each model warmed up, then loaded at each concurrency: {"model/conc": load(...)}."""
+    out = {}
+    for name in names:
+        load(port, name, MODELS[name][1], 2, 1.0)  # warm-up, not recorded
+        for c in concs:
+            out[f"{name}/{c}"] = r = load(port, name, MODELS[name][1], c, seconds)
+            print(label, name, c, summary(r), flush=True)
+    return out
+
+
 def python_backend(libs, ports, threads):
     """PyTriton serving each model through Triton's Python backend on TVM 0.27's runtime."""
     import tvm
@@ -164,22 +175,14 @@ def main():
     backends = triton.backend_dir(tmp, args.backend)
     srv = triton.Server(repo, backends, os.path.join(tmp, "tvmrt.log"), list(libs))
     try:
-        for name in libs:
-            load(srv.http, name, MODELS[name][1], 2, 1.0)  # warm-up, not recorded
-            for c in concs:
-                results["tvmrt"][f"{name}/{c}"] = load(srv.http, name, MODELS[name][1], c, args.seconds)
-                print("tvmrt ", name, c, summary(results["tvmrt"][f"{name}/{c}"]), flush=True)
+        results["tvmrt"] = load_all("tvmrt ", srv.http, libs, concs, args.seconds)
     finally:
         srv.stop()
 
     ports = triton.free_ports(3)
     t = python_backend(libs, ports, args.threads)
     try:
-        for name in libs:
-            load(ports[0], name, MODELS[name][1], 2, 1.0)  # warm-up, not recorded
-            for c in concs:
-                results["python"][f"{name}/{c}"] = load(ports[0], name, MODELS[name][1], c, args.seconds)
-                print("python", name, c, summary(results["python"][f"{name}/{c}"]), flush=True)
+        results["python"] = load_all("python", ports[0], libs, concs, args.seconds)
     finally:
         t.stop()
 

@@ -4,10 +4,16 @@
 //! (tvmrt-oip); a directory holding `mlc-chat-config.json` (with `--model-lib`) is an MLC-LLM
 //! model behind OpenAI's API (tvmrt-serve). A repository may hold one MLC-LLM model directory
 //! beside its tensor models: the same process serves it on the OpenAI routes.
+//!
+//! Without the `oip` feature `tvmrt serve` is the LLM server alone.
 
+#[cfg(feature = "oip")]
 use std::path::Path;
 
-use tvmrt::{Error, Result};
+#[cfg(feature = "oip")]
+use tvmrt::Error;
+use tvmrt::Result;
+#[cfg(feature = "oip")]
 use tvmrt_oip::repository::{mlc_models, Source};
 
 /// The arguments of both servers (`--host` and `--port` are shared).
@@ -16,16 +22,25 @@ use tvmrt_oip::repository::{mlc_models, Source};
 pub struct Args {
     #[command(flatten)]
     llm: tvmrt_serve::cli::Args,
+    #[cfg(feature = "oip")]
     #[command(flatten)]
     oip: tvmrt_oip::cli::Args,
 }
 
+/// Serves the MLC-LLM model the arguments name until SIGTERM or SIGINT.
+#[cfg(not(feature = "oip"))]
+pub fn main(a: Args) -> Result<()> {
+    tvmrt_serve::cli::main(a.llm)
+}
+
 /// An MLC-LLM model directory: it holds `mlc-chat-config.json`.
+#[cfg(feature = "oip")]
 fn is_mlc_model(dir: &Path) -> bool {
     dir.join("mlc-chat-config.json").is_file()
 }
 
 /// Serves what the arguments name until SIGTERM or SIGINT.
+#[cfg(feature = "oip")]
 pub fn main(a: Args) -> Result<()> {
     let (host, port) = (a.llm.host.clone(), a.llm.port);
     let source = match (&a.oip.model_repository, &a.llm.model) {
@@ -66,6 +81,7 @@ pub fn main(a: Args) -> Result<()> {
 /// The OpenAI routes of the MLC-LLM model directory in repository `root`, if it holds one:
 /// served by the same process beside the tensor models, with `--model-lib` or the directory's
 /// own `lib.so`. One language model per process.
+#[cfg(feature = "oip")]
 fn llm_routes(llm: &tvmrt_serve::cli::Args, root: &Path) -> Result<Option<axum::Router>> {
     let dirs = mlc_models(root);
     let dir = match dirs.as_slice() {

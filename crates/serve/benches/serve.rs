@@ -14,9 +14,11 @@
 //! token is masked with logit_bias, so every answer has exactly 64). The prompts are written
 //! to PROMPTS_JSON_OUT for TVM's sequential reference (benches/serve/tvm_reference.py).
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -329,16 +331,7 @@ fn stream_one(addr: SocketAddr, prompt: &[i32]) -> (f64, f64, usize) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with("--"))
-        .collect();
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/mlc/model");
-    let dir = args.first().map(PathBuf::from).unwrap_or(root.clone());
-    let lib = args
-        .get(1)
-        .map(PathBuf::from)
-        .unwrap_or(root.join("lib.so"));
+    let (args, dir, lib) = common::model_args();
     let levels = [1usize, 4, 16];
     let per_level = |c: usize| (c * 4).max(16);
     if let Some(out) = args.get(2) {

@@ -13,7 +13,9 @@
 //! `TVMRT_SERVE_DEVICE=cuda:0` with a CUDA library runs the model on a GPU (the mask is applied
 //! to the host's copy of the logits).
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -136,16 +138,7 @@ fn together(e: &Arc<Engine>, make: &(dyn Fn(usize) -> SamplingParams + Sync)) ->
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with("--"))
-        .collect();
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/mlc/model");
-    let dir = args.first().map(PathBuf::from).unwrap_or(root.clone());
-    let lib = args
-        .get(1)
-        .map(PathBuf::from)
-        .unwrap_or(root.join("lib.so"));
+    let (_, dir, lib) = common::model_args();
     let device = std::env::var("TVMRT_SERVE_DEVICE").unwrap_or_else(|_| "cpu".into());
     bare_forwards(&dir, &lib, &device);
     for jump_forward in [true, false] {
