@@ -787,18 +787,22 @@ def check_bad_startup(binary):
     print("ok: a server that cannot start says why and exits with 1")
 
 
+def run_checks(server, checks):
+    """Runs each (name, check(server, client)) with OpenAI's client, then stops the server."""
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0, timeout=60)
+    try:
+        for name, f in checks:
+            t = time.time()
+            f(server, client)
+            print(f"ok: {name} ({time.time() - t:.1f} s)")
+    finally:
+        server.stop()
+
+
 def main():
     binary = sys.argv[1]
     check_bad_startup(binary)
-    s = Server(binary, "--api-key", KEY, "--max-num-sequence", "16")
-    client = openai.OpenAI(base_url=s.url + "/v1", api_key=KEY, max_retries=0, timeout=60)
-    try:
-        for name, f in CHECKS:
-            t = time.time()
-            f(s, client)
-            print(f"ok: {name} ({time.time() - t:.1f} s)")
-    finally:
-        s.stop()
+    run_checks(Server(binary, "--api-key", KEY, "--max-num-sequence", "16"), CHECKS)
     check_queue_full(binary)
     check_preemption(binary)
     check_q4f16_1(binary)

@@ -20,13 +20,12 @@ import json
 import os
 import sys
 import tempfile
-import time
 
 import jsonschema
 import openai
 
 from server import KEY, MODEL, Server
-from test_serve import model_with_config
+from test_serve import model_with_config, run_checks
 
 # Small tools: the fixture's context window is 512 tokens, and the prompt holds the tools.
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
@@ -256,27 +255,16 @@ def placeholder_model(tmp):
     return model_with_config(os.path.join(tmp, "model"), conv_template=template)
 
 
-def run(server, checks):
-    client = openai.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0, timeout=60)
-    try:
-        for name, f in checks:
-            t = time.time()
-            f(server, client)
-            print(f"ok: {name} ({time.time() - t:.1f} s)")
-    finally:
-        server.stop()
-
-
 def main():
     binary = sys.argv[1]
-    run(Server(binary, "--api-key", KEY), [
+    run_checks(Server(binary, "--api-key", KEY), [
         ("ChatML: the tools in the system message", lambda s, c: check_chatml_prompt(s)),
         ("ChatML: a call forced by name, streamed and not", lambda s, c: check_forced(c)),
         ("ChatML: tool_choice none and auto", lambda s, c: check_none_and_auto(c)),
         ("bad tool fields are 400s", check_bad_input),
     ])
     with tempfile.TemporaryDirectory() as tmp:
-        run(Server(binary, "--api-key", KEY, model=placeholder_model(tmp)), [
+        run_checks(Server(binary, "--api-key", KEY, model=placeholder_model(tmp)), [
             ("MLC's placeholder: its function string", lambda s, c: check_placeholder_prompt(s)),
             ("MLC's placeholder: tool_choice required", lambda s, c: check_required(c)),
             ("MLC's placeholder: a following turn with the calls and a tool message",

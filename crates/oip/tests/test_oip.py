@@ -351,12 +351,7 @@ def main():
     ap.add_argument("--tool", required=True, help="the tvmrt tool")
     ap.add_argument("--runtime", required=True, help="libtvmrt.so, for the direct calls")
     ap.add_argument("--show-log", action="store_true")
-    args = ap.parse_args()
-    start = time.time()
-    run(args)
-    print(f"{'FAILED: ' + ', '.join(tt.FAILED) if tt.FAILED else 'all tvmrt serve (OIP) tests passed'} "
-          f"({time.time() - start:.0f} s)")
-    sys.exit(1 if tt.FAILED else 0)
+    tt.run_and_exit(run, ap.parse_args(), "all tvmrt serve (OIP) tests passed")
 
 
 if __name__ == "__main__":

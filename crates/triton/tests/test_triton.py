@@ -643,11 +643,14 @@ def main():
     ap.add_argument("--backend", required=True, help="libtriton_tvmrt.so")
     ap.add_argument("--runtime", required=True, help="libtvmrt.so, for the direct calls")
     ap.add_argument("--show-log", action="store_true")
-    args = ap.parse_args()
+    run_and_exit(run, ap.parse_args(), "all Triton backend tests passed")
+
+
+def run_and_exit(run, args, passed):
+    """Runs the suite `run(args)`, prints its verdict and time, exits 1 if a check failed."""
     start = time.time()
     run(args)
-    print(f"{'FAILED: ' + ', '.join(FAILED) if FAILED else 'all Triton backend tests passed'} "
-          f"({time.time() - start:.0f} s)")
+    print(f"{'FAILED: ' + ', '.join(FAILED) if FAILED else passed} ({time.time() - start:.0f} s)")
     sys.exit(1 if FAILED else 0)
 
 
