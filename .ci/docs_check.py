@@ -3,7 +3,7 @@
 
   .ci/docs_check.py [--book target/book] [--run-python] [--run-servers]
 
-- Links: every relative link of docs/**/*.md names a file that exists, and its
+- Links: every relative link of README.md and docs/**/*.md names a file that exists, and its
   `#anchor` a heading of that page (GitHub's anchors: the heading lowercased, punctuation
   dropped, spaces as hyphens, `-1`, `-2` for repeats).
 - Code fences: every opening fence names its language (an unnamed block would be read as a
@@ -60,6 +60,7 @@ def problem(path, line, what):
 
 
 def pages():
+    yield ROOT / "README.md"
     yield from sorted((ROOT / "docs").rglob("*.md"))
 
 

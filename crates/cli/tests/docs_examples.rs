@@ -1,4 +1,4 @@
-//! Every `tvmrt` example in the guide (`docs/*.md`) runs as shown.
+//! Every `tvmrt` example in the guide (`docs/*.md`) and the README runs as shown.
 //!
 //! trycmd reads the ```` ```console ```` blocks of those pages: a `$ tvmrt ...` line is run
 //! with the tool built here, from the repository root (the examples name the shipped fixtures
@@ -17,6 +17,7 @@ fn guide_and_readme_examples_print_what_they_show() {
         .register_bin("tvmrt", trycmd::cargo::cargo_bin!("tvmrt"))
         // Logs stay off, whatever the caller's environment says.
         .env("TVMRT_LOG", "off")
+        .case("README.md")
         .case("docs/*.md")
         .case("docs/*/*.md");
 }
