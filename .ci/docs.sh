@@ -2,13 +2,14 @@
 # The guide (docs/): builds it as a book with mdBook and checks it as a reader follows it
 # (.ci/docs_check.py: every link and anchor of the Markdown and of the book, code quoted from
 # tested files still equal to them, the guide's Python examples run, and its examples that need
-# a server run against `tvmrt serve` on the fixtures). The `tvmrt` examples run in `cargo test`
-# (crates/cli/tests/docs_examples.rs).
+# a server run against `tvmrt serve` on the fixtures, or against `tvmrt rpc-server` registered to
+# TVM's tracker). The `tvmrt` examples run in `cargo test` (crates/cli/tests/docs_examples.rs).
 #
 # mdBook is installed once per machine with `cargo install` (about 2.7 min of building on 2
 # cores, the first time only); then this takes about 5 s. The examples need what `cargo test` builds
 # (target/debug/libtvmrt.so and tvmrt), the venvs .venv/python, .venv/serve (OpenAI's client),
-# .venv/triton (tritonclient) and, for tvm-ffi's package on tvmrt, .venv/tvm_ffi_tvmrt, which
+# .venv/triton (tritonclient), .venv/rpc (apache-tvm's RPC client and tracker) and, for
+# tvm-ffi's package on tvmrt, .venv/tvm_ffi_tvmrt, which
 # conformance/tvm_ffi/run.sh makes: CI runs this after those steps.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -24,6 +25,7 @@ fi
 .ci/venv.sh python >/dev/null
 .ci/venv.sh serve >/dev/null
 .ci/venv.sh triton >/dev/null
+.ci/venv.sh rpc >/dev/null
 # mdBook reports what it could not render (unclosed HTML, a missing page) as warnings.
 log=$("$mdbook" build docs 2>&1) || { echo "$log"; exit 1; }
 if grep -E 'WARN|ERROR' <<<"$log"; then

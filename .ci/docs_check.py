@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks the guide (docs/*.md) and the README as a reader would follow them.
 
-  .ci/docs_check.py [--book target/book] [--run-python] [--run-servers]
+  .ci/docs_check.py [--book target/book] [--run-python] [--run-servers] [PAGE.md ...]
 
 - Links: every relative link of README.md and docs/**/*.md names a file that exists, and its
   `#anchor` a heading of that page (GitHub's anchors: the heading lowercased, punctuation
@@ -25,6 +25,17 @@
   stopped by its process id at the end. The block's `127.0.0.1:8000` becomes the server's
   address; shell blocks run under `set -euo pipefail`, `curl` failing on an HTTP error unless
   the block's output is shown (next item).
+- With --run-servers, a ```python block after
+  `<!-- run: python [VENV] with tvmrt rpc-server ARGS and a tracker -->` runs against TVM's
+  tracker (`python -m tvm.exec.rpc_tracker` of .venv/rpc) and `tvmrt rpc-server ARGS`
+  registered to it, both on 127.0.0.1 on free ports, started once per ARGS and stopped by
+  their process ids (process groups: the tracker's loop is a child process) at the end. The
+  block gets the tracker's address in TVM's variables TVM_TRACKER_HOST and TVM_TRACKER_PORT
+  (which MetaSchedule's RPCConfig reads too), and ARGS' `--key` in TVM_TRACKER_KEY.
+- With --run-python, `<!-- run: python [VENV] with the CUDA driver's test double -->` runs the
+  block with TVMRT_CUDA_LIBRARY naming tests/cuda_double/fake_cuda.c built with `cc` (one
+  device, sm_80; it runs the CUDA fixtures' kernels on the host, so values are checked): a
+  CUDA example runs in CI on a machine without a GPU.
 - `run: python [VENV] continued ...` runs the page's previous run block first, in the same
   process (an example that goes on from the one before it: `client` made there).
 - A run block followed by a block after `<!-- output -->` must print that (`[..]` stands for
@@ -38,6 +49,8 @@ import os
 import re
 import select
 import shlex
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -50,7 +63,11 @@ FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})(.*)$")
 LINK = re.compile(r"(?<!!)\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^()\s]*(?:\([^()]*\))?[^()\s]*)\)")
 MARKER = re.compile(r"^<!--\s*(quote|run|output)(?::\s*(.*?))?\s*-->\s*$")
 problems = []
-servers = {}  # ARGS -> (process, "127.0.0.1:PORT")
+servers = {}  # ARGS -> (process, "127.0.0.1:PORT", log)
+rpc_servers = {}  # ARGS -> ([tracker, server], {TVM_TRACKER_*: ...}, [logs])
+RPC = re.compile(r"(tvmrt rpc-server\b.*?) and a tracker")
+CUDA_DOUBLE = "the CUDA driver's test double"
+built = {}  # what the examples need, built once: "fake_cuda" -> path
 # Without a shown output, an HTTP error fails the block; with one, the output decides.
 CURL = 'curl() { command curl -sS %s--max-time 120 "$@"; }\n'
 
@@ -184,21 +201,37 @@ def run_block(path, start, info, body, arg, run_python, run_servers, expected=No
     how, _, server = arg.partition(" with ")
     words = how.split()
     where = f"{path.relative_to(ROOT)}:{start + 1}"
+    rpc = RPC.fullmatch(server)
+    cuda = server == CUDA_DOUBLE
+    if cuda:
+        server = ""  # runs with the Python examples
     if not words or words[0] != info or info not in ("python", "sh") or (
-        server and not server.startswith("tvmrt serve ")
+        server and not server.startswith("tvmrt serve ") and not (rpc and info == "python")
     ):
         problem(path, start, f"cannot run a `{info}` block with `{arg}`")
         return
     if (server and not run_servers) or (not server and not run_python):
         return
     text = "\n".join(body)
-    if server:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    if cuda:
+        double = fake_cuda()
+        if double is None:
+            problem(path, start + 1, "the CUDA driver's test double did not build")
+            return
+        env.update(TVMRT_CUDA_LIBRARY=double, FAKE_CUDA_DEVICES="1", FAKE_CUDA_SM="80")
+    if rpc:
+        tracker = start_rpc(rpc.group(1))
+        if tracker is None:
+            problem(path, start + 1, f"the tracker and `{rpc.group(1)}` did not start")
+            return
+        env.update(tracker)
+    elif server:
         addr = start_server(server)
         if addr is None:
             problem(path, start + 1, f"the server `{server}` did not start")
             return
         text = text.replace("127.0.0.1:8000", addr)
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
     if info == "python":
         venv = words[1] if len(words) > 1 else "python"
         cmd = [str(ROOT / ".venv" / venv / "bin" / "python"), "-c", text]
@@ -206,6 +239,7 @@ def run_block(path, start, info, body, arg, run_python, run_servers, expected=No
         venv = None
         fail = "" if expected is not None else "--fail-with-body "
         cmd = ["bash", "-c", "set -euo pipefail\n" + CURL % fail + text]
+    t0 = time.monotonic()
     try:
         r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -216,7 +250,8 @@ def run_block(path, start, info, body, arg, run_python, run_servers, expected=No
     elif expected is not None and not matches(expected, r.stdout):
         problem(path, start + 1, "the example printed something else than shown:\n" + r.stdout)
     else:
-        print(f"ran {where}" + (f" with .venv/{venv}" if venv else "") + (f" against `{server}`" if server else ""))
+        print(f"ran {where}" + (f" with .venv/{venv}" if venv else "") + (f" against `{server}`" if server else "")
+              + (f" on {CUDA_DOUBLE}" if cuda else "") + f" ({time.monotonic() - t0:.1f} s)")
 
 
 def start_server(command, timeout=120):
@@ -250,7 +285,86 @@ def start_server(command, timeout=120):
     return None
 
 
+def fake_cuda():
+    """The path of the CUDA driver's test double, built once (None if it does not build)."""
+    if "fake_cuda" not in built:
+        out = Path(tempfile.mkdtemp(prefix="docs_fake_cuda_")) / "libfake_cuda.so"
+        cc = os.environ.get("CC", "cc")
+        r = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(out),
+                            str(ROOT / "tests" / "cuda_double" / "fake_cuda.c"), "-lm", "-lpthread"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"{cc} fake_cuda.c:\n{r.stdout}{r.stderr}")
+        built["fake_cuda"] = str(out) if r.returncode == 0 else None
+    return built["fake_cuda"]
+
+
+def wait_log(proc, log, pattern, deadline):
+    """The first match of `pattern` in the process's output file, or None if it exits or the
+    deadline passes first."""
+    rx = re.compile(pattern)
+    while time.monotonic() < deadline:
+        log.seek(0)
+        m = rx.search(log.read().decode(errors="replace"))
+        if m or proc.poll() is not None:
+            return m
+        time.sleep(0.2)
+    return None
+
+
+def free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_rpc(command, timeout=60):
+    """TVM's tracker and `tvmrt rpc-server ARGS` registered to it, started when needed: the
+    TVM_TRACKER_* variables naming them, or None."""
+    if command in rpc_servers:
+        return rpc_servers[command][1]
+    procs, logs = [], []
+    rpc_servers[command] = (procs, None, logs)
+    deadline = time.monotonic() + timeout
+
+    def spawn(argv, ready):
+        log = tempfile.TemporaryFile()
+        logs.append(log)
+        # A group of its own, stopped as one: TVM's tracker serves from a child process.
+        procs.append(subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log,
+                                      stderr=subprocess.STDOUT, start_new_session=True))
+        m = wait_log(procs[-1], log, ready, deadline)
+        if m is None:
+            log.seek(0)
+            print(f"`{shlex.join(argv)}` did not get ready; its log:\n"
+                  + log.read().decode(errors="replace"))
+        return m
+
+    port = free_port()
+    python = str(ROOT / ".venv" / "rpc" / "bin" / "python")
+    m = spawn([python, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(port),
+               "--port-end", str(port + 50)], r"bind to 127\.0\.0\.1:(\d+)")
+    if m is None:
+        return None
+    tracker = m.group(1)
+    exe = os.environ.get("TVMRT_BIN", str(ROOT / "target" / "debug" / "tvmrt"))
+    args = shlex.split(command)[1:]
+    port = free_port()
+    if spawn([exe, *args, "--host", "127.0.0.1", "--port", str(port), "--port-end",
+              str(port + 50), "--tracker", f"127.0.0.1:{tracker}"], r"listening on \S+") is None:
+        return None
+    env = {"TVM_TRACKER_HOST": "127.0.0.1", "TVM_TRACKER_PORT": tracker}
+    if "--key" in args[:-1]:
+        env["TVM_TRACKER_KEY"] = args[args.index("--key") + 1]
+    rpc_servers[command] = (procs, env, logs)
+    return env
+
+
 def stop_servers():
+    if built.get("fake_cuda"):
+        shutil.rmtree(Path(built["fake_cuda"]).parent, ignore_errors=True)
     for proc, _, log in servers.values():
         proc.terminate()
         try:
@@ -259,6 +373,20 @@ def stop_servers():
             proc.kill()
             proc.wait()
         log.close()
+    for procs, _, logs in rpc_servers.values():
+        for proc in reversed(procs):
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(proc.pid, sig)
+                    proc.wait(timeout=20)
+                    break
+                except ProcessLookupError:
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            proc.wait()
+        for log in logs:
+            log.close()
 
 
 def check_book(book):
@@ -281,10 +409,11 @@ def main():
     ap.add_argument("--book", type=Path, help="mdBook's output directory to check")
     ap.add_argument("--run-python", action="store_true", help="run the marked Python examples")
     ap.add_argument("--run-servers", action="store_true", help="run the examples that need a server")
+    ap.add_argument("pages", nargs="*", type=Path, help="only these pages (default: all)")
     args = ap.parse_args()
     count = 0
     try:
-        for path in pages():
+        for path in [p.resolve() for p in args.pages] or pages():
             lines = path.read_text(encoding="utf-8").split("\n")
             check_links(path, lines)
             check_blocks(path, lines, args.run_python, args.run_servers)
