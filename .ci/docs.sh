@@ -26,6 +26,13 @@ fi
 .ci/venv.sh serve >/dev/null
 .ci/venv.sh triton >/dev/null
 .ci/venv.sh rpc >/dev/null
+# tvm-ffi's source release (unpacked once under .venv/; conformance/tvm_ffi/cpp.sh builds and
+# runs its quickstart on tvmrt): the C++ page quotes that example from it.
+# shellcheck source=venv.sh
+source .ci/venv.sh
+# shellcheck source=../conformance/tvm_ffi/sdist.sh
+source conformance/tvm_ffi/sdist.sh
+tvm_ffi_sdist >/dev/null
 # mdBook reports what it could not render (unclosed HTML, a missing page) as warnings.
 log=$("$mdbook" build docs 2>&1) || { echo "$log"; exit 1; }
 if grep -E 'WARN|ERROR' <<<"$log"; then
