@@ -51,6 +51,7 @@ import select
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -67,7 +68,7 @@ servers = {}  # ARGS -> (process, "127.0.0.1:PORT", log)
 rpc_servers = {}  # ARGS -> ([tracker, server], {TVM_TRACKER_*: ...}, [logs])
 RPC = re.compile(r"(tvmrt rpc-server\b.*?) and a tracker")
 CUDA_DOUBLE = "the CUDA driver's test double"
-built = {}  # what the examples need, built once: "fake_cuda" -> path
+built = {}  # what the examples need, built once: "fake_cuda" -> its path, "dir" -> where
 # Without a shown output, an HTTP error fails the block; with one, the output decides.
 CURL = 'curl() { command curl -sS %s--max-time 120 "$@"; }\n'
 
@@ -288,7 +289,8 @@ def start_server(command, timeout=120):
 def fake_cuda():
     """The path of the CUDA driver's test double, built once (None if it does not build)."""
     if "fake_cuda" not in built:
-        out = Path(tempfile.mkdtemp(prefix="docs_fake_cuda_")) / "libfake_cuda.so"
+        built["dir"] = tempfile.mkdtemp(prefix="docs_fake_cuda_")
+        out = Path(built["dir"]) / "libfake_cuda.so"
         cc = os.environ.get("CC", "cc")
         r = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(out),
                             str(ROOT / "tests" / "cuda_double" / "fake_cuda.c"), "-lm", "-lpthread"],
@@ -313,8 +315,6 @@ def wait_log(proc, log, pattern, deadline):
 
 
 def free_port():
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -363,8 +363,8 @@ def start_rpc(command, timeout=60):
 
 
 def stop_servers():
-    if built.get("fake_cuda"):
-        shutil.rmtree(Path(built["fake_cuda"]).parent, ignore_errors=True)
+    if "dir" in built:
+        shutil.rmtree(built["dir"], ignore_errors=True)
     for proc, _, log in servers.values():
         proc.terminate()
         try:
