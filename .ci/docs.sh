@@ -6,11 +6,12 @@
 # TVM's tracker). The `tvmrt` examples run in `cargo test` (crates/cli/tests/docs_examples.rs).
 #
 # mdBook is installed once per machine with `cargo install` (about 2.7 min of building on 2
-# cores, the first time only); then this takes about 5 s. The examples need what `cargo test` builds
+# cores, the first time only); then this takes about 20 s. The examples need what `cargo test` builds
 # (target/debug/libtvmrt.so and tvmrt), the venvs .venv/python, .venv/serve (OpenAI's client),
 # .venv/triton (tritonclient), .venv/rpc (apache-tvm's RPC client and tracker) and, for
 # tvm-ffi's package on tvmrt, .venv/tvm_ffi_tvmrt, which
-# conformance/tvm_ffi/run.sh makes: CI runs this after those steps.
+# conformance/tvm_ffi/run.sh makes, and `cc` (the CUDA driver's test double, which a CUDA example
+# runs on): CI runs this after those steps.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 MDBOOK_VERSION=0.5.4
