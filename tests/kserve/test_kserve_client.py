@@ -134,6 +134,18 @@ async def checks(srv):
             assert "INVALID_ARGUMENT" in str(e) or "dtype" in str(e).lower() or "FP32" in str(e), e
         assert await rest.is_model_ready(srv.base, "batch_mlp")
         passed += 1
+        # KServe's own repository messages (the model's name in field 1, where Triton's
+        # superset has repository_name) unload and load a model.
+        import grpc as grpc_mod
+        from kserve.protocol.grpc import grpc_predict_v2_pb2 as pb
+        from kserve.protocol.grpc import grpc_predict_v2_pb2_grpc as pb_grpc
+        with grpc_mod.insecure_channel(f"127.0.0.1:{srv.grpc}") as channel:
+            stub = pb_grpc.GRPCInferenceServiceStub(channel)
+            stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="graph_mlp"), timeout=30)
+            assert not await grpc.is_model_ready("graph_mlp")
+            stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="graph_mlp"), timeout=30)
+            assert await grpc.is_model_ready("graph_mlp")
+        passed += 1
     finally:
         await rest.close()
         await grpc.close()

@@ -13,6 +13,7 @@ use tvmrt::{Error, Result};
 
 use crate::grpc;
 use crate::http::{self, App, Limits};
+use crate::listen;
 use crate::model::Defaults;
 use crate::repository::{Repository, Source};
 
@@ -34,9 +35,18 @@ pub struct Args {
     #[arg(long, value_name = "BYTES", default_value_t = 64 << 20)]
     pub max_request_size: usize,
 
-    /// Seconds a request may take to arrive and to be answered.
+    /// Seconds a model may take to answer a request (504 beyond).
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     pub request_timeout: u64,
+
+    /// Seconds an HTTP request's header may take to arrive, and a kept-alive connection may
+    /// wait idle for the next one; the connection is closed beyond.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub header_read_timeout: u64,
+
+    /// Seconds an HTTP request's body may take to arrive (408 beyond).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    pub body_read_timeout: u64,
 
     /// Requests waiting per model when its configuration sets no
     /// `default_queue_policy { max_queue_size }`; more get 503.
@@ -56,6 +66,8 @@ pub fn serve(
     let limits = Limits {
         max_body: a.max_request_size,
         timeout: Duration::from_secs(a.request_timeout.max(1)),
+        header_timeout: Duration::from_secs(a.header_read_timeout.max(1)),
+        body_timeout: Duration::from_secs(a.body_read_timeout.max(1)),
     };
     let defaults = Defaults {
         max_queue: a.max_queue_size.max(1),
@@ -91,14 +103,24 @@ pub fn serve(
                 let _ = rx.wait_for(|s| *s).await;
             }
         };
-        let server =
-            axum::serve(listener, http::router(app.clone())).with_graceful_shutdown(stopped());
-        let http_task = tokio::spawn(async move { server.await });
+        let server = listen::serve(
+            listener,
+            http::router(app.clone()),
+            app.limits.header_timeout,
+            stopped(),
+        );
+        let http_task = tokio::spawn(server);
         let grpc_listener = bind(a.grpc_port).await?;
         let grpc_addr = grpc_listener
             .local_addr()
             .map_err(|e| Error::runtime(e.to_string()))?;
+        // gRPC's limits: a call (its message arriving, then the model's answer) must end
+        // within both timeouts (tonic cancels it with DEADLINE_EXCEEDED's words); HTTP/2 pings
+        // find connections whose peer went away. A stream's responses are not bounded.
         let grpc_server = tonic::transport::Server::builder()
+            .timeout(app.limits.body_timeout + app.limits.timeout)
+            .http2_keepalive_interval(Some(Duration::from_secs(60)))
+            .http2_keepalive_timeout(Some(Duration::from_secs(20)))
             .add_service(grpc::service(app.clone()))
             .serve_with_incoming_shutdown(
                 tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
@@ -124,8 +146,7 @@ pub fn serve(
         repo.unload_all().await;
         eprintln!("tvmrt serve: stopped");
         match (http, grpc) {
-            (Ok(Ok(())), Ok(Ok(()))) => Ok(()),
-            (Ok(Err(e)), _) => Err(Error::runtime(format!("the HTTP server failed: {e}"))),
+            (Ok(()), Ok(Ok(()))) => Ok(()),
             (_, Ok(Err(e))) => Err(Error::runtime(format!("the gRPC server failed: {e}"))),
             (Err(e), _) | (_, Err(e)) => Err(Error::runtime(format!("a server panicked: {e}"))),
         }

@@ -1,7 +1,8 @@
-//! The gRPC front: KServe's `inference.GRPCInferenceService` (proto/grpc_predict_v2.proto,
-//! vendored from KServe), the calls of the HTTP front: health, metadata, inference (typed
-//! `contents` or `raw_input_contents` in, `raw_output_contents` out, as Triton answers), and
-//! KServe's repository load and unload. Errors carry the gRPC code of the HTTP status.
+//! The gRPC front: `inference.GRPCInferenceService` as Triton serves it (proto/grpc_service.proto,
+//! vendored from Triton; a superset of KServe's service of the same name), the calls of the
+//! HTTP front: health, metadata, inference (typed `contents` or `raw_input_contents` in,
+//! `raw_output_contents` out, as Triton answers), and Triton's extensions, whose handlers are in
+//! [`crate::grpc_triton`]. Errors carry the gRPC code of the HTTP status.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use tvmrt_models::types::DataType;
 
 use crate::codec::{check_size, element_count};
 use crate::error::ApiError;
+use crate::grpc_triton as triton;
 use crate::http::{run_request, server_metadata, App, EXTENSIONS};
 use crate::infer::{datatype, InferRequest, RequestedOutput, Tensor};
 
@@ -30,10 +32,18 @@ pub struct Grpc {
     app: Arc<App>,
 }
 
-/// The tonic service for `app`, taking messages up to the request size limit.
+/// The tonic service for `app`, taking messages up to the request size limit, compressed or
+/// not.
 pub fn service(app: Arc<App>) -> GrpcInferenceServiceServer<Grpc> {
     let limit = app.limits.max_body;
+    // Messages compressed as tritonclient's `compression_algorithm` asks (tonic bounds their
+    // decompressed size by the same limit: RESOURCE_EXHAUSTED beyond).
+    use tonic::codec::CompressionEncoding::{Deflate, Gzip};
     GrpcInferenceServiceServer::new(Grpc { app })
+        .accept_compressed(Gzip)
+        .accept_compressed(Deflate)
+        .send_compressed(Gzip)
+        .send_compressed(Deflate)
         .max_decoding_message_size(limit)
         .max_encoding_message_size(usize::MAX)
 }
@@ -156,7 +166,8 @@ pub fn decode(req: ModelInferRequest) -> Result<InferRequest, ApiError> {
     })
 }
 
-fn version(v: &str) -> Option<&str> {
+/// A request's version, `None` when empty (the latest).
+pub fn version(v: &str) -> Option<&str> {
     (!v.is_empty()).then_some(v)
 }
 
@@ -231,58 +242,147 @@ impl GrpcInferenceService for Grpc {
         &self,
         r: Request<ModelInferRequest>,
     ) -> Result<Response<ModelInferResponse>, Status> {
-        let r = r.into_inner();
-        let (name, v) = (r.model_name.clone(), r.model_version.clone());
-        let request = decode(r).map_err(status)?;
-        let (model, request, outputs) = run_request(&self.app, &name, version(&v), request)
-            .await
-            .map_err(status)?;
-        let (tensors, raw) = outputs
-            .into_iter()
-            .map(|t| {
-                let meta = InferOutputTensor {
-                    name: t.name,
-                    datatype: t.datatype.name().into(),
-                    shape: t.shape,
-                    parameters: Default::default(),
-                    contents: None,
-                };
-                (meta, t.data)
-            })
-            .unzip();
-        Ok(Response::new(ModelInferResponse {
-            model_name: model.name.clone(),
-            model_version: model.version.clone(),
-            id: request.id,
-            parameters: Default::default(),
-            outputs: tensors,
-            raw_output_contents: raw,
-        }))
+        infer(&self.app, r.into_inner()).await.map(Response::new)
+    }
+
+    type ModelStreamInferStream = triton::InferStream;
+
+    async fn model_stream_infer(
+        &self,
+        r: Request<tonic::Streaming<ModelInferRequest>>,
+    ) -> Result<Response<Self::ModelStreamInferStream>, Status> {
+        Ok(Response::new(triton::stream(
+            self.app.clone(),
+            r.into_inner(),
+        )))
+    }
+
+    async fn model_config(
+        &self,
+        r: Request<ModelConfigRequest>,
+    ) -> Result<Response<ModelConfigResponse>, Status> {
+        triton::config(&self.app, r.into_inner()).map(Response::new)
+    }
+
+    async fn model_statistics(
+        &self,
+        r: Request<ModelStatisticsRequest>,
+    ) -> Result<Response<ModelStatisticsResponse>, Status> {
+        triton::statistics(&self.app, r.into_inner()).map(Response::new)
+    }
+
+    async fn repository_index(
+        &self,
+        r: Request<RepositoryIndexRequest>,
+    ) -> Result<Response<RepositoryIndexResponse>, Status> {
+        Ok(Response::new(triton::index(&self.app, r.into_inner())))
     }
 
     async fn repository_model_load(
         &self,
         r: Request<RepositoryModelLoadRequest>,
     ) -> Result<Response<RepositoryModelLoadResponse>, Status> {
-        let name = r.into_inner().model_name;
+        let r = r.into_inner();
+        let name = triton::model_name(r.model_name, r.repository_name);
         self.app.repo.load(&name).await.map_err(status)?;
-        Ok(Response::new(RepositoryModelLoadResponse {
-            model_name: name,
-            is_loaded: true,
-        }))
+        Ok(Response::new(RepositoryModelLoadResponse {}))
     }
 
     async fn repository_model_unload(
         &self,
         r: Request<RepositoryModelUnloadRequest>,
     ) -> Result<Response<RepositoryModelUnloadResponse>, Status> {
-        let name = r.into_inner().model_name;
+        let r = r.into_inner();
+        let name = triton::model_name(r.model_name, r.repository_name);
         self.app.repo.unload(&name).await.map_err(status)?;
-        Ok(Response::new(RepositoryModelUnloadResponse {
-            model_name: name,
-            is_unloaded: true,
-        }))
+        Ok(Response::new(RepositoryModelUnloadResponse {}))
     }
+
+    async fn system_shared_memory_status(
+        &self,
+        r: Request<SystemSharedMemoryStatusRequest>,
+    ) -> Result<Response<SystemSharedMemoryStatusResponse>, Status> {
+        triton::shm_status(&self.app, r.into_inner()).map(Response::new)
+    }
+
+    async fn system_shared_memory_register(
+        &self,
+        r: Request<SystemSharedMemoryRegisterRequest>,
+    ) -> Result<Response<SystemSharedMemoryRegisterResponse>, Status> {
+        triton::shm_register(&self.app, r.into_inner()).map(Response::new)
+    }
+
+    async fn system_shared_memory_unregister(
+        &self,
+        r: Request<SystemSharedMemoryUnregisterRequest>,
+    ) -> Result<Response<SystemSharedMemoryUnregisterResponse>, Status> {
+        triton::shm_unregister(&self.app, r.into_inner()).map(Response::new)
+    }
+
+    async fn cuda_shared_memory_status(
+        &self,
+        _: Request<CudaSharedMemoryStatusRequest>,
+    ) -> Result<Response<CudaSharedMemoryStatusResponse>, Status> {
+        Err(triton::unsupported("CUDA shared memory"))
+    }
+
+    async fn cuda_shared_memory_register(
+        &self,
+        _: Request<CudaSharedMemoryRegisterRequest>,
+    ) -> Result<Response<CudaSharedMemoryRegisterResponse>, Status> {
+        Err(triton::unsupported("CUDA shared memory"))
+    }
+
+    async fn cuda_shared_memory_unregister(
+        &self,
+        _: Request<CudaSharedMemoryUnregisterRequest>,
+    ) -> Result<Response<CudaSharedMemoryUnregisterResponse>, Status> {
+        Err(triton::unsupported("CUDA shared memory"))
+    }
+
+    async fn trace_setting(
+        &self,
+        _: Request<TraceSettingRequest>,
+    ) -> Result<Response<TraceSettingResponse>, Status> {
+        Err(triton::unsupported("tracing (trace settings)"))
+    }
+
+    async fn log_settings(
+        &self,
+        _: Request<LogSettingsRequest>,
+    ) -> Result<Response<LogSettingsResponse>, Status> {
+        Err(triton::unsupported("log settings"))
+    }
+}
+
+/// Runs one `ModelInferRequest` (of a unary call or a stream) to its response.
+pub async fn infer(app: &App, r: ModelInferRequest) -> Result<ModelInferResponse, Status> {
+    let (name, v) = (r.model_name.clone(), r.model_version.clone());
+    let request = decode(r).map_err(status)?;
+    let (model, request, outputs) = run_request(app, &name, version(&v), request)
+        .await
+        .map_err(status)?;
+    let (tensors, raw) = outputs
+        .into_iter()
+        .map(|t| {
+            let meta = InferOutputTensor {
+                name: t.name,
+                datatype: t.datatype.name().into(),
+                shape: t.shape,
+                parameters: Default::default(),
+                contents: None,
+            };
+            (meta, t.data)
+        })
+        .unzip();
+    Ok(ModelInferResponse {
+        model_name: model.name.clone(),
+        model_version: model.version.clone(),
+        id: request.id,
+        parameters: Default::default(),
+        outputs: tensors,
+        raw_output_contents: raw,
+    })
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
+use crate::compression;
 use crate::error::ApiError;
 use crate::infer::{decode_request, encode_response, InferRequest, Tensor};
 use crate::repository::Repository;
@@ -27,8 +28,12 @@ pub const HEADER_LENGTH: &str = "inference-header-content-length";
 pub struct Limits {
     /// The largest request body in bytes (413 beyond).
     pub max_body: usize,
-    /// How long a request may take to arrive and to be answered.
+    /// How long a model may take to answer a request.
     pub timeout: Duration,
+    /// How long a request's header may take to arrive (the connection is closed beyond).
+    pub header_timeout: Duration,
+    /// How long a request's body may take to arrive (408 beyond).
+    pub body_timeout: Duration,
 }
 
 /// What the handlers share.
@@ -142,14 +147,15 @@ async fn model_config_v(
     Ok(Json(app.repo.get(&m, Some(&v))?.config.clone()))
 }
 
-/// Reads a body of at most `limits.max_body` bytes within `limits.timeout`.
+/// Reads a body of at most `limits.max_body` bytes within `limits.body_timeout`.
 pub async fn read_body(body: Body, limits: &Limits) -> Result<axum::body::Bytes, ApiError> {
-    match tokio::time::timeout(limits.timeout, axum::body::to_bytes(body, limits.max_body)).await {
+    let read = axum::body::to_bytes(body, limits.max_body);
+    match tokio::time::timeout(limits.body_timeout, read).await {
         Err(_) => Err(ApiError::new(
             StatusCode::REQUEST_TIMEOUT,
             format!(
-                "the request body did not arrive within {} s",
-                limits.timeout.as_secs_f64()
+                "the request body did not arrive within {} s (--body-read-timeout)",
+                limits.body_timeout.as_secs_f64()
             ),
         )),
         Ok(Err(_)) => Err(ApiError::new(
@@ -193,14 +199,7 @@ async fn infer_at(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    if let Some(enc) = headers.get(header::CONTENT_ENCODING) {
-        if enc.as_bytes() != b"identity" {
-            return Err(ApiError::bad_request(format!(
-                "Content-Encoding {} is not supported; send the body uncompressed",
-                enc.to_str().unwrap_or("?")
-            )));
-        }
-    }
+    let coding = compression::request_coding(headers)?;
     let header_length = match headers.get(HEADER_LENGTH) {
         None => None,
         Some(h) => Some(
@@ -212,13 +211,25 @@ async fn infer_at(
                 })?,
         ),
     };
-    let body = read_body(body, &app.limits).await?;
+    let mut body = read_body(body, &app.limits).await?;
+    if let Some(coding) = coding {
+        body = compression::decompress(coding, &body, app.limits.max_body)?.into();
+    }
     let request = decode_request(&body, header_length)?;
     drop(body);
     let (model, request, outputs) = run_request(app, m, v, request).await?;
-    let encoded = encode_response(&model.name, &model.version, &request, &outputs);
+    let mut encoded = encode_response(&model.name, &model.version, &request, &outputs);
+    let coding = compression::response_coding(headers);
+    let coded = coding.map(|c| {
+        let (body, name) = compression::compress(c, &encoded.body);
+        encoded.body = body;
+        name
+    });
     let mut response = Response::new(Body::from(encoded.body));
     let h = response.headers_mut();
+    if let Some(name) = coded {
+        h.insert(header::CONTENT_ENCODING, name);
+    }
     match encoded.header_length {
         Some(n) => {
             h.insert(

@@ -12,11 +12,15 @@
 
 pub mod cli;
 pub mod codec;
+pub mod compression;
 pub mod error;
 pub mod grpc;
+pub mod grpc_triton;
 pub mod http;
 pub mod infer;
 pub mod job;
+pub mod listen;
 pub mod model;
+pub mod protojson;
 pub mod repository;
 pub mod stats;

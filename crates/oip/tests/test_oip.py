@@ -34,6 +34,7 @@ sys.path.insert(0, TRITON_TESTS)
 import server as triton  # noqa: E402
 import test_triton as tt  # noqa: E402
 from test_triton import FIX, check, equal  # noqa: E402
+import extensions  # noqa: E402
 
 # Requests larger than this get 413 (the largest the shared tests send is a few KB).
 MAX_REQUEST = 1 << 20
@@ -215,13 +216,18 @@ def single_model(tool, tmp, direct):
     """`tvmrt serve model.so`: one library served alone, named after the file."""
     lib = os.path.join(tmp, "solo_mlp.so")
     shutil.copy(f"{FIX}/mlp.so", lib)
-    srv = OipServer(tool, [lib], os.path.join(tmp, "solo.log"), ["solo_mlp"], timeout=60)
+    # Short read timeouts, for extensions.timeouts.
+    header_timeout, body_timeout = 2, 3
+    srv = OipServer(tool, [lib, "--header-read-timeout", str(header_timeout),
+                           "--body-read-timeout", str(body_timeout)],
+                    os.path.join(tmp, "solo.log"), ["solo_mlp"], timeout=60)
     try:
         x = np.random.default_rng(5).standard_normal((1, 16), dtype=np.float32)
+        want = direct.relax(f"{FIX}/mlp.so", x)[0]
         cl = tt.Clients(srv)
         for proto in ("http", "grpc"):
-            equal(cl.infer(proto, "solo_mlp", {"x": x})["output0"], direct.relax(f"{FIX}/mlp.so", x)[0],
-                  f"solo_mlp over {proto}")
+            equal(cl.infer(proto, "solo_mlp", {"x": x})["output0"], want, f"solo_mlp over {proto}")
+        extensions.timeouts(srv, header_timeout, body_timeout, cl, x, want)
         status, body = srv.get("/v2/models/solo_mlp/config")
         assert status == 200 and json.loads(body)["input"][0]["dims"] == [1, 16], body
     finally:
@@ -322,6 +328,9 @@ def run(args):
     try:
         tt.tests(srv, cl, direct, rng)
         protocol_errors(srv, cl, direct, rng)
+        batch_mlp = f"{tt.HERE}/models/batch_mlp.so"
+        extensions.triton_grpc(srv, cl, direct, rng, batch_mlp)
+        extensions.compression(srv, cl, direct, rng, batch_mlp, MAX_REQUEST)
         model_control(srv, cl, direct, rng, repo)
         check("tvmrt serve model.so: one library served alone, named after the file",
               lambda: single_model(args.tool, tmp, direct))
@@ -335,8 +344,9 @@ def run(args):
         code = srv.stop()
         log = srv.log_text_after_stop()
         unloaded = log.count("successfully unloaded")
-        # mlp unloaded by the test, then every model ready at shutdown (GOOD and late_mlp).
-        want = len(tt.GOOD) + 2
+        # mlp and graph_two_outputs unloaded by the tests, then every model ready at shutdown
+        # (GOOD and late_mlp).
+        want = len(tt.GOOD) + 3
         if code != 0 or unloaded != want:
             tt.FAILED.append(f"clean shutdown (exit {code}, {unloaded} of {want} unloads logged)")
         if tt.FAILED or args.show_log:

@@ -1,0 +1,136 @@
+//! The gRPC calls of Triton's extensions to KServe's service, as tritonclient.grpc makes them:
+//! streaming inference, model configuration and statistics (the JSON the HTTP front answers,
+//! read into Triton's messages by [`crate::protojson`]), the repository index, system shared
+//! memory, and a clear UNAVAILABLE for what tvmrt does not have (CUDA shared memory, trace and
+//! log settings).
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tokio_stream::Stream;
+use tonic::{Status, Streaming};
+
+use crate::error::ApiError;
+use crate::grpc::pb::repository_index_response::ModelIndex;
+use crate::grpc::pb::*;
+use crate::grpc::{infer, status, version};
+use crate::http::{stats_json, App};
+use crate::protojson;
+
+/// The responses of `ModelStreamInfer`.
+pub type InferStream = Pin<Box<dyn Stream<Item = Result<ModelStreamInferResponse, Status>> + Send>>;
+
+/// `ModelStreamInfer`: each request of the stream answered in order, an error as the
+/// response's `error_message` (as Triton streams them) so the stream goes on.
+pub fn stream(app: Arc<App>, mut requests: Streaming<ModelInferRequest>) -> InferStream {
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    tokio::spawn(async move {
+        loop {
+            let r = match requests.message().await {
+                Ok(Some(r)) => r,
+                Ok(None) => break,
+                Err(e) => {
+                    let _ = tx.send(Err(e)).await;
+                    break;
+                }
+            };
+            let answer = match infer(&app, r).await {
+                Ok(response) => ModelStreamInferResponse {
+                    error_message: String::new(),
+                    infer_response: Some(response),
+                },
+                Err(e) => ModelStreamInferResponse {
+                    error_message: e.message().to_string(),
+                    infer_response: None,
+                },
+            };
+            if tx.send(Ok(answer)).await.is_err() {
+                break;
+            }
+        }
+    });
+    Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
+}
+
+/// `ModelConfig`: the completed configuration, the fields `/config` answers.
+pub fn config(app: &App, r: ModelConfigRequest) -> Result<ModelConfigResponse, Status> {
+    let model = app.repo.get(&r.name, version(&r.version)).map_err(status)?;
+    let config = protojson::message("inference.ModelConfig", &model.config).map_err(|e| {
+        status(ApiError::new(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            e,
+        ))
+    })?;
+    Ok(ModelConfigResponse {
+        config: Some(config),
+    })
+}
+
+/// `ModelStatistics`: the statistics `/stats` answers (every ready model when `name` is empty).
+pub fn statistics(app: &App, r: ModelStatisticsRequest) -> Result<ModelStatisticsResponse, Status> {
+    let name = (!r.name.is_empty()).then_some(r.name.as_str());
+    let json = stats_json(app, name, version(&r.version)).map_err(status)?;
+    protojson::message("inference.ModelStatisticsResponse", &json).map_err(|e| {
+        status(ApiError::new(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            e,
+        ))
+    })
+}
+
+/// `RepositoryIndex`: the models of the repository (the ready ones when `ready`).
+pub fn index(app: &App, r: RepositoryIndexRequest) -> RepositoryIndexResponse {
+    let list = app.repo.index(r.ready);
+    let text = |v: &serde_json::Value, k: &str| v[k].as_str().unwrap_or("").to_string();
+    let models = list
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| ModelIndex {
+            name: text(m, "name"),
+            version: text(m, "version"),
+            state: text(m, "state"),
+            reason: text(m, "reason"),
+        })
+        .collect();
+    RepositoryIndexResponse { models }
+}
+
+/// The model a load or unload names: Triton's `model_name`, or field 1 (`repository_name` in
+/// Triton's proto) where KServe's clients put the model's name.
+pub fn model_name(model_name: String, field_1: String) -> String {
+    if model_name.is_empty() {
+        field_1
+    } else {
+        model_name
+    }
+}
+
+/// UNAVAILABLE, naming the feature tvmrt serve does not have.
+pub fn unsupported(feature: &str) -> Status {
+    Status::unavailable(format!("{feature} is not supported by tvmrt serve"))
+}
+
+/// `SystemSharedMemoryStatus`.
+pub fn shm_status(
+    _app: &App,
+    _r: SystemSharedMemoryStatusRequest,
+) -> Result<SystemSharedMemoryStatusResponse, Status> {
+    Err(unsupported("system shared memory"))
+}
+
+/// `SystemSharedMemoryRegister`.
+pub fn shm_register(
+    _app: &App,
+    _r: SystemSharedMemoryRegisterRequest,
+) -> Result<SystemSharedMemoryRegisterResponse, Status> {
+    Err(unsupported("system shared memory"))
+}
+
+/// `SystemSharedMemoryUnregister`.
+pub fn shm_unregister(
+    _app: &App,
+    _r: SystemSharedMemoryUnregisterRequest,
+) -> Result<SystemSharedMemoryUnregisterResponse, Status> {
+    Err(unsupported("system shared memory"))
+}
