@@ -76,6 +76,7 @@ pub fn serve(
     let app = Arc::new(App {
         repo: repo.clone(),
         limits,
+        shm: Default::default(),
         ready: false.into(),
         stopping: false.into(),
         other,

@@ -115,15 +115,51 @@ fn contents_bytes(
     Ok(bytes)
 }
 
+/// The value of a gRPC parameter as text (`Err`: another kind).
+fn param_text(p: &InferParameter) -> Result<String, ()> {
+    match &p.parameter_choice {
+        Some(infer_parameter::ParameterChoice::StringParam(s)) => Ok(s.clone()),
+        _ => Err(()),
+    }
+}
+
+/// The value of a gRPC parameter as a count (`Err`: another kind, or negative).
+fn param_number(p: &InferParameter) -> Result<u64, ()> {
+    use infer_parameter::ParameterChoice as C;
+    match p.parameter_choice {
+        Some(C::Int64Param(n)) => u64::try_from(n).map_err(|_| ()),
+        Some(C::Uint64Param(n)) => Ok(n),
+        _ => Err(()),
+    }
+}
+
+fn shm_of(
+    name: &str,
+    parameters: &std::collections::HashMap<String, InferParameter>,
+) -> Result<Option<crate::shm::ShmRef>, ApiError> {
+    crate::shm::ShmRef::from_parameters(
+        name,
+        |k| parameters.get(k).map(param_text),
+        |k| parameters.get(k).map(param_number),
+    )
+}
+
 /// Decodes a `ModelInferRequest` (checked for form, as the HTTP front checks JSON).
 pub fn decode(req: ModelInferRequest) -> Result<InferRequest, ApiError> {
     let bad = |name: &str, e: String| ApiError::bad_request(format!("input '{name}': {e}"));
     let raw = !req.raw_input_contents.is_empty();
-    if raw && req.raw_input_contents.len() != req.inputs.len() {
+    let mut shm_inputs = Vec::new();
+    for input in &req.inputs {
+        if let Some(r) = shm_of(&input.name, &input.parameters)? {
+            shm_inputs.push((input.name.clone(), r));
+        }
+    }
+    // Inputs in shared memory have no raw contents (as tritonclient sends them).
+    let with_data = req.inputs.len() - shm_inputs.len();
+    if raw && req.raw_input_contents.len() != with_data {
         return Err(ApiError::bad_request(format!(
-            "raw_input_contents holds {} tensors for {} inputs",
+            "raw_input_contents holds {} tensors for {with_data} inputs",
             req.raw_input_contents.len(),
-            req.inputs.len()
         )));
     }
     let mut raws = req.raw_input_contents.into_iter();
@@ -131,13 +167,18 @@ pub fn decode(req: ModelInferRequest) -> Result<InferRequest, ApiError> {
     for input in req.inputs {
         let dtype = datatype(&input.datatype, &input.name)?;
         let count = element_count(&input.shape).map_err(|e| bad(&input.name, e))?;
-        let data = match (raws.next(), &input.contents) {
-            (Some(bytes), _) => {
+        let in_shm = shm_inputs.iter().any(|(n, _)| *n == input.name);
+        let data = match (in_shm, raw, &input.contents) {
+            (true, _, _) => Vec::new(),
+            (false, true, _) => {
+                let bytes = raws.next().expect("counted");
                 check_size(&bytes, dtype, count).map_err(|e| bad(&input.name, e))?;
                 bytes
             }
-            (None, Some(c)) => contents_bytes(c, dtype, count).map_err(|e| bad(&input.name, e))?,
-            (None, None) => {
+            (false, false, Some(c)) => {
+                contents_bytes(c, dtype, count).map_err(|e| bad(&input.name, e))?
+            }
+            (false, false, None) => {
                 return Err(bad(
                     &input.name,
                     "has neither contents nor raw_input_contents".into(),
@@ -151,18 +192,23 @@ pub fn decode(req: ModelInferRequest) -> Result<InferRequest, ApiError> {
             data,
         });
     }
-    Ok(InferRequest {
-        id: req.id,
-        inputs,
-        outputs: req
-            .outputs
-            .into_iter()
-            .map(|o| RequestedOutput {
+    let outputs = req
+        .outputs
+        .into_iter()
+        .map(|o| {
+            Ok(RequestedOutput {
+                shm: shm_of(&o.name, &o.parameters)?,
                 name: o.name,
                 binary: true,
             })
-            .collect(),
+        })
+        .collect::<Result<_, ApiError>>()?;
+    Ok(InferRequest {
+        id: req.id,
+        inputs,
+        outputs,
         binary_outputs: true,
+        shm_inputs,
     })
 }
 
@@ -355,6 +401,24 @@ impl GrpcInferenceService for Grpc {
     }
 }
 
+fn shm_parameters(r: &crate::shm::ShmRef) -> std::collections::HashMap<String, InferParameter> {
+    use infer_parameter::ParameterChoice as C;
+    let p = |c| InferParameter {
+        parameter_choice: Some(c),
+    };
+    [
+        (
+            "shared_memory_region".into(),
+            p(C::StringParam(r.region.clone())),
+        ),
+        (
+            "shared_memory_byte_size".into(),
+            p(C::Int64Param(r.byte_size as i64)),
+        ),
+    ]
+    .into()
+}
+
 /// Runs one `ModelInferRequest` (of a unary call or a stream) to its response.
 pub async fn infer(app: &App, r: ModelInferRequest) -> Result<ModelInferResponse, Status> {
     let (name, v) = (r.model_name.clone(), r.model_version.clone());
@@ -365,11 +429,18 @@ pub async fn infer(app: &App, r: ModelInferRequest) -> Result<ModelInferResponse
     let (tensors, raw) = outputs
         .into_iter()
         .map(|t| {
+            let shm = request.outputs.iter().find(|o| o.name == t.name);
+            let parameters = match shm.and_then(|o| o.shm.as_ref()) {
+                // Written to shared memory (crate::shm): its place, and empty raw contents
+                // (tritonclient reads the region).
+                Some(r) => shm_parameters(r),
+                None => Default::default(),
+            };
             let meta = InferOutputTensor {
                 name: t.name,
                 datatype: t.datatype.name().into(),
                 shape: t.shape,
-                parameters: Default::default(),
+                parameters,
                 contents: None,
             };
             (meta, t.data)

@@ -111,26 +111,46 @@ pub fn unsupported(feature: &str) -> Status {
     Status::unavailable(format!("{feature} is not supported by tvmrt serve"))
 }
 
-/// `SystemSharedMemoryStatus`.
+/// `SystemSharedMemoryStatus`: region `name`'s, or every region's (`name` empty).
 pub fn shm_status(
-    _app: &App,
-    _r: SystemSharedMemoryStatusRequest,
+    app: &App,
+    r: SystemSharedMemoryStatusRequest,
 ) -> Result<SystemSharedMemoryStatusResponse, Status> {
-    Err(unsupported("system shared memory"))
+    use system_shared_memory_status_response::RegionStatus;
+    let name = (!r.name.is_empty()).then_some(r.name.as_str());
+    let regions = app.shm.status(name).map_err(status)?;
+    let regions = regions
+        .iter()
+        .map(|x| {
+            let s = RegionStatus {
+                name: x.name.clone(),
+                key: x.key.clone(),
+                offset: x.offset,
+                byte_size: x.byte_size,
+            };
+            (x.name.clone(), s)
+        })
+        .collect();
+    Ok(SystemSharedMemoryStatusResponse { regions })
 }
 
 /// `SystemSharedMemoryRegister`.
 pub fn shm_register(
-    _app: &App,
-    _r: SystemSharedMemoryRegisterRequest,
+    app: &App,
+    r: SystemSharedMemoryRegisterRequest,
 ) -> Result<SystemSharedMemoryRegisterResponse, Status> {
-    Err(unsupported("system shared memory"))
+    app.shm
+        .register(&r.name, &r.key, r.offset, r.byte_size)
+        .map_err(status)?;
+    Ok(SystemSharedMemoryRegisterResponse {})
 }
 
-/// `SystemSharedMemoryUnregister`.
+/// `SystemSharedMemoryUnregister`: region `name`, or every region (`name` empty).
 pub fn shm_unregister(
-    _app: &App,
-    _r: SystemSharedMemoryUnregisterRequest,
+    app: &App,
+    r: SystemSharedMemoryUnregisterRequest,
 ) -> Result<SystemSharedMemoryUnregisterResponse, Status> {
-    Err(unsupported("system shared memory"))
+    app.shm
+        .unregister((!r.name.is_empty()).then_some(r.name.as_str()));
+    Ok(SystemSharedMemoryUnregisterResponse {})
 }

@@ -42,6 +42,8 @@ pub struct App {
     pub repo: Arc<Repository>,
     /// Request limits.
     pub limits: Limits,
+    /// The registered system shared memory regions.
+    pub shm: crate::shm::Regions,
     /// Set once the initial models are loaded.
     pub ready: AtomicBool,
     /// Set at shutdown: readiness turns false.
@@ -57,6 +59,7 @@ pub const EXTENSIONS: &[&str] = &[
     "model_configuration",
     "model_repository",
     "statistics",
+    "system_shared_memory",
 ];
 
 /// The server's metadata (`/v2`).
@@ -87,7 +90,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v2/repository/index", post(repository_index))
         .route("/v2/repository/models/{m}/load", post(load))
         .route("/v2/repository/models/{m}/unload", post(unload))
-        .route("/metrics", get(metrics));
+        .route("/metrics", get(metrics))
+        .merge(crate::triton_http::routes());
     let router = match &app.other {
         Some(other) => router.fallback_service(other.clone()),
         None => router.fallback(|| async { ApiError::not_found("no such route") }),
@@ -181,14 +185,18 @@ pub async fn run_request(
     }
     let model = app.repo.get(m, v)?;
     // What the response needs of the request; its inputs go to the model.
+    let mut request = request;
+    app.shm.read_inputs(&mut request)?;
     let kept = InferRequest {
         id: request.id.clone(),
         inputs: Vec::new(),
         outputs: request.outputs.clone(),
         binary_outputs: request.binary_outputs,
+        shm_inputs: Vec::new(),
     };
     let answer = model.infer(request, app.limits.timeout).await?;
-    let outputs = answer.map_err(ApiError::bad_request)?;
+    let mut outputs = answer.map_err(ApiError::bad_request)?;
+    app.shm.write_outputs(&kept, &mut outputs)?;
     Ok((model, kept, outputs))
 }
 

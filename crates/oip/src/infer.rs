@@ -9,6 +9,7 @@ use tvmrt_models::types::DataType;
 
 use crate::codec::{check_size, element_count, json_to_bytes, JsonData};
 use crate::error::ApiError;
+use crate::shm::ShmRef;
 
 /// A tensor in a request or a response, decoded.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,6 +31,8 @@ pub struct RequestedOutput {
     pub name: String,
     /// Its bytes go after the JSON (Triton's binary extension) rather than in it.
     pub binary: bool,
+    /// Its bytes go to this place of a shared memory region instead.
+    pub shm: Option<ShmRef>,
 }
 
 /// An inference request, decoded and checked for form (not yet against a model).
@@ -43,6 +46,8 @@ pub struct InferRequest {
     pub outputs: Vec<RequestedOutput>,
     /// `binary_data_output`: outputs not listed come as binary data.
     pub binary_outputs: bool,
+    /// The inputs whose bytes are in shared memory (their `data` empty until read there).
+    pub shm_inputs: Vec<(String, ShmRef)>,
 }
 
 #[derive(Deserialize)]
@@ -72,6 +77,19 @@ struct OutputJson {
     name: String,
     #[serde(default)]
     parameters: Map<String, Value>,
+}
+
+/// The shared memory place `parameters` name for tensor `name`, if any.
+fn shm_of(name: &str, parameters: &Map<String, Value>) -> Result<Option<ShmRef>, ApiError> {
+    ShmRef::from_parameters(
+        name,
+        |k| {
+            parameters
+                .get(k)
+                .map(|v| v.as_str().map(str::to_string).ok_or(()))
+        },
+        |k| parameters.get(k).map(|v| v.as_u64().ok_or(())),
+    )
 }
 
 fn flag(parameters: &Map<String, Value>, key: &str) -> bool {
@@ -105,12 +123,18 @@ pub fn decode_request(body: &[u8], header_length: Option<usize>) -> Result<Infer
     let req: RequestJson = serde_json::from_slice(json)
         .map_err(|e| ApiError::bad_request(format!("malformed inference request JSON: {e}")))?;
     let mut inputs = Vec::with_capacity(req.inputs.len());
+    let mut shm_inputs = Vec::new();
     for input in req.inputs {
         let name = input.name;
         let dtype = datatype(&input.datatype, &name)?;
         let count = element_count(&input.shape)
             .map_err(|e| ApiError::bad_request(format!("input '{name}': {e}")))?;
+        let shm = shm_of(&name, &input.parameters)?;
         let data = match input.parameters.get("binary_data_size") {
+            _ if shm.is_some() => {
+                shm_inputs.push((name.clone(), shm.expect("some")));
+                Vec::new()
+            }
             Some(size) => {
                 let size = size.as_u64().ok_or_else(|| {
                     ApiError::bad_request(format!(
@@ -157,19 +181,23 @@ pub fn decode_request(body: &[u8], header_length: Option<usize>) -> Result<Infer
     let outputs = req
         .outputs
         .into_iter()
-        .map(|o| RequestedOutput {
-            binary: match o.parameters.get("binary_data") {
-                Some(v) => v.as_bool().unwrap_or(false),
-                None => binary_outputs,
-            },
-            name: o.name,
+        .map(|o| {
+            Ok(RequestedOutput {
+                binary: match o.parameters.get("binary_data") {
+                    Some(v) => v.as_bool().unwrap_or(false),
+                    None => binary_outputs,
+                },
+                shm: shm_of(&o.name, &o.parameters)?,
+                name: o.name,
+            })
         })
-        .collect();
+        .collect::<Result<_, ApiError>>()?;
     Ok(InferRequest {
         id: req.id.unwrap_or_default(),
         inputs,
         outputs,
         binary_outputs,
+        shm_inputs,
     })
 }
 
@@ -209,18 +237,26 @@ pub fn encode_response(
     request: &InferRequest,
     outputs: &[Tensor],
 ) -> EncodedResponse {
-    let binary_of = |name: &str| {
-        request
-            .outputs
-            .iter()
-            .find(|o| o.name == name)
-            .map_or(request.binary_outputs, |o| o.binary)
-    };
+    let asked = |name: &str| request.outputs.iter().find(|o| o.name == name);
     let mut tail: Vec<&[u8]> = Vec::new();
     let json_outputs = outputs
         .iter()
         .map(|t| {
-            let binary = binary_of(&t.name);
+            let shm = asked(&t.name).and_then(|o| o.shm.as_ref());
+            if let Some(r) = shm {
+                // Written to shared memory (crate::shm): its place, no data.
+                return OutputJsonOut {
+                    name: &t.name,
+                    datatype: t.datatype.name(),
+                    shape: &t.shape,
+                    parameters: Some(serde_json::json!({
+                        "shared_memory_region": r.region,
+                        "shared_memory_byte_size": r.byte_size,
+                    })),
+                    data: None,
+                };
+            }
+            let binary = asked(&t.name).map_or(request.binary_outputs, |o| o.binary);
             if binary {
                 tail.push(&t.data);
             }
@@ -279,7 +315,8 @@ mod tests {
             r.outputs,
             vec![RequestedOutput {
                 name: "output0".into(),
-                binary: false
+                binary: false,
+                shm: None,
             }]
         );
     }
@@ -354,8 +391,10 @@ mod tests {
             outputs: vec![RequestedOutput {
                 name: "output1".into(),
                 binary: true,
+                shm: None,
             }],
             binary_outputs: false,
+            shm_inputs: Vec::new(),
         };
         let outs = vec![
             Tensor {

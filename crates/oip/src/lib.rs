@@ -23,4 +23,6 @@ pub mod listen;
 pub mod model;
 pub mod protojson;
 pub mod repository;
+pub mod shm;
 pub mod stats;
+pub mod triton_http;

@@ -248,3 +248,87 @@ def timeouts(srv, header_timeout, body_timeout, cl, x, want):
         assert body_timeout - 0.5 <= took <= body_timeout + 5, took
         equal(cl.infer("http", "solo_mlp", {"x": x})["output0"], want, "after the timeouts")
     check(f"HTTP: half a body is cut after --body-read-timeout ({body_timeout} s) with 408", body)
+
+
+def shared_memory(srv, cl, direct, rng, batch_mlp):
+    """Triton's system shared memory, over HTTP and gRPC with tritonclient's own regions: an
+    input read from one region, an output written into another; offsets and sizes outside a
+    region refused with the reason, the server serving on."""
+    import os
+    import tritonclient.grpc as grpcclient
+    import tritonclient.http as httpclient
+    import tritonclient.utils.shared_memory as shm
+    from tritonclient.utils import InferenceServerException
+    x = rng.standard_normal((2, 16), dtype=np.float32)
+    want = direct.relax(batch_mlp, x)[0]
+    keys = {"in": f"/tvmrt_oip_in_{os.getpid()}", "out": f"/tvmrt_oip_out_{os.getpid()}"}
+    sizes = {"in": x.nbytes, "out": want.nbytes}
+    handles = {n: shm.create_shared_memory_region(n, keys[n], sizes[n]) for n in keys}
+    shm.set_shared_memory_region(handles["in"], [x])
+    clients = {"http": httpclient.InferenceServerClient(f"127.0.0.1:{srv.http}"),
+               "grpc": grpcclient.InferenceServerClient(f"127.0.0.1:{srv.grpc}")}
+    mods = {"http": httpclient, "grpc": grpcclient}
+
+    def request(proto, in_offset=0, in_region="in"):
+        mod = mods[proto]
+        i = mod.InferInput("x", [2, 16], "FP32")
+        i.set_shared_memory(in_region, sizes["in"], offset=in_offset)
+        o = mod.InferRequestedOutput("output0")
+        o.set_shared_memory("out", sizes["out"])
+        return clients[proto].infer("batch_mlp", [i], outputs=[o])
+
+    def both():
+        for proto, c in clients.items():
+            c.unregister_system_shared_memory()
+            for n in keys:
+                c.register_system_shared_memory(n, keys[n], sizes[n])
+            status = c.get_system_shared_memory_status()
+            names = sorted(r["name"] for r in status) if proto == "http" else sorted(status.regions)
+            assert names == ["in", "out"], status
+            shm.set_shared_memory_region(handles["out"], [np.zeros_like(want)])
+            r = request(proto)
+            out = r.get_output("output0")
+            params = out["parameters"] if proto == "http" else out.parameters
+            region = params["shared_memory_region"] if proto == "http" else \
+                params["shared_memory_region"].string_param
+            assert region == "out", out
+            equal(shm.get_contents_as_numpy(handles["out"], np.float32, list(want.shape)), want,
+                  f"output in shared memory over {proto}")
+        clients["grpc"].unregister_system_shared_memory("out")
+        assert sorted(r["name"] for r in clients["http"].get_system_shared_memory_status()) == ["in"]
+        clients["http"].register_system_shared_memory("out", keys["out"], sizes["out"])
+    check("system shared memory over HTTP and gRPC: input from one region, output into another",
+          both)
+
+    def refused():
+        cases = [
+            ("a region past the object's end",
+             lambda c: c.register_system_shared_memory("big", keys["in"], sizes["in"] * 2),
+             "past the end of"),
+            ("an input offset past the region", lambda p: request(p, in_offset=64),
+             "offset 64 + byte size 128 is past the end of shared memory region 'in' (128 bytes)"),
+            ("an unregistered region", lambda p: request(p, in_region="nowhere"),
+             "no system shared memory region 'nowhere' is registered"),
+            ("a key outside /dev/shm",
+             lambda c: c.register_system_shared_memory("etc", "/../etc/passwd", 8),
+             "is not a shared memory key"),
+        ]
+        for name, call, words in cases:
+            for proto, c in clients.items():
+                try:
+                    call(c if "region past" in name or "key" in name else proto)
+                    raise AssertionError(f"{name} over {proto} succeeded")
+                except InferenceServerException as e:
+                    assert words in e.message(), (name, proto, e)
+                    assert e.status() in ("400", "StatusCode.INVALID_ARGUMENT"), (name, e.status())
+                    print(f"      {name} over {proto}: {e.status()} {e.message()[:120]}")
+        equal(cl.infer("http", "batch_mlp", {"x": x})["output0"], want, "after the refusals")
+        status, body = srv.get("/v2/cudasharedmemory/status")
+        assert status == 501 and "CUDA shared memory is not supported" in body, (status, body)
+    check("shared memory offsets, sizes and keys outside a region: 400/INVALID_ARGUMENT alone",
+          refused)
+    for c in clients.values():
+        c.unregister_system_shared_memory()
+        c.close()
+    for h in handles.values():
+        shm.destroy_shared_memory_region(h)

@@ -331,6 +331,7 @@ def run(args):
         batch_mlp = f"{tt.HERE}/models/batch_mlp.so"
         extensions.triton_grpc(srv, cl, direct, rng, batch_mlp)
         extensions.compression(srv, cl, direct, rng, batch_mlp, MAX_REQUEST)
+        extensions.shared_memory(srv, cl, direct, rng, batch_mlp)
         model_control(srv, cl, direct, rng, repo)
         check("tvmrt serve model.so: one library served alone, named after the file",
               lambda: single_model(args.tool, tmp, direct))
