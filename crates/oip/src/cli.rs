@@ -115,8 +115,8 @@ pub fn serve(
         let grpc_addr = grpc_listener
             .local_addr()
             .map_err(|e| Error::runtime(e.to_string()))?;
-        // gRPC's limits: a call (its message arriving, then the model's answer) must end
-        // within both timeouts (tonic cancels it with DEADLINE_EXCEEDED's words); HTTP/2 pings
+        // gRPC's limits: a unary call (its message arriving, then the model's answer) must end
+        // within both timeouts (tonic cancels it: CANCELLED, "Timeout expired"); HTTP/2 pings
         // find connections whose peer went away. A stream's responses are not bounded.
         let grpc_server = tonic::transport::Server::builder()
             .timeout(app.limits.body_timeout + app.limits.timeout)

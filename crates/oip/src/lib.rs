@@ -1,14 +1,17 @@
 //! `tvmrt serve --model-repository DIR` and `tvmrt serve model.so`: TVM models behind KServe's
 //! Open Inference Protocol (v2), the protocol tritonclient, KServe's SDK and MLServer's clients
-//! speak, over HTTP ([`http`]) and gRPC ([`grpc`], KServe's `inference.GRPCInferenceService`),
-//! with Triton's extensions (binary tensors, model repository, configuration, statistics).
+//! speak, over HTTP ([`http`], served by [`listen`] with read timeouts; bodies compressed or not,
+//! [`compression`]) and gRPC ([`grpc`], Triton's `inference.GRPCInferenceService`, a superset of
+//! KServe's), with Triton's extensions (binary tensors, model repository, configuration,
+//! statistics, system shared memory: [`grpc_triton`], [`triton_http`], [`shm`]).
 //!
 //! The repository has Triton's layout ([`repository`]); each model is loaded, completed,
 //! queued and batched by `tvmrt-models`, the code the Triton backend runs ([`model`]: the
 //! checks Triton's core makes before queueing, then `tvmrt_models::batcher`). Tensors are
 //! decoded and encoded in [`codec`] and [`infer`] (JSON and Triton's binary extension), each
-//! request travels as a [`job`], errors are [`error`]s, and [`stats`] writes the statistics as
-//! Prometheus text. [`cli`] runs it all until SIGTERM or SIGINT.
+//! request travels as a [`job`], errors are [`error`]s, [`stats`] writes the statistics as
+//! Prometheus text, and [`protojson`] reads the JSON answers into their gRPC messages. [`cli`]
+//! runs it all until SIGTERM or SIGINT.
 
 pub mod cli;
 pub mod codec;
