@@ -17,7 +17,7 @@ use crate::http::{run_request, server_metadata, App, EXTENSIONS};
 use crate::infer::{datatype, InferRequest, RequestedOutput, Tensor};
 
 /// The messages and service generated from the proto by build.rs.
-#[allow(missing_docs, clippy::all)]
+#[allow(missing_docs, clippy::all, rustdoc::all)]
 pub mod pb {
     tonic::include_proto!("inference");
 }
