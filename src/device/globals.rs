@@ -264,10 +264,11 @@ mod tests {
         assert_eq!(yes("cl"), cfg!(feature = "opencl"));
         assert_eq!(yes("cuda"), cfg!(feature = "cuda"));
         assert_eq!(yes("nvptx64"), cfg!(feature = "cuda"));
-        // No RPC client (`device_api.rpc`, `rpc.Connect`: tvmrt serves RPC, it is no client),
-        // Metal or code generator: tvm4j's RPC tests, which need the client, skip themselves on
-        // this answer as on a TVM built without RPC.
-        assert!(!yes("rpc") && !yes("metal") && !yes("llvm -mcpu=x"));
+        // The RPC client registers `device_api.rpc` when the `rpc` feature is built (tvm4j's
+        // RPC tests run on this answer, and skip themselves without it); no Metal or code
+        // generator.
+        assert_eq!(yes("rpc"), cfg!(feature = "rpc"));
+        assert!(!yes("metal") && !yes("llvm -mcpu=x"));
         let e = ask("abacus").unwrap_err();
         assert_eq!(e.kind, "InternalError");
         assert_eq!(e.message, "Unknown optional runtime abacus");

@@ -6,12 +6,15 @@
 //!   answer;
 //! - [`server_loop`]: the packet loop over a byte channel;
 //! - [`env`], [`link`]: the work directory's file globals and linking of `.tar` uploads;
-//! - [`time_evaluator`]: the time evaluator (`runtime.RPCTimeEvaluator`).
+//! - [`time_evaluator`]: the time evaluator (`runtime.RPCTimeEvaluator`);
+//! - [`client`]: the client side (`rpc.Connect` and the session module), for programs on
+//!   the host.
 //!
 //! The listener, the key handshake, the tracker and the proxy live in the `tvmrt rpc-server`
 //! tool; `rpc.ServerLoop` serves one already-accepted connection, as TVM's does, for programs
 //! (tvm4j's server, TVM's Android app) that run their own.
 
+pub mod client;
 pub mod env;
 pub mod link;
 pub mod memory;
@@ -45,9 +48,31 @@ pub fn serve_channel<C: Read + Write>(ch: &mut C, mut session: Session) -> Resul
 
 /// A channel over two packed functions: `fsend(bytes) -> int sent` and
 /// `frecv(int size) -> bytes` (tvm4j's and TVM's Android app's `rpc.ServerLoop` callers).
+///
+/// TVM asks `frecv` only for bytes it needs, and tvm4j's `frecv` blocks until it has all it
+/// was asked for (`Utils.recvAll`): so a read never crosses a packet's end, whatever buffer
+/// the reader offers. The channel follows the framing (`u64 length`, then the body) to know
+/// where that end is.
 struct CallbackChannel {
     fsend: Function,
     frecv: Function,
+    /// The length prefix read so far, and how many of its bytes.
+    head: [u8; 8],
+    head_got: usize,
+    /// Bytes of the current packet's body not read yet.
+    body_left: u64,
+}
+
+impl CallbackChannel {
+    fn new(fsend: Function, frecv: Function) -> CallbackChannel {
+        CallbackChannel {
+            fsend,
+            frecv,
+            head: [0; 8],
+            head_got: 0,
+            body_left: 0,
+        }
+    }
 }
 
 fn to_io(e: Error) -> io::Error {
@@ -56,6 +81,13 @@ fn to_io(e: Error) -> io::Error {
 
 impl Read for CallbackChannel {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let want = if self.body_left == 0 {
+            buf.len().min(8 - self.head_got)
+        } else {
+            buf.len()
+                .min(usize::try_from(self.body_left).unwrap_or(usize::MAX))
+        };
+        let buf = &mut buf[..want];
         let rv = self
             .frecv
             .call(&[Any::from(buf.len() as i64).view()])
@@ -71,6 +103,16 @@ impl Read for CallbackChannel {
             ));
         }
         buf[..data.len()].copy_from_slice(&data);
+        if self.body_left == 0 {
+            self.head[self.head_got..self.head_got + data.len()].copy_from_slice(&data);
+            self.head_got += data.len();
+            if self.head_got == 8 {
+                self.body_left = u64::from_le_bytes(self.head);
+                self.head_got = 0;
+            }
+        } else {
+            self.body_left -= data.len() as u64;
+        }
         Ok(data.len())
     }
 }
@@ -111,7 +153,7 @@ fn server_loop(args: &[AnyView<'_>]) -> Result<Any> {
             .get(1)
             .ok_or_else(|| Error::type_error("rpc.ServerLoop: missing frecv"))?
             .expect_function("frecv")?;
-        serve_channel(&mut CallbackChannel { fsend, frecv }, Session::new())
+        serve_channel(&mut CallbackChannel::new(fsend, frecv), Session::new())
     };
     ended.map(|_| Any::none())
 }
@@ -164,6 +206,7 @@ pub fn builtins() -> Vec<(&'static str, Function)> {
     ];
     v.extend(env::builtins());
     v.extend(time_evaluator::builtins());
+    v.extend(client::builtins());
     v
 }
 
@@ -177,7 +220,8 @@ mod tests {
     use super::*;
 
     /// `rpc.ServerLoop(fsend, frecv)` as tvm4j's server processor calls it: the packets come
-    /// from `frecv` in pieces of the size asked, the answers go to `fsend`.
+    /// from `frecv` in pieces no larger than asked, never asked beyond what was sent; the
+    /// answers go to `fsend`.
     #[test]
     fn server_loop_over_send_and_receive_functions() {
         let mut init = Writer::packet(Code::InitServer);
@@ -196,6 +240,14 @@ mod tests {
         let frecv = Function::from_fn(move |a| {
             let want = a[0].expect_i64("size")? as usize;
             let mut inp = input.lock();
+            // tvm4j's frecv blocks until it has every byte asked for: a server asking for
+            // more than the client sent would wait for ever.
+            if want > inp.len() {
+                return Err(Error::value(format!(
+                    "asked for {want} bytes, {} were sent",
+                    inp.len()
+                )));
+            }
             // Hand out at most 5 bytes at a time: reads must put packets together.
             let n = want.min(5).min(inp.len());
             let chunk: Vec<u8> = inp.drain(..n).collect();
