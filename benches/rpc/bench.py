@@ -3,7 +3,9 @@
 Both servers run on 127.0.0.1 on this machine; the client is apache-tvm 0.27's (the pinned venv
 .ci/requirements/rpc.txt) and, for the copies, also a raw-socket client written here (so the
 server's share is the whole of the time). Figures are medians of ROUNDS rounds, servers
-alternated within each round.
+alternated within each round. The tiny calls also go to a server that does no work
+(floor.c: canned replies), the least any server over the same socket can take, and to the
+client's own CPU time, which no server can take away.
 
     benches/rpc/run.sh            (builds the tool, makes the venv, runs this)
 """
@@ -24,6 +26,8 @@ from tvm import rpc
 
 ROOT = Path(__file__).resolve().parents[2]
 ROUNDS = int(os.environ.get("ROUNDS", "5"))
+# Runs of 100 tiny calls per round and server, their median taken.
+BATCHES = int(os.environ.get("BATCHES", "20"))
 MAGIC = 0xFF271
 
 
@@ -46,8 +50,12 @@ def wait_port(port, timeout=60):
 
 def start(kind):
     port = free_port()
+    if kind == "floor":
+        p = subprocess.Popen([str(ROOT / "target/rpc_floor"), str(port)])
+        wait_port(port)
+        return p, port
     if kind == "tvmrt":
-        argv = [str(ROOT / "target/release/tvmrt"), "rpc-server"]
+        argv = [os.environ.get("TVMRT_BIN", str(ROOT / "target/release/tvmrt")), "rpc-server"]
     else:
         argv = [sys.executable, "-m", "tvm.exec.rpc_server"]
     argv += ["--host", "127.0.0.1", "--port", str(port), "--port-end", str(port + 1)]
@@ -73,16 +81,23 @@ def connect(port):
     raise RuntimeError("cannot connect")
 
 
-def tiny_calls(port):
+def tiny_calls(port, calls=100, batches=BATCHES):
+    """Wall time of `calls` remote calls with TVM's client (the median of `batches` runs of
+    them in one session, so that a moment's load on the shared machine does not decide), and
+    the client's own CPU time over all of them (no server can take that away)."""
     sess = connect(port)
     f = sess.get_function("runtime.RuntimeEnabled")
     f("cpu")
-    t = time.perf_counter()
-    for _ in range(100):
-        f("cpu")
-    dt = time.perf_counter() - t
+    times = []
+    cpu = time.process_time()
+    for _ in range(batches):
+        t = time.perf_counter()
+        for _ in range(calls):
+            f("cpu")
+        times.append(time.perf_counter() - t)
+    cpu = time.process_time() - cpu
     close(sess)
-    return dt
+    return median(times), cpu / batches
 
 
 def copies(port, data):
@@ -159,7 +174,7 @@ def session_cpu(server_pid):
     return total
 
 
-def raw_tiny_calls(port, server_pid=None, calls=100):
+def raw_tiny_calls(port, server_pid=None, calls=100, batches=BATCHES):
     s = raw_session(port)
     s.sendall(packet(9, struct.pack("<i", 1) + raw_string("runtime.RuntimeEnabled")))
     code, body = read_packet(s)
@@ -167,16 +182,18 @@ def raw_tiny_calls(port, server_pid=None, calls=100):
     (handle,) = struct.unpack("<Q", body[8:16])
     call = packet(3, struct.pack("<Qi", handle, 1) + raw_string("cpu"))
     cpu = session_cpu(server_pid) if server_pid else 0.0
-    t = time.perf_counter()
-    for _ in range(calls):
-        s.sendall(call)
-        code, body = read_packet(s)
-        assert code == 4, body
-    dt = time.perf_counter() - t
+    times = []
+    for _ in range(batches):
+        t = time.perf_counter()
+        for _ in range(calls):
+            s.sendall(call)
+            code, body = read_packet(s)
+            assert code == 4, body
+        times.append(time.perf_counter() - t)
     cpu = session_cpu(server_pid) - cpu if server_pid else 0.0
     s.sendall(packet(1, b""))
     s.close()
-    return dt, cpu
+    return median(times), cpu
 
 
 def raw_copies(port, data):
@@ -213,17 +230,26 @@ def median(xs):
 
 def main():
     data = np.random.default_rng(0).random(16 << 20, dtype=np.float32)  # 64 MiB
-    servers = {k: start(k) for k in ("tvmrt", "tvm")}
+    servers = {k: start(k) for k in ("tvmrt", "tvm", "floor")}
     results = {k: {} for k in servers}
     try:
         for _ in range(ROUNDS):
             for kind, (proc, port) in servers.items():
                 r = results[kind]
-                r.setdefault("100 tiny calls (TVM client)", []).append(tiny_calls(port))
+                if kind == "floor":
+                    # A server that does nothing (floor.c): the least any server can take.
+                    r.setdefault("100 tiny calls (TVM client)", []).append(tiny_calls(port)[0])
+                    r.setdefault("100 tiny calls (raw client)", []).append(
+                        raw_tiny_calls(port)[0]
+                    )
+                    continue
+                dt, cpu = tiny_calls(port)
+                r.setdefault("100 tiny calls (TVM client)", []).append(dt)
+                r.setdefault("TVM client's own CPU for 100 tiny calls", []).append(cpu)
                 dt, _ = raw_tiny_calls(port)
                 r.setdefault("100 tiny calls (raw client)", []).append(dt)
                 # The server's own share: the session process's CPU time over 20000 calls.
-                _, cpu = raw_tiny_calls(port, proc.pid, calls=20000)
+                _, cpu = raw_tiny_calls(port, proc.pid, calls=20000, batches=1)
                 r.setdefault("server CPU for 100 tiny calls (20000 timed)", []).append(cpu / 200)
                 up, down = copies(port, data)
                 r.setdefault("64 MiB to the board (TVM client)", []).append(up)
@@ -236,12 +262,14 @@ def main():
         for p, _ in servers.values():
             p.kill()
             p.wait()
-    print(f"| what | tvmrt (ms) | TVM's server (ms) | ratio |")
-    print("|---|---|---|---|")
+    print("| what | tvmrt (ms) | TVM's server (ms) | ratio | no-work floor (ms) | floor / TVM |")
+    print("|---|---|---|---|---|---|")
     for what in results["tvmrt"]:
         a = median(results["tvmrt"][what]) * 1e3
         b = median(results["tvm"][what]) * 1e3
-        print(f"| {what} | {a:.2f} | {b:.2f} | {a / b:.2f}x |")
+        floor = results["floor"].get(what)
+        f = f"| {median(floor) * 1e3:.2f} | {median(floor) * 1e3 / b:.2f}x |" if floor else "| | |"
+        print(f"| {what} | {a:.2f} | {b:.2f} | {a / b:.2f}x {f}")
 
 
 if __name__ == "__main__":
