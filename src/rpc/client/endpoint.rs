@@ -76,7 +76,14 @@ fn read_i32(r: &mut impl Read) -> io::Result<i32> {
 /// The key handshake (`RPCConnect`): magic and `client:<key>` out, the server's magic and key
 /// back. Returns the server's key.
 fn handshake(stream: &mut TcpStream, peer: &str, key: &str) -> Result<String> {
-    let io = |e: io::Error| rpc_error(format!("RPC: handshake with {peer} failed: {e}"));
+    let io = |e: io::Error| {
+        let why = match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => "no answer in time".to_string(),
+            io::ErrorKind::UnexpectedEof => "the peer closed the connection".to_string(),
+            _ => e.to_string(),
+        };
+        rpc_error(format!("RPC: handshake with {peer} failed: {why}"))
+    };
     let key = format!("client:{key}");
     let mut hello = Vec::with_capacity(8 + key.len());
     hello.extend_from_slice(&RPC_MAGIC.to_le_bytes());
@@ -281,12 +288,12 @@ fn round_trip(conn: &mut Conn, packet: &[u8]) -> std::result::Result<Answer, Str
     conn.writer
         .write_all(packet)
         .map_err(|e| format!("write: {e}"))?;
-    let eof = |e: io::Error| {
-        if e.kind() == io::ErrorKind::UnexpectedEof {
-            "the server closed the connection".to_string()
-        } else {
-            format!("read: {e}")
+    let eof = |e: io::Error| match e.kind() {
+        io::ErrorKind::UnexpectedEof => "the server closed the connection".to_string(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+            "no answer within the call timeout".to_string()
         }
+        _ => format!("read: {e}"),
     };
     loop {
         let mut len = [0u8; 8];
