@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use rpc_client_support::*;
 use tvmrt::abi::{DLDataType, DLDataTypeCode, DLDevice, DLDeviceType};
 use tvmrt::module::Module;
-use tvmrt::rpc::client::{self, ConnectOptions, RemoteObject};
+use tvmrt::rpc::client::{self, ConnectOptions, RemoteObject, RemoteTensor};
 use tvmrt::{Any, Function};
 
 /// What both servers answer the same way: calls with ints, floats, bools and strings, a
@@ -98,8 +98,76 @@ fn exercise_common(sess: &Module, who: &str) {
     );
     assert!(m.get_function("nothing_here", false).unwrap().is_none());
 
-    let index = call(&global("rpc.SessTableIndex"), &[sess_any]).unwrap();
+    let index = call(
+        &global("rpc.SessTableIndex"),
+        std::slice::from_ref(&sess_any),
+    )
+    .unwrap();
     assert!(index.view().as_i64().unwrap() >= 0);
+
+    // Remote tensors: TVM's compiled add(A, B, C) (tests/fixtures/add_dyn.so) on the server's
+    // CPU, inputs copied there, the result copied back.
+    let lib = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/add_dyn.so"
+    ));
+    call(
+        &upload,
+        &[Any::from("add_dyn.so"), Any::bytes(&lib.unwrap())],
+    )
+    .unwrap();
+    let m = call(&load, &[sess_any, Any::from("add_dyn.so")]).unwrap();
+    let add = get(&Module::from_view(&m.view(), "module").unwrap(), "add");
+    let f32 = DLDataType {
+        code: DLDataTypeCode(2),
+        bits: 32,
+        lanes: 1,
+    };
+    let cpu = DLDevice {
+        device_type: DLDeviceType(1),
+        device_id: 0,
+    };
+    let a = RemoteTensor::empty(sess, &[1024], f32, cpu).unwrap();
+    let c = RemoteTensor::empty(sess, &[1024], f32, cpu).unwrap();
+    let data: Vec<u8> = (0..1024).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    let ra = RemoteTensor::from_object(&a).unwrap();
+    ra.copy_from_bytes(&data).unwrap();
+    assert_eq!(ra.to_bytes().unwrap(), data, "{who}");
+    let e = ra.copy_from_bytes(&data[..8]).unwrap_err();
+    assert!(e.message.contains("4096 bytes, given 8"), "{e}");
+    let (a, c) = (Any::from_object(a), Any::from_object(c));
+    call(&add, &[a.clone(), a.clone(), c.clone()]).unwrap();
+    let got = RemoteTensor::from_object(&c.view().as_object().unwrap())
+        .unwrap()
+        .to_bytes()
+        .unwrap();
+    let want: Vec<u8> = (0..1024)
+        .flat_map(|i| (2.0 * i as f32).to_le_bytes())
+        .collect();
+    assert_eq!(got, want, "{who}");
+    // A shape the kernel refuses: the server's error, and the session goes on.
+    let short = Any::from_object(RemoteTensor::empty(sess, &[8], f32, cpu).unwrap());
+    let e = call(&add, &[a.clone(), a.clone(), short]).unwrap_err();
+    assert_eq!(e.kind, "RPCError", "{who}: {e}");
+    // A local tensor is refused before anything is sent.
+    let local = tvmrt::tensor::Tensor::empty(&[4], f32, cpu).unwrap();
+    let e = call(&add, &[Any::from_object(local.into_object()), a.clone(), c]).unwrap_err();
+    assert!(e.message.contains("local tensor"), "{e}");
+    // A tensor returned by a remote function: zeros(10), held by the server until dropped.
+    let get_arr = call(
+        &get(sess, "rpc.test.remote_return_nd"),
+        &[Any::from("get_arr")],
+    )
+    .unwrap();
+    let nd = call(&get_arr.view().as_function().unwrap(), &[]).unwrap();
+    let nd = nd.view().as_object().unwrap();
+    let rt = RemoteTensor::from_object(&nd).expect("a remote tensor");
+    assert_eq!((rt.shape(), rt.dtype()), (&[10i64][..], f32));
+    assert_eq!(rt.to_bytes().unwrap(), vec![0u8; 40], "{who}");
+    assert_eq!(
+        call(&addone, &[Any::from(1i64)]).unwrap().view().as_i64(),
+        Some(2)
+    );
 }
 
 #[test]

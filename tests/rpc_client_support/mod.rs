@@ -116,6 +116,27 @@ pub fn register_test_functions() {
                 ))
             }),
         );
+        reg(
+            "rpc.test.remote_return_nd",
+            Function::from_fn(|a| {
+                assert_eq!(a[0].expect_str("name")?, "get_arr");
+                let f32 = tvmrt::abi::DLDataType {
+                    code: tvmrt::abi::DLDataTypeCode(2),
+                    bits: 32,
+                    lanes: 1,
+                };
+                let cpu = tvmrt::abi::DLDevice {
+                    device_type: tvmrt::abi::DLDeviceType(1),
+                    device_id: 0,
+                };
+                let nd = tvmrt::tensor::Tensor::empty(&[10], f32, cpu)?;
+                nd.copy_from_bytes(&[0u8; 40])?;
+                Ok(Any::from_object(
+                    Function::from_fn(move |_| Ok(Any::from_object(nd.clone().into_object())))
+                        .into_object(),
+                ))
+            }),
+        );
         // tvmrt's server only: every value back as it came, and handles.
         reg(
             "test.rpc.echo",

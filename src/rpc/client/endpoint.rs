@@ -193,8 +193,9 @@ impl Endpoint {
         self.conn.lock().is_some()
     }
 
-    /// Sends `packet` and waits for its answer: the values of a `Return`, or the remote
-    /// error of an `Exception` (TVM's `RPCError`, with the server's message).
+    /// Sends `packet` and waits for its answer: the values of a `Return` (a `CopyAck`'s data
+    /// as one bytes value), or the remote error of an `Exception` (TVM's `RPCError`, with
+    /// the server's message).
     pub fn request(&self, packet: Vec<u8>) -> Result<Vec<WireValue>> {
         let mut guard = self.conn.lock();
         let Some(conn) = guard.as_mut() else {
@@ -207,6 +208,7 @@ impl Endpoint {
         };
         match round_trip(conn, &packet) {
             Ok(Answer::Return(values)) => Ok(values),
+            Ok(Answer::CopyAck(data)) => Ok(vec![WireValue::Bytes(data)]),
             Ok(Answer::Exception(msg)) => Err(remote_error(msg)),
             Err(why) => {
                 // The channel is out of step or dead: nothing more can be asked on it.
@@ -251,6 +253,17 @@ impl Endpoint {
         self.request(w.finish()).map(|_| ())
     }
 
+    /// A syscall packet (`code` and its values); the answer's one value.
+    pub fn syscall(&self, code: Code, args: &[WireValue]) -> Result<WireValue> {
+        let mut w = Writer::packet(code);
+        w.values(args);
+        Ok(self
+            .request(w.finish())?
+            .into_iter()
+            .next()
+            .unwrap_or(WireValue::None))
+    }
+
     /// Ends the session: `Shutdown` is sent and the connection closed (later requests fail).
     pub fn shutdown(&self) {
         if let Some(mut c) = self.conn.lock().take() {
@@ -271,6 +284,8 @@ impl Drop for Endpoint {
 enum Answer {
     Return(Vec<WireValue>),
     Exception(String),
+    /// A `CopyAck`'s data (the answer to `CopyFromRemote`).
+    CopyAck(Vec<u8>),
 }
 
 /// The caller's error for a remote `Exception`, as TVM's client raises it.
@@ -330,6 +345,14 @@ fn round_trip(conn: &mut Conn, packet: &[u8]) -> std::result::Result<Answer, Str
                     other => format!("(an exception without a message: {other:?})"),
                 };
                 return Ok(Answer::Exception(msg));
+            }
+            Ok(Code::CopyAck) => {
+                let n = r.remaining() as u64;
+                return Ok(Answer::CopyAck(
+                    r.take(n, "copy data")
+                        .map_err(|e| e.message.clone())?
+                        .to_vec(),
+                ));
             }
             Ok(Code::Shutdown) => return Err("the server shut the session down".into()),
             // A request from the server (a callback into this side): tvmrt's client serves

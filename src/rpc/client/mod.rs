@@ -4,7 +4,8 @@
 //!
 //! - [`endpoint`]: the connection, its handshake and round trips;
 //! - [`remote`]: remote functions, modules and objects, and the argument and result
-//!   conversions.
+//!   conversions;
+//! - [`tensor`]: remote tensors (for Rust callers).
 //!
 //! The globals TVM's runtime registers for its client: `rpc.Connect(url, port, key[,
 //! enable_logging[, init_seq...]])` (the session module, kind `"rpc"`: its functions are the
@@ -15,6 +16,7 @@
 
 pub mod endpoint;
 pub mod remote;
+pub mod tensor;
 
 use std::sync::{Arc, Weak};
 
@@ -23,6 +25,7 @@ use parking_lot::Mutex;
 
 pub use endpoint::{ConnectOptions, Endpoint};
 pub use remote::{RemoteModule, RemoteObject, RPC_SESS_MASK};
+pub use tensor::RemoteTensor;
 
 use crate::error::{Error, Result};
 use crate::function::Function;

@@ -5,8 +5,8 @@
 //!
 //! Arguments may be ints, floats, bools, strings, bytes, None, dtypes, devices (a device of
 //! this session, masked as TVM's client masks it, or a plain one), opaque pointers, and
-//! functions, modules and objects of the same session. Tensors (remote tensors) are not
-//! supported by this client yet, as arguments or results.
+//! functions, modules, objects and remote tensors ([`super::tensor`]) of the same session.
+//! Local tensors are refused (TVM's client sends only remote ones).
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -17,6 +17,7 @@ use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 
 use super::endpoint::Endpoint;
+use super::tensor::RemoteTensor;
 use crate::abi::{type_index as ti, DLDevice, DLDeviceType};
 use crate::error::{Error, Result};
 use crate::function::Function;
@@ -43,7 +44,7 @@ static FUNCTIONS: Lazy<Mutex<HashMap<usize, (usize, u64)>>> =
     Lazy::new(|| Mutex::new(HashMap::new()));
 
 impl RemoteHandle {
-    fn new(sess: &Arc<Endpoint>, handle: u64) -> RemoteHandle {
+    pub(crate) fn new(sess: &Arc<Endpoint>, handle: u64) -> RemoteHandle {
         RemoteHandle {
             sess: sess.clone(),
             handle,
@@ -266,12 +267,18 @@ pub fn encode_arg(sess: Option<&Arc<Endpoint>>, v: &AnyView<'_>, i: usize) -> Re
         }
         ti::DL_TENSOR_PTR | ti::TENSOR => {
             return Err(Error::value(format!(
-                "argument {i}: tensors cannot be passed by tvmrt's RPC client yet (no remote \
-                 tensors)"
+                "argument {i}: a local tensor cannot be passed to the remote (make a remote \
+                 one: tvmrt::rpc::client::RemoteTensor)"
             )))
         }
         _ => {
             let obj = v.expect_object("argument")?;
+            if let Some(t) = RemoteTensor::from_object(&obj) {
+                if !same(Arc::as_ptr(t.endpoint()) as usize) {
+                    return Err(other_session("tensor"));
+                }
+                return Ok(WireValue::Tensor(t.wire().clone()));
+            }
             match obj.downcast_ref::<RemoteObject>() {
                 Some(r) if same(Arc::as_ptr(&r.handle.sess) as usize) => {
                     WireValue::Object(r.handle.handle)
@@ -319,14 +326,25 @@ pub fn decode_return(sess: &Arc<Endpoint>, values: Vec<WireValue>) -> Result<Any
             RemoteModule::remote(sess, handle_of(&value, "module")?).into_object(),
         )),
         ti::TENSOR | ti::DL_TENSOR_PTR => {
-            // Released at once: this client cannot hold remote tensors yet.
-            if let Some(h) = it.next() {
-                drop(RemoteHandle::new(sess, handle_of(&h, "tensor")?));
+            // The wire form, then the handle that keeps the remote tensor.
+            let handle = match it.next() {
+                Some(h) => RemoteHandle::new(sess, handle_of(&h, "tensor")?),
+                None => {
+                    return Err(Error::new(
+                        "RPCError",
+                        "RPC: a tensor result without its handle",
+                    ))
+                }
+            };
+            match value {
+                WireValue::Tensor(meta) => Ok(Any::from_object(RemoteTensor::returned(
+                    sess, meta, handle,
+                )?)),
+                other => Err(Error::new(
+                    "RPCError",
+                    format!("RPC: a tensor result must be a tensor, got {other:?}"),
+                )),
             }
-            Err(Error::value(
-                "RPC: the remote function returned a tensor, which tvmrt's RPC client cannot \
-                 hold yet (no remote tensors)",
-            ))
         }
         t if t >= ti::STATIC_OBJECT_BEGIN
             && !matches!(value, WireValue::Str(_) | WireValue::Bytes(_)) =>
