@@ -145,6 +145,27 @@ fn exercise_common(sess: &Module, who: &str) {
         .flat_map(|i| (2.0 * i as f32).to_le_bytes())
         .collect();
     assert_eq!(got, want, "{who}");
+    // runtime.RPCTimeEvaluator on the remote module: the server's evaluator, a remote
+    // function whose result is `repeat` times (f64, seconds) as bytes.
+    let args = [
+        m.clone(),
+        Any::from("add"),
+        Any::from(1i64),
+        Any::from(0i64),
+    ]
+    .into_iter()
+    .chain([5i64, 3, 0, 100, 0, 1, 0].map(Any::from))
+    .chain([Any::from("")])
+    .collect::<Vec<_>>();
+    let ev = call(&global("runtime.RPCTimeEvaluator"), &args).unwrap();
+    let ev = ev.view().as_function().expect("a remote evaluator");
+    let times = call(&ev, &[a.clone(), a.clone(), c.clone()]).unwrap();
+    let times = times.view().as_byte_slice().unwrap().to_vec();
+    assert_eq!(times.len(), 3 * 8, "{who}");
+    for t in times.chunks(8) {
+        let t = f64::from_le_bytes(t.try_into().unwrap());
+        assert!(t > 0.0 && t < 1.0, "{who}: {t}");
+    }
     // A shape the kernel refuses: the server's error, and the session goes on.
     let short = Any::from_object(RemoteTensor::empty(sess, &[8], f32, cpu).unwrap());
     let e = call(&add, &[a.clone(), a.clone(), short]).unwrap_err();

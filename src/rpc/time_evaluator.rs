@@ -40,6 +40,12 @@ fn time_evaluator(args: &[AnyView<'_>]) -> Result<Any> {
             args.len()
         )));
     }
+    if let Some(m) = args[0].as_object().and_then(|o| Module::from_object(o).ok()) {
+        // A module of an RPC session: timed on its server (TVM's `GetTimeEvaluator`).
+        if let Some(rv) = super::client::remote_time_evaluator(&m, args) {
+            return rv;
+        }
+    }
     let name = args[1].expect_str("name")?.to_string();
     let f = if args[0].is_none() {
         registry::get(&name)

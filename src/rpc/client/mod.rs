@@ -131,6 +131,37 @@ fn sess_table_index(args: &[AnyView<'_>]) -> Result<Any> {
     Ok(Any::from(index as i64))
 }
 
+/// `runtime.RPCTimeEvaluator(mod, name, device_type, ...)` on a module of an RPC session:
+/// the server's own evaluator, given the remote module (or None for the session module) and
+/// the device without its session mask (TVM's `RPCModuleNode::GetTimeEvaluator`). Its result
+/// is a remote function returning the times. `None` when `m` is not an RPC module.
+pub(crate) fn remote_time_evaluator(m: &Module, args: &[AnyView<'_>]) -> Option<Result<Any>> {
+    let r = m.downcast::<RemoteModule>()?;
+    let forward = || {
+        let f = r.helper("runtime.RPCTimeEvaluator")?;
+        let mut device_type = args[2].expect_i64("device_type")?;
+        if device_type >= RPC_SESS_MASK as i64 {
+            let index = device_type / RPC_SESS_MASK as i64 - 1;
+            if index != r.endpoint().table_index() as i64 {
+                return Err(Error::value(
+                    "Need to pass the matched remote device to RPCModule.GetTimeEvaluator",
+                ));
+            }
+            device_type %= RPC_SESS_MASK as i64;
+        }
+        let module = match r.handle() {
+            Some(_) => Any::from_object(m.object().clone()),
+            None => Any::none(),
+        };
+        let device_type = Any::from(device_type);
+        let mut a: Vec<AnyView<'_>> = args.to_vec();
+        a[0] = module.view();
+        a[2] = device_type.view();
+        f.call(&a)
+    };
+    Some(forward())
+}
+
 /// What `device_api.rpc` hands out: a token saying the RPC client is built (TVM returns its
 /// `RPCDeviceAPI`; tvmrt's device API is Rust, so the address cannot be called through).
 static RPC_DEVICE_API: u8 = 0;
