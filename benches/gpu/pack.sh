@@ -5,7 +5,8 @@
 # the device tool's machine has the NVIDIA driver, CUDA's toolkit and a python3 with numpy,
 # PyTorch and CuPy, but no Rust toolchain and no network. Writes DIR (default .devrun, which
 # .git/info/exclude must ignore; the device tool's `carry` then names it):
-#   lib/libtvmrt.so, bin/tvmrt            release builds, stripped
+#   lib/libtvmrt.so, bin/tvmrt            release builds, stripped (bin/tvmrt also serves run.sh's
+#                                         rpc_cuda part, with the tracked tests/fixtures/cuda)
 #   bin/cuda, bin/device_relax            c_tests/cuda.c and c_tests/device_relax.c
 #   bin/cuda_launch                       benches/cuda/cuda_launch.c (per-launch cost)
 #   lib/libfake_cuda.so                   the driver's test double, for the rehearsal (--fake)

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # The GPU machine's run (issue 32: CUDA on a real GPU; issue 30: Triton KIND_GPU; issue 34:
-# Vulkan on the NVIDIA driver; issue 31: tvmrt serve on CUDA and OpenCL), from the folder
+# Vulkan on the NVIDIA driver; issue 31: tvmrt serve on CUDA and OpenCL; issue 48: tvmrt
+# rpc-server's remote CUDA tensors and kernels, driven by a raw client), from the folder
 # benches/gpu/pack.sh wrote, with nothing but what that machine has (bash, python3 with
 # numpy/torch/cupy, the driver, compute-sanitizer). Each part runs under a time limit;
 # everything printed goes to OUT/run.log, the verdicts to OUT/summary.txt, and the parts' own
@@ -145,6 +146,9 @@ fi
 if [[ $FAKE == 0 ]]; then
   part interop 120 "$PY" benches/cuda/interop.py --library "$TVMRT_LIBRARY"
 fi
+# tvmrt rpc-server on 127.0.0.1 with remote tensors and kernels on cuda:0 (issue 48), driven by
+# benches/rpc/raw_client.py (no TVM here): copies exact (64 MiB timed), elementwise_ptx.so run.
+part rpc_cuda 120 "$PY" benches/gpu/rpc_cuda.py --tool "$DIR/bin/tvmrt" "${SUITE[@]}"
 part launch_cost 120 "$DIR/bin/cuda_launch" "$FIX" 20000 9
 part mlp_bench 120 bash -c tool_bench
 if [[ $FAKE == 0 ]]; then

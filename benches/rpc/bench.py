@@ -1,7 +1,7 @@
 """tvmrt rpc-server against TVM's own Python RPC server, same client, same run (issue 48).
 
 Both servers run on 127.0.0.1 on this machine; the client is apache-tvm 0.27's (the pinned venv
-.ci/requirements/rpc.txt) and, for the copies, also a raw-socket client written here (so the
+.ci/requirements/rpc.txt) and, for the copies, also a raw-socket client (raw_client.py, so the
 server's share is the whole of the time). Figures are medians of ROUNDS rounds, servers
 alternated within each round. The tiny calls also go to a server that does no work
 (floor.c: canned replies), the least any server over the same socket can take, and to the
@@ -24,11 +24,13 @@ import psutil
 import tvm
 from tvm import rpc
 
+import raw_client
+from raw_client import packet, raw_string, read_packet
+
 ROOT = Path(__file__).resolve().parents[2]
 ROUNDS = int(os.environ.get("ROUNDS", "5"))
 # Runs of 100 tiny calls per round and server, their median taken.
 BATCHES = int(os.environ.get("BATCHES", "20"))
-MAGIC = 0xFF271
 
 
 def free_port():
@@ -122,47 +124,9 @@ def connect_time(port):
     return dt
 
 
-# The raw client: TVM's wire format written out (src/runtime/rpc/minrpc/rpc_reference.h).
-def recvall(s, n):
-    buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        k = s.recv_into(view[got:], n - got)
-        if k == 0:
-            raise OSError("closed")
-        got += k
-    return bytes(buf)
-
-
-def packet(code, body):
-    return struct.pack("<Qi", 4 + len(body), code) + body
-
-
-def read_packet(s):
-    (n,) = struct.unpack("<Q", recvall(s, 8))
-    body = recvall(s, n)
-    return struct.unpack("<i", body[:4])[0], body[4:]
-
-
 def raw_session(port):
-    """A connected, initialized raw session."""
-    s = socket.create_connection(("127.0.0.1", port))
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    key = b"client:"
-    s.sendall(struct.pack("<ii", MAGIC, len(key)) + key)
-    assert struct.unpack("<i", recvall(s, 4))[0] == MAGIC
-    (kl,) = struct.unpack("<i", recvall(s, 4))
-    recvall(s, kl)
-    ver = b"0.8.0"
-    s.sendall(packet(2, struct.pack("<Q", len(ver)) + ver + struct.pack("<i", 0)))
-    assert read_packet(s)[0] == 4
-    return s
-
-
-def raw_string(text):
-    b = text.encode()
-    return struct.pack("<iQ", 8, len(b)) + b
+    """A connected, initialized raw session's socket (benches/rpc/raw_client.py)."""
+    return raw_client.Session("127.0.0.1", port).sock
 
 
 def session_cpu(server_pid):
@@ -197,29 +161,16 @@ def raw_tiny_calls(port, server_pid=None, calls=100, batches=BATCHES):
 
 
 def raw_copies(port, data):
-    s = raw_session(port)
-    n = data.nbytes
-    dev = struct.pack("<ii", 1, 0)
-    dtype = struct.pack("<BBH", 2, 32, 1)
-    # DevAllocDataWithScope(DLTensor template, None)
-    tmpl = struct.pack("<Q", 0) + dev + struct.pack("<i", 1) + dtype + struct.pack("<qQ", data.size, 0)
-    s.sendall(packet(17, struct.pack("<ii", 2, 7) + tmpl + struct.pack("<i", 0)))
-    code, body = read_packet(s)
-    assert code == 4, body
-    (addr,) = struct.unpack("<Q", body[8:16])
-    wire = struct.pack("<Q", addr) + dev + struct.pack("<i", 1) + dtype + struct.pack("<qQ", data.size, 0)
+    sess = raw_client.Session("127.0.0.1", port)
+    t = sess.empty(data.shape, str(data.dtype), (raw_client.CPU, 0))
     raw = data.tobytes()
     t0 = time.perf_counter()
-    s.sendall(struct.pack("<Qi", 4 + len(wire) + 8 + n, 7) + wire + struct.pack("<Q", n))
-    s.sendall(raw)
-    assert read_packet(s)[0] == 4
+    sess.copy_to(t, raw)
     t1 = time.perf_counter()
-    s.sendall(packet(6, wire + struct.pack("<Q", n)))
-    code, body = read_packet(s)
+    back = sess.copy_from(t)
     t2 = time.perf_counter()
-    assert code == 8 and body == raw
-    s.sendall(packet(1, b""))
-    s.close()
+    assert back == raw
+    sess.close()
     return t1 - t0, t2 - t1
 
 

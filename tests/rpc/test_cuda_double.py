@@ -9,7 +9,9 @@ its time evaluator, and bad calls that come back as RPCError with the session st
 What only a real GPU shows (PTX JIT, real launches, timings) is benches/gpu/run.sh's rpc_cuda.
 """
 
+import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -18,7 +20,7 @@ import pytest
 import tvm
 import tvm.rpc
 
-from conftest import CONNECT_TIMEOUT_S, ROOT, SERVER_KIND, bounded, start_server
+from conftest import CONNECT_TIMEOUT_S, ROOT, SERVER_KIND, TVMRT, bounded, start_server
 
 pytestmark = pytest.mark.skipif(
     SERVER_KIND != "tvmrt",
@@ -32,21 +34,28 @@ CALL_TIMEOUT_S = 60.0
 
 
 @pytest.fixture(scope="module")
-def cuda_server():
-    """tvmrt rpc-server whose CUDA driver is the test double (built into a temporary dir)."""
-    import os
-
+def fake_driver():
+    """The driver's test double, built with cc into a temporary directory."""
     with tempfile.TemporaryDirectory(prefix="rpc_cuda_double_") as d:
         lib = Path(d) / "libfake_cuda.so"
         subprocess.run(
             ["cc", "-shared", "-fPIC", "-O1", "-o", str(lib), str(DOUBLE_SRC)], check=True
         )
-        env = dict(os.environ, TVMRT_CUDA_LIBRARY=str(lib), FAKE_CUDA_DEVICES="1")
-        # two sessions at once: a failed test's session, held by its traceback, does not
-        # keep the next test out
-        s = start_server(extra=["--max-sessions", "2"], env=env)
-        yield s
-        s.proc.stop()
+        yield lib
+
+
+def double_env(lib):
+    return dict(os.environ, TVMRT_CUDA_LIBRARY=str(lib), FAKE_CUDA_DEVICES="1")
+
+
+@pytest.fixture(scope="module")
+def cuda_server(fake_driver):
+    """tvmrt rpc-server whose CUDA driver is the test double."""
+    # two sessions at once: a failed test's session, held by its traceback, does not keep
+    # the next test out
+    s = start_server(extra=["--max-sessions", "2"], env=double_env(fake_driver))
+    yield s
+    s.proc.stop()
 
 
 @pytest.fixture
@@ -192,3 +201,20 @@ def test_bad_calls_come_back_as_rpc_errors(sess):
             np.testing.assert_array_equal(gc.numpy(), x + x)
 
     bounded(run, CALL_TIMEOUT_S)
+
+
+def test_gpu_machine_part_rehearses_on_the_double(fake_driver):
+    """benches/gpu/rpc_cuda.py (the GPU machine's rpc_cuda part: TVM's wire format from
+    benches/rpc/raw_client.py, no TVM) passes against this tool on the double, so the part the
+    H200 runs is known to work up to what only a GPU shows."""
+    script = ROOT / "benches" / "gpu" / "rpc_cuda.py"
+    r = subprocess.run(
+        [sys.executable, str(script), "--tool", str(TVMRT), "--fake"],
+        env=double_env(fake_driver),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    last = r.stdout.strip().splitlines()[-1]
+    assert last.startswith("PASS rpc_cuda (test double"), r.stdout
