@@ -157,7 +157,8 @@ def kernels(sess, big, ta, tb, notes):
     check(np.array_equal(download(sess, out), a + b), "add equals numpy")
     sess.call(funcs["axpk"], ra, out, 2.5, -3)
     want = a * np.float32(2.5) + np.float32(-3)
-    check(np.allclose(download(sess, out), want, rtol=1e-6, atol=1e-6), "axpk equals numpy")
+    # a GPU may fuse the multiply-add (one rounding): within a few ulps
+    check(np.allclose(download(sess, out), want, rtol=1e-5, atol=1e-5), "axpk equals numpy")
     p, q = rng.standard_normal((2, 3, 70)).astype("float32")
     rm = sess.empty((3, 70), "float32", GPU)
     sess.call(funcs["mul_2d"], upload(sess, p), upload(sess, q), rm)
