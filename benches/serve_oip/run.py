@@ -4,7 +4,8 @@ one run: the same repository (benches/triton's MLP and CNN, built by TVM 0.27, m
 16, the dynamic batcher, one instance), the same closed-loop tritonclient HTTP clients
 (benches/triton/run.py's `load`), one server after the other.
 
-Per server: start-up to ready (process start until every model answers ready), resident
+Per server: start-up to ready (process start until every model answers ready, polled every 2 ms
+on a fresh connection, probe.py's wait), resident
 memory after the load (VmRSS of the server process, its children included), throughput and
 p50/p99 latency at 1, 4 and 16 clients.
 
@@ -24,8 +25,17 @@ sys.path.insert(0, os.path.join(ROOT, "benches", "triton"))
 sys.path.insert(0, os.path.join(ROOT, "crates", "oip", "tests"))
 import run as triton_bench  # noqa: E402  (benches/triton/run.py: models, config, load)
 from test_oip import OipServer  # noqa: E402  (`tvmrt serve` started as its tests start it)
+from probe import wait_ready_fine  # noqa: E402  (the same readiness wait for both servers)
 
 generate, triton = triton_bench.generate, triton_bench.triton
+
+
+class Triton(triton.Server):
+    wait_ready = wait_ready_fine
+
+
+class Tvmrt(OipServer):
+    wait_ready = wait_ready_fine
 
 
 def rss_kib(pid):
@@ -76,10 +86,10 @@ def main():
     backends = triton.backend_dir(tmp, a.backend)
     models = triton_bench.MODELS
     res = {
-        "triton": measure("triton", lambda: triton.Server(
+        "triton": measure("triton", lambda: Triton(
             repo, backends, os.path.join(tmp, "triton.log"), list(models)), models, concs,
             a.seconds),
-        "tvmrt": measure("tvmrt ", lambda: OipServer(
+        "tvmrt": measure("tvmrt ", lambda: Tvmrt(
             a.tool, ["--model-repository", repo], os.path.join(tmp, "tvmrt.log"), list(models)),
             models, concs, a.seconds),
     }

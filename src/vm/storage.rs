@@ -12,6 +12,12 @@
 //!   pool keeps every block and a block is free when the pool holds its only reference (no
 //!   storage and no tensor view uses it), which gives the same reuse without a drop hook and
 //!   can never hand out memory a live tensor still views.
+//!
+//! TVM's pool never gives a block back. Here, when a size misses, the free blocks of the
+//! least recently used sizes are released until what the pool holds stays within twice the
+//! most it ever had in use at once: a model with a symbolic batch run at every batch size from
+//! 1 to 16 (a server's dynamic batcher) would otherwise hold every size's intermediates at once
+//! (about 8x the largest call's), while sizes used again and again stay pooled.
 
 use parking_lot::Mutex;
 
@@ -51,7 +57,61 @@ pub struct Allocator {
     kind: AllocatorKind,
     device: DLDevice,
     /// Pooled only: blocks by rounded size (a model uses few sizes, so a list beats a hash).
-    pool: Mutex<Vec<(usize, Vec<Tensor>)>>,
+    pool: Mutex<Pool>,
+}
+
+/// The pooled allocator's blocks.
+#[derive(Default)]
+struct Pool {
+    /// Blocks by rounded size, with the allocation count at that size's last use.
+    sizes: Vec<SizeClass>,
+    /// Allocations so far (the clock of `SizeClass::used`).
+    clock: u64,
+    /// The most bytes of blocks in use at once so far.
+    peak_in_use: usize,
+}
+
+struct SizeClass {
+    size: usize,
+    blocks: Vec<Tensor>,
+    used: u64,
+}
+
+/// A block that only the pool references: no storage and no tensor view uses it.
+fn is_free(b: &Tensor) -> bool {
+    b.object().strong_count() == 1
+}
+
+impl Pool {
+    /// Releases the free blocks of the least recently used sizes (never `keep`) until the
+    /// pool, with `extra` more bytes, holds at most twice its peak in use.
+    fn trim(&mut self, keep: usize, extra: usize) {
+        let held = |p: &Pool| -> usize {
+            p.sizes
+                .iter()
+                .map(|c| c.size * c.blocks.len())
+                .sum::<usize>()
+        };
+        let in_use: usize = self
+            .sizes
+            .iter()
+            .map(|c| c.size * c.blocks.iter().filter(|b| !is_free(b)).count())
+            .sum::<usize>()
+            + extra;
+        self.peak_in_use = self.peak_in_use.max(in_use);
+        let bound = self.peak_in_use.saturating_mul(2);
+        while held(self) + extra > bound {
+            let victim = self
+                .sizes
+                .iter_mut()
+                .filter(|c| c.size != keep && c.blocks.iter().any(is_free))
+                .min_by_key(|c| c.used);
+            let Some(class) = victim else { break };
+            class.blocks.retain(|b| !is_free(b));
+        }
+        self.sizes
+            .retain(|c| !c.blocks.is_empty() || c.size == keep);
+    }
 }
 
 impl Allocator {
@@ -60,7 +120,7 @@ impl Allocator {
         Allocator {
             kind,
             device,
-            pool: Mutex::new(Vec::new()),
+            pool: Mutex::new(Pool::default()),
         }
     }
 
@@ -83,21 +143,33 @@ impl Allocator {
                     .checked_next_multiple_of(PAGE_SIZE)
                     .ok_or_else(|| Error::value(format!("cannot allocate {nbytes} bytes")))?;
                 let mut pool = self.pool.lock();
-                let at = match pool.iter().position(|(s, _)| *s == size) {
+                pool.clock += 1;
+                let clock = pool.clock;
+                let at = match pool.sizes.iter().position(|c| c.size == size) {
                     Some(i) => i,
                     None => {
-                        pool.push((size, Vec::new()));
-                        pool.len() - 1
+                        pool.sizes.push(SizeClass {
+                            size,
+                            blocks: Vec::new(),
+                            used: clock,
+                        });
+                        pool.sizes.len() - 1
                     }
                 };
-                let blocks = &mut pool[at].1;
+                pool.sizes[at].used = clock;
                 // Only the pool references a free block; nobody else can take a new reference
                 // to it while we hold the lock, so the count cannot change under us.
-                if let Some(b) = blocks.iter().find(|b| b.object().strong_count() == 1) {
+                if let Some(b) = pool.sizes[at].blocks.iter().find(|b| is_free(b)) {
                     return Ok(b.clone());
                 }
+                pool.trim(size, size);
                 let b = new_block(size, self.device)?;
-                blocks.push(b.clone());
+                let class = pool
+                    .sizes
+                    .iter_mut()
+                    .find(|c| c.size == size)
+                    .expect("trim keeps the size asked for");
+                class.blocks.push(b.clone());
                 Ok(b)
             }
         }
@@ -107,14 +179,15 @@ impl Allocator {
     pub fn pooled_bytes(&self) -> usize {
         self.pool
             .lock()
+            .sizes
             .iter()
-            .map(|(size, blocks)| size * blocks.len())
+            .map(|c| c.size * c.blocks.len())
             .sum()
     }
 
     /// Number of blocks in the pool.
     pub fn pooled_blocks(&self) -> usize {
-        self.pool.lock().iter().map(|(_, b)| b.len()).sum()
+        self.pool.lock().sizes.iter().map(|c| c.blocks.len()).sum()
     }
 }
 
@@ -255,6 +328,41 @@ mod tests {
         assert_eq!(v.data_ptr() as usize, p1 as usize + 64);
         // A (held by the view), B (held by b2) and the new one.
         assert_eq!(a.pooled_blocks(), 3);
+    }
+
+    #[test]
+    fn pooled_releases_the_least_recently_used_sizes_beyond_twice_its_peak() {
+        let a = Allocator::new(AllocatorKind::Pooled, crate::device::cpu());
+        // One call at a time, each of a new size (as batch sizes 1..16 of a symbolic model):
+        // the pool keeps at most twice the largest call, not every size.
+        for pages in 1..=16 {
+            drop(a.alloc(pages * PAGE_SIZE).unwrap());
+        }
+        let held = a.pooled_bytes();
+        assert!(held <= 2 * 16 * PAGE_SIZE, "{held}");
+        assert!(held >= 16 * PAGE_SIZE, "{held}");
+        // Sizes in steady use stay pooled: the same blocks come back.
+        let (x, y) = (
+            a.alloc(3 * PAGE_SIZE).unwrap(),
+            a.alloc(5 * PAGE_SIZE).unwrap(),
+        );
+        let (px, py) = (x.data_ptr(), y.data_ptr());
+        drop((x, y));
+        for _ in 0..3 {
+            let (x, y) = (
+                a.alloc(3 * PAGE_SIZE).unwrap(),
+                a.alloc(5 * PAGE_SIZE).unwrap(),
+            );
+            assert_eq!((x.data_ptr(), y.data_ptr()), (px, py));
+        }
+        // Blocks in use are never released.
+        let live: Vec<Tensor> = (1..=4)
+            .map(|p| a.alloc(p * 7 * PAGE_SIZE).unwrap())
+            .collect();
+        drop(a.alloc(40 * PAGE_SIZE).unwrap());
+        let ptrs: Vec<_> = live.iter().map(|t| t.data_ptr()).collect();
+        assert!(ptrs.iter().all(|p| !p.is_null()));
+        assert!(a.pooled_bytes() >= 70 * PAGE_SIZE);
     }
 
     #[test]
