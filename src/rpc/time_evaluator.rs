@@ -40,7 +40,10 @@ fn time_evaluator(args: &[AnyView<'_>]) -> Result<Any> {
             args.len()
         )));
     }
-    if let Some(m) = args[0].as_object().and_then(|o| Module::from_object(o).ok()) {
+    if let Some(m) = args[0]
+        .as_object()
+        .and_then(|o| Module::from_object(o).ok())
+    {
         // A module of an RPC session: timed on its server (TVM's `GetTimeEvaluator`).
         if let Some(rv) = super::client::remote_time_evaluator(&m, args) {
             return rv;
