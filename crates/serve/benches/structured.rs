@@ -11,7 +11,8 @@
 //! - the mask alone: the median time of one step's mask of the schema's grammar.
 //!
 //! `TVMRT_SERVE_DEVICE=cuda:0` with a CUDA library runs the model on a GPU (the mask is applied
-//! to the host's copy of the logits).
+//! to the host's copy of the logits). `KV_TOKENS=N` sizes the engine's KV cache (default 8704):
+//! on the CPU a prefill chunk's attention scans the whole cache (see [`kv_tokens`]).
 
 mod common;
 
@@ -143,7 +144,11 @@ fn main() {
     bare_forwards(&dir, &lib, &device);
     for jump_forward in [true, false] {
         let e = Arc::new(start(&dir, &lib, &device, jump_forward));
-        println!("jump-forward {}:", if jump_forward { "on" } else { "off" });
+        println!(
+            "jump-forward {}, KV cache of {} tokens:",
+            if jump_forward { "on" } else { "off" },
+            kv_tokens()
+        );
         compare(&e, &device);
     }
     let e = start(&dir, &lib, &device, true);
@@ -193,39 +198,42 @@ fn main() {
 }
 
 /// The model's bare forwards: a `batch_decode` of one token and a `batch_prefill` of `k`
-/// tokens appended to a sequence of 40, median microseconds.
+/// tokens appended to a sequence of 24, median microseconds, in a cache of the engine's
+/// capacity ([`kv_tokens`]) and in one of 2048 tokens.
 fn bare_forwards(dir: &Path, lib: &Path, device: &str) {
     use tvmrt_serve::model::{read_f32, Model};
     let model = Model::load(lib, dir, tvmrt::device::parse_device(device).unwrap()).unwrap();
-    let cache = model.create_cache(4, 2048, 128, 16).unwrap();
-    let mut line = String::from("bare forwards, median:");
-    for k in [0usize, 1, 2, 4, 8] {
-        let mut times = Vec::new();
-        for r in 0..40 {
-            model.add_sequence(&cache, r).unwrap();
-            model
-                .prefill(&cache, &[r], &[&prompt(1)[..]], false)
-                .unwrap();
-            let t = Instant::now();
-            let logits = if k == 0 {
-                model.decode(&cache, &[r], &[7]).unwrap()
-            } else {
+    for capacity in [kv_tokens(), 2048] {
+        let cache = model.create_cache(17, capacity, 128, 16).unwrap();
+        let mut line = format!("bare forwards, median, cache of {capacity} tokens:");
+        for k in [0usize, 1, 2, 4, 8] {
+            let mut times = Vec::new();
+            for r in 0..40 {
+                model.add_sequence(&cache, r).unwrap();
                 model
-                    .prefill(&cache, &[r], &[&prompt(2)[..k]], false)
-                    .unwrap()
+                    .prefill(&cache, &[r], &[&prompt(1)[..]], false)
+                    .unwrap();
+                let t = Instant::now();
+                let logits = if k == 0 {
+                    model.decode(&cache, &[r], &[7]).unwrap()
+                } else {
+                    model
+                        .prefill(&cache, &[r], &[&prompt(2)[..k]], false)
+                        .unwrap()
+                };
+                std::hint::black_box(read_f32(&logits).unwrap());
+                times.push(t.elapsed().as_secs_f64() * 1e6);
+                model.remove_sequence(&cache, r).unwrap();
+            }
+            let what = if k == 0 {
+                "decode".to_string()
+            } else {
+                format!("prefill of {k}")
             };
-            std::hint::black_box(read_f32(&logits).unwrap());
-            times.push(t.elapsed().as_secs_f64() * 1e6);
-            model.remove_sequence(&cache, r).unwrap();
+            line += &format!(" {what} {:.1} us;", median(times));
         }
-        let what = if k == 0 {
-            "decode".to_string()
-        } else {
-            format!("prefill of {k}")
-        };
-        line += &format!(" {what} {:.1} us;", median(times));
+        println!("{line}");
     }
-    println!("{line}");
 }
 
 /// The constrained requests against free ones on engine `e`.
@@ -272,10 +280,21 @@ fn compare(e: &Arc<Engine>, device: &str) {
     );
 }
 
+/// The engine's KV cache capacity in tokens: `KV_TOKENS`, else 8704 (16 streams' worth). The
+/// CPU library's `batch_prefill_paged_kv_cpu` (TVM's `_attention_prefill_cpu`) scans the whole
+/// capacity for every query row, so a prefill chunk appended to a sequence costs more the
+/// larger the cache; [`bare_forwards`] shows it.
+fn kv_tokens() -> i64 {
+    std::env::var("KV_TOKENS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8704)
+}
+
 fn start(dir: &Path, lib: &Path, device: &str, jump_forward: bool) -> Engine {
     let config = EngineConfig {
         max_num_sequence: 16,
-        max_total_sequence_length: 8704,
+        max_total_sequence_length: kv_tokens(),
         prefill_chunk_size: 128,
         max_queue: 256,
         prefix_cache_max_num_recycling_seqs: 0,

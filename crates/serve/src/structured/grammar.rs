@@ -34,7 +34,10 @@ pub struct GrammarLimits {
     /// Whether tokens a grammar forces are appended at once and fed to the next forward as a
     /// prefill chunk (SGLang's jump-forward) rather than decoded one step each. `None`: on a
     /// GPU, where a short prefill chunk costs about one decode step, and not on the CPU, where
-    /// a prefill costs a decode step per token and the extra forward only adds.
+    /// MLC's CPU libraries attend a chunk to the cached tokens with TVM's
+    /// `batch_prefill_paged_kv_cpu`, which scans the cache's whole capacity for every query
+    /// row: with a cache of a few thousand tokens a forced token costs more in a chunk than
+    /// decoded (BENCHMARKS.md, issue 49).
     pub jump_forward: Option<bool>,
 }
 
