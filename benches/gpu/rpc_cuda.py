@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT / "benches" / "rpc"))
 import raw_client as rc  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "cuda" / "elementwise_ptx.so"
+DTYPES = ["int8", "uint8", "int16", "int32", "int64", "float16", "float32", "float64", "bool"]
 GPU = (rc.CUDA, 0)
 READY_S = 30.0
 
@@ -101,7 +102,7 @@ def check(cond, what):
 
 
 def copies(sess, notes):
-    dtypes = ["int8", "uint8", "int16", "int32", "int64", "float16", "float32", "float64", "bool"]
+    dtypes = DTYPES
     for i, dtype in enumerate(dtypes):
         a = sample(dtype, (3, 5, 7), i)
         t = upload(sess, a)

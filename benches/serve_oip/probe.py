@@ -25,17 +25,10 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "crates", "triton", "tests"))
-sys.path.insert(0, os.path.join(ROOT, "crates", "oip", "tests"))
-import server as triton  # noqa: E402
-from test_oip import OipServer  # noqa: E402
+# The repository, the servers and the configurations of one_client.py.
+sys.path.insert(0, HERE)
+from one_client import CONFIGS, ROOT, OipServer, triton  # noqa: E402
 
-CONFIGS = {
-    "batched": 'backend: "tvmrt"\nmax_batch_size: 8\n'
-               "dynamic_batching { max_queue_delay_microseconds: 500 }\n",
-    "unbatched": 'backend: "tvmrt"\nmax_batch_size: 8\n',
-}
 TICKS = os.sysconf("SC_CLK_TCK")
 
 

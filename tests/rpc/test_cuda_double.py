@@ -22,6 +22,10 @@ import tvm.rpc
 
 from conftest import CONNECT_TIMEOUT_S, ROOT, SERVER_KIND, TVMRT, bounded, start_server
 
+# The GPU machine's script holds the dtypes and the samples both use.
+sys.path.insert(0, str(ROOT / "benches" / "gpu"))
+from rpc_cuda import DTYPES, sample  # noqa: E402
+
 pytestmark = pytest.mark.skipif(
     SERVER_KIND != "tvmrt",
     reason="the driver's test double is opened by tvmrt (TVMRT_CUDA_LIBRARY); TVM's own "
@@ -81,17 +85,6 @@ def test_device_exists_with_attributes(sess):
     bounded(run, CALL_TIMEOUT_S)
 
 
-DTYPES = ["int8", "uint8", "int16", "int32", "int64", "float16", "float32", "float64", "bool"]
-
-
-def sample(dtype, shape, seed):
-    rng = np.random.default_rng(seed)
-    if dtype == "bool":
-        return rng.integers(0, 2, size=shape).astype(bool)
-    if np.dtype(dtype).kind in "iu":
-        info = np.iinfo(dtype)
-        return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
-    return (rng.standard_normal(shape) * 100).astype(dtype)
 
 
 def test_copies_every_dtype_0d_empty_and_mibs(sess):
