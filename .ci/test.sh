@@ -13,6 +13,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-2}
 HEADER=include/tvmrt.h
+# CI builds each crate once: incremental compilation would only add work and disk (several GB in
+# target/debug/incremental); .ci/cross.sh sets the same.
+export CARGO_INCREMENTAL=0
 # Any failure to generate the header is an error here (build.rs only warns by default).
 export TVMRT_HEADER_STRICT=1
 
