@@ -4,7 +4,8 @@
 //! one [`crate::batch::execute`] call (one model run per shape group, outputs split back, a
 //! failing batch rerun request by request). It waits for more only while the oldest request
 //! is younger than `max_queue_delay_microseconds` and no preferred batch size can be formed,
-//! as Triton's dynamic batcher does. Each request answers itself ([`Pending::respond`]: the
+//! as Triton's dynamic batcher does, except while waiting has been forming no batches
+//! ([`IdleWait`]: then a lone request runs at once). Each request answers itself ([`Pending::respond`]: the
 //! server's callback or channel). [`Batcher::drain`] refuses new requests and finishes the
 //! queued and running ones; a request past its queue timeout is refused unrun, and a model
 //! that panics answers its batch with an error. Statistics are kept as Triton reports them
@@ -34,7 +35,7 @@ use crate::runner::one_line;
 use crate::signature::TensorSpec;
 use crate::stats::ModelStats;
 
-pub use plan::{plan, Plan};
+pub use plan::{plan, IdleWait, Plan};
 
 /// The queue bound when the configuration sets none (`dynamic_batching {
 /// default_queue_policy { max_queue_size } }`).
@@ -236,6 +237,7 @@ impl<R: Pending> Pending for Queued<R> {
 struct State<R> {
     queue: VecDeque<Queued<R>>,
     draining: bool,
+    idle: IdleWait,
 }
 
 struct Shared<R> {
@@ -311,6 +313,7 @@ impl<R: Pending + Send + 'static> Batcher<R> {
             state: Mutex::new(State {
                 queue: VecDeque::new(),
                 draining: false,
+                idle: IdleWait::default(),
             }),
             wake: Condvar::new(),
             stats: Mutex::new(ModelStats::default()),
@@ -507,9 +510,13 @@ fn next_batch<R>(shared: &Shared<R>) -> Option<Taken<R>> {
             continue;
         }
         let now = now_ns();
+        let skip_wait = state.idle.skips_wait();
         let queued = state.queue.iter().map(|q| (q.rows, q.arrived));
-        match plan(queued, &shared.config, now, state.draining) {
+        match plan(queued, &shared.config, now, state.draining || skip_wait) {
             Plan::Take(n) => {
+                if shared.config.dynamic && !shared.config.max_queue_delay.is_zero() {
+                    state.idle.ran(n, skip_wait);
+                }
                 let batch: Vec<Queued<R>> = state.queue.drain(..n).collect();
                 if !state.queue.is_empty() {
                     shared.wake.notify_all();

@@ -69,6 +69,50 @@ pub fn plan(
     }
 }
 
+/// Lone runs in a row, each after waiting out the whole queue delay, after which a lone
+/// request stops waiting.
+pub const LONE_RUNS_TO_SKIP: u32 = 8;
+
+/// While waits are skipped, one request in this many waits out the delay again, to see
+/// whether company has come.
+pub const PROBE_EVERY: u32 = 16;
+
+/// Whether waiting for company is worth it, learnt from the runs so far.
+///
+/// `max_queue_delay_microseconds` is the longest a request may wait for others to join it (as
+/// Triton documents it), and a server with one client at a time waits it out on every request
+/// for a batch that never forms. After [`LONE_RUNS_TO_SKIP`] runs in a row of one request each
+/// after waiting, a lone request runs at once; one in [`PROBE_EVERY`] waits again, and any run
+/// of two or more requests (company has come: requests queue while an instance runs) brings
+/// the wait back at once. Under concurrency the batcher is Triton's; alone, a request pays no
+/// delay.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IdleWait {
+    /// Runs of one request in a row after waiting (saturating).
+    lone_runs: u32,
+    /// Requests that skipped the wait since the wait was last kept.
+    skipped: u32,
+}
+
+impl IdleWait {
+    /// Whether the next plan skips the wait (runs what is queued now, as a flush).
+    pub fn skips_wait(&self) -> bool {
+        self.lone_runs >= LONE_RUNS_TO_SKIP && self.skipped + 1 < PROBE_EVERY
+    }
+
+    /// Records a run of `requests` requests, planned with `skipped_wait`.
+    pub fn ran(&mut self, requests: usize, skipped_wait: bool) {
+        if requests > 1 {
+            *self = IdleWait::default();
+        } else if skipped_wait {
+            self.skipped += 1;
+        } else {
+            self.lone_runs = self.lone_runs.saturating_add(1);
+            self.skipped = 0;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -131,5 +175,32 @@ mod tests {
         assert_eq!(decide(&[1, 1, 1], &c, 1000, false), Plan::Take(1));
         let c = config(0, 500, &[]);
         assert_eq!(decide(&[1, 1, 1], &c, 1000, false), Plan::Take(1));
+    }
+
+    #[test]
+    fn a_lone_request_stops_waiting_until_company_comes() {
+        let mut w = IdleWait::default();
+        for _ in 0..LONE_RUNS_TO_SKIP {
+            assert!(!w.skips_wait());
+            w.ran(1, false);
+        }
+        // Alone: PROBE_EVERY - 1 requests skip the wait, then one waits again.
+        for round in 0..3 {
+            for _ in 0..PROBE_EVERY - 1 {
+                assert!(w.skips_wait(), "round {round}");
+                w.ran(1, true);
+            }
+            assert!(!w.skips_wait(), "round {round}: the probe waits");
+            w.ran(1, false);
+        }
+        // Company: a run of two brings the wait back for LONE_RUNS_TO_SKIP runs.
+        w.ran(2, true);
+        assert_eq!(w, IdleWait::default());
+        assert!(!w.skips_wait());
+        // A probe that formed a batch also brings it back.
+        let mut w = IdleWait::default();
+        (0..LONE_RUNS_TO_SKIP).for_each(|_| w.ran(1, false));
+        w.ran(3, false);
+        assert!(!w.skips_wait());
     }
 }

@@ -396,3 +396,48 @@ fn a_panicking_model_answers_every_request_and_serves_on() {
         );
     }
 }
+
+#[test]
+fn a_lone_client_stops_paying_the_delay_until_company_comes() {
+    use super::plan::{LONE_RUNS_TO_SKIP, PROBE_EVERY};
+    let delay = Duration::from_millis(40);
+    let (b, doubler) = doubling(config(8, delay, 64, 1));
+    let one = |k: f32| {
+        let (j, a) = job(&[1, 2], &[k, 1.0]);
+        let start = Instant::now();
+        b.submit(j).map_err(|e| e.0).unwrap();
+        assert_eq!(answer(&a), Ok(vec![2.0 * k, 2.0]));
+        start.elapsed()
+    };
+    // One request at a time: the first runs wait out the delay...
+    for k in 0..LONE_RUNS_TO_SKIP {
+        assert!(one(k as f32) >= delay);
+    }
+    // ...then a lone request runs at once, but for one probe in PROBE_EVERY.
+    let times: Vec<Duration> = (0..PROBE_EVERY).map(|k| one((k % 10) as f32)).collect();
+    let waited = times.iter().filter(|t| **t >= delay).count();
+    assert_eq!(waited, 1, "{times:?}");
+    assert!(times[..PROBE_EVERY as usize - 1].iter().all(|t| *t < delay));
+    // Company: requests that queue while one runs (the model held by the lock on its call
+    // record) form a batch again, and the wait is back.
+    let held = doubler.calls.lock().unwrap();
+    let answers: Vec<Answer> = (0..4)
+        .map(|k| {
+            let (j, a) = job(&[1, 2], &[k as f32, 1.0]);
+            b.submit(j).map_err(|e| e.0).unwrap();
+            a
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(20));
+    drop(held);
+    for (k, a) in answers.iter().enumerate() {
+        assert_eq!(answer(a), Ok(vec![2.0 * k as f32, 2.0]));
+    }
+    let calls = doubler.calls();
+    let tail = &calls[(LONE_RUNS_TO_SKIP + PROBE_EVERY) as usize..];
+    assert!(tail.iter().any(|&rows| rows > 1), "{calls:?}");
+    assert!(
+        one(9.0) >= delay,
+        "after a batch, a lone request waits again"
+    );
+}
