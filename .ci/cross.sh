@@ -235,9 +235,10 @@ EOF
 }
 
 cargo_build() {
-  nice cargo build --quiet --target "$1" "${CARGO_EXTRA[@]}" -p tvmrt --lib -p tvmrt-cli --bin tvmrt
+  nice .ci/build.sh --quiet --target "$1" "${CARGO_EXTRA[@]}"
 }
 
+# `-p tvmrt-cli` beside `-p tvmrt`: the library as the build above has it (.ci/build.sh).
 # The thread pool's tests run on their own, one at a time: `idle_workers_sleep` measures the
 # process's CPU time, which other tests running beside it inflate (under emulation enough to
 # fail), and qemu-user cannot fork a process whose other threads are busy: the child of
@@ -248,12 +249,12 @@ FORK_TEST=backend::thread_pool::workers::tests::forked_child_gets_fresh_workers
 cargo_tests() {
   local tests=() t ok=0
   for t in "${CROSS_TESTS[@]}"; do tests+=(--test "$t"); done
-  nice cargo test --quiet --target "$1" "${CARGO_EXTRA[@]}" -p tvmrt --lib "${tests[@]}" \
+  nice cargo test --quiet --target "$1" "${CARGO_EXTRA[@]}" -p tvmrt -p tvmrt-cli --lib "${tests[@]}" \
     --no-fail-fast -- --test-threads "$JOBS" --skip "$POOL_TESTS" \
     "${CROSS_SKIP[@]/#/--skip=}" || ok=1
-  nice cargo test --quiet --target "$1" "${CARGO_EXTRA[@]}" -p tvmrt --lib -- --test-threads 1 \
+  nice cargo test --quiet --target "$1" "${CARGO_EXTRA[@]}" -p tvmrt -p tvmrt-cli --lib -- --test-threads 1 \
     "$POOL_TESTS" --skip "$FORK_TEST" || ok=1
-  nice cargo test --quiet --target "$1" "${CARGO_EXTRA[@]}" -p tvmrt --lib -- --exact "$FORK_TEST" ||
+  nice cargo test --quiet --target "$1" "${CARGO_EXTRA[@]}" -p tvmrt -p tvmrt-cli --lib -- --exact "$FORK_TEST" ||
     ok=1
   return $ok
 }

@@ -102,6 +102,18 @@ run "minimal features: clippy, unit tests, vm_models, -p tvmrt --no-default-feat
 # those tests open a test double of the driver (tests/cuda_double/fake_cuda.c).
 run "cuda venv (NVRTC from PyPI)" .ci/venv.sh cuda
 run "cargo test" cargo test --no-fail-fast
+# The steps below build the library and the tool with .ci/build.sh, which must find `cargo test`'s
+# build up to date: a feature a dev-dependency alone turns on (or a step building the library
+# its own way) would compile the library and everything above it again, step after step.
+one_build() {
+  local log
+  log=$(.ci/build.sh 2>&1) || { echo "$log"; return 1; }
+  if grep -E '^ *Compiling ' <<<"$log"; then
+    echo "the library and tool as .ci/build.sh builds them differ from cargo test's build"
+    return 1
+  fi
+}
+run "one build of the library serves every step" one_build
 # The Vulkan suite (its `cargo test` run above was on lavapipe with push descriptors) twice
 # more, with the validation layer on and zero errors required: on lavapipe with push
 # descriptors off, and on a second driver, SwiftShader (no push descriptors, no float64/int64:
@@ -123,7 +135,7 @@ run "unit tests under valgrind" .ci/valgrind_unit.sh
 # `cargo test` builds the library as an rlib only: the Python package needs libtvmrt.so.
 # In the pinned venv (numpy), every test must run: a skip fails the step. The suite runs twice,
 # through the C extension (built first) and through ctypes.
-python_tests() { cargo build -p tvmrt --lib --quiet && python/run_tests.sh --no-skips; }
+python_tests() { .ci/build.sh --quiet && python/run_tests.sh --no-skips; }
 run "python package tests" python_tests
 # The wheel, installed in a fresh venv (pinned numpy) and tested from a temporary directory
 # with --installed --no-skips, with its C extension and without it (the package must be the
@@ -182,16 +194,17 @@ run "tvmrt rpc-server: TVM 0.27's RPC client and tracker" tests/rpc/run.sh
 # greedy tokens of lib_opencl.so equal TVM's, and TVM's merge-state kernel's race on CPU
 # devices (crates/serve/tests/opencl_intel.rs). About 40 s on a clean clone, the download of
 # the venv's packages included (830 MB in .venv/intel_opencl), the test built. Its own clippy:
-# `test = false` keeps it out of `--all-targets` too.
+# `test = false` keeps it out of `--all-targets` too. `-p tvmrt-cli` beside it: the library as
+# every other step builds it (.ci/build.sh).
 run "tvmrt serve on OpenCL: Intel's CPU runtime" bash -c \
   ".ci/venv.sh intel_opencl >/dev/null && \
-   cargo clippy -p tvmrt-serve --test opencl_intel -- -D warnings && \
-   cargo test -p tvmrt-serve --test opencl_intel"
+   cargo clippy -p tvmrt-serve -p tvmrt-cli --test opencl_intel -- -D warnings && \
+   cargo test -p tvmrt-serve -p tvmrt-cli --test opencl_intel"
 
 header_drift() {
   # Regenerate (strictly: a source cbindgen cannot parse fails here), then compare with what
   # the tree had before any build, and, when the file is tracked, with what git has.
-  if ! cargo build -p tvmrt --lib --quiet; then
+  if ! .ci/build.sh --quiet; then
     echo "could not regenerate $HEADER (see the errors above)"
     return 1
   fi

@@ -13,7 +13,8 @@
 # payloads zeroed in full (value::tests::payloads). Fails on any memory error.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-bin=$(cargo test -p tvmrt --lib --no-run --message-format=json 2>/dev/null |
+# -p tvmrt-cli: the library as every other build has it (.ci/build.sh says why).
+bin=$(cargo test -p tvmrt -p tvmrt-cli --lib --no-run --message-format=json 2>/dev/null |
   python3 -c 'import json, sys
 for line in sys.stdin:
     m = json.loads(line)

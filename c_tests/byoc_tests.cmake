@@ -2,17 +2,8 @@
 # from C, the guide's generated C++ compiled against the drop-in headers and called directly,
 # and a library packed by `tvmrt pack` (built as a ctest fixture) loaded with TVMModLoadFromFile.
 
-# The `tvmrt` command-line tool, for the pack fixture (after the library step: one cargo at a time).
-set(TVMRT_CLI "${TVMRT_LIB_DIR}/tvmrt${CMAKE_EXECUTABLE_SUFFIX}")
-add_custom_target(tvmrt_cli ALL
-  COMMAND "${CMAKE_COMMAND}" -E env ${TVMRT_CARGO_ENV}
-          "${CARGO_EXECUTABLE}" build -p tvmrt-cli --bin tvmrt --profile "${TVMRT_CARGO_PROFILE}"
-          ${TVMRT_CARGO_TARGET_ARGS} --manifest-path "${CMAKE_CURRENT_SOURCE_DIR}/Cargo.toml"
-  BYPRODUCTS "${TVMRT_CLI}"
-  WORKING_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}"
-  USES_TERMINAL
-  COMMENT "cargo build -p tvmrt-cli --bin tvmrt --profile ${TVMRT_CARGO_PROFILE}")
-add_dependencies(tvmrt_cli tvmrt_cargo)
+# The `tvmrt` command-line tool (TVMRT_CLI), for the pack fixture: the library's cargo step
+# builds it with the tests on (CMakeLists.txt).
 
 set(TVMRT_BYOC_DIR "${CMAKE_CURRENT_SOURCE_DIR}/examples/byoc")
 

@@ -15,7 +15,7 @@
 # installed when missing.
 #
 # libtvmrt.so is $TVMRT_LIBRARY if set, else target/debug/libtvmrt.so (built here with
-# `cargo build --lib`). Fails if a test that passed on TVM's runtime does not pass on tvmrt;
+# .ci/build.sh). Fails if a test that passed on TVM's runtime does not pass on tvmrt;
 # prints one closing line.
 set -euo pipefail
 export LC_ALL=C
@@ -54,7 +54,7 @@ if [ -n "$record" ]; then
 else
   lib=${TVMRT_LIBRARY:-}
   if [ -z "$lib" ]; then
-    cargo build -p tvmrt --lib --quiet
+    "$root/.ci/build.sh" --quiet
     lib="$root/target/debug/libtvmrt.so"
   fi
   libdir=$(dirname "$(realpath "$lib")")

@@ -10,6 +10,6 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 python=$(.ci/venv.sh onnx)
-cargo build -p tvmrt --lib --quiet
+.ci/build.sh --quiet
 export TVMRT_LIBRARY=$PWD/target/debug/libtvmrt.so
 exec "$python" conformance/onnx/run.py "$@"

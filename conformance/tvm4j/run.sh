@@ -96,7 +96,7 @@ if [ -n "$record" ]; then
 else
   runtime=${TVMRT_LIBRARY:-}
   if [ -z "$runtime" ]; then
-    cargo build -p tvmrt --lib --quiet
+    "$root/.ci/build.sh" --quiet
     runtime="$root/target/debug/libtvmrt.so"
   fi
   runtime=$(realpath "$runtime")

@@ -20,7 +20,7 @@
 #   extension), driven from C++ by cpp/packaging_driver.cc (run_example.py's four flows), with
 #   tvmrt and with libtvm_ffi.so.
 #
-# libtvmrt.so is $TVMRT_LIBRARY if set, else target/debug/libtvmrt.so (cargo build --lib).
+# libtvmrt.so is $TVMRT_LIBRARY if set, else target/debug/libtvmrt.so (.ci/build.sh).
 # Objects are kept in target/tvm_ffi_cpp/ and recompiled when their source is newer.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -47,7 +47,7 @@ py=$(venv_python tvm_ffi)
 ref_lib=$("$py" -c 'import os, tvm_ffi; print(os.path.dirname(tvm_ffi.__file__))')/lib
 lib=${TVMRT_LIBRARY:-}
 if [ -z "$lib" ]; then
-  cargo build -p tvmrt --lib --quiet
+  "$root/.ci/build.sh" --quiet
   lib="$root/target/debug/libtvmrt.so"
 fi
 

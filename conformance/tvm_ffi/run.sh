@@ -11,7 +11,7 @@
 # through tvm_ffi.load_module and the VM on numpy arrays (DLPack), checked against TVM's outputs.
 #
 # libtvmrt.so is $TVMRT_LIBRARY if set, else target/debug/libtvmrt.so (built here with
-# `cargo build --lib`). The suite is tests/python of the release's sdist, downloaded once into
+# .ci/build.sh). The suite is tests/python of the release's sdist, downloaded once into
 # .venv/tvm_ffi_suite (sdist.sh). Each test file runs in its own process; a file whose process
 # dies is re-run one test per process (run.py). Extra arguments go to run.py (e.g. -v).
 set -euo pipefail
@@ -65,7 +65,7 @@ run_suite() {
 swap_in_tvmrt() {
   local lib=${TVMRT_LIBRARY:-}
   if [ -z "$lib" ]; then
-    cargo build -p tvmrt --lib --quiet
+    "$root/.ci/build.sh" --quiet
     lib="$root/target/debug/libtvmrt.so"
   fi
   lib=$(realpath "$lib")

@@ -13,7 +13,7 @@
 # unchanged (a copy gets an empty [workspace] table so cargo builds it on its own).
 #
 # libtvmrt.so is $TVMRT_LIBRARY if set, else target/debug/libtvmrt.so (built here with
-# `cargo build --lib`). Fails if a test passing on libtvm_ffi.so does not pass on tvmrt; prints
+# .ci/build.sh). Fails if a test passing on libtvm_ffi.so does not pass on tvmrt; prints
 # one closing line.
 set -euo pipefail
 export LC_ALL=C
@@ -45,7 +45,7 @@ ref_lib=$("$ref_bin/tvm-ffi-config" --libdir)
 # tvmrt's directory.
 lib=${TVMRT_LIBRARY:-}
 if [ -z "$lib" ]; then
-  cargo build -p tvmrt --lib --quiet
+  "$root/.ci/build.sh" --quiet
   lib="$root/target/debug/libtvmrt.so"
 fi
 tvmrt_lib="$work/tvmrt_lib"

@@ -6,7 +6,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
-cargo build -p tvmrt-cli --quiet
+.ci/build.sh --quiet
 target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 python=$(.ci/venv.sh kserve)
 "$python" tests/kserve/check_manifest.py "$target_dir/debug/tvmrt"

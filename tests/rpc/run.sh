@@ -10,7 +10,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 # Up to date with the sources (a no-op after `cargo test`, which builds it).
-cargo build -p tvmrt-cli --quiet
+.ci/build.sh --quiet
 python=$(.ci/venv.sh rpc)
 status=0
 timeout 900 "$python" -m pytest -q -p no:cacheprovider -p no:logging tests/rpc "$@" || status=$?

@@ -7,7 +7,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
-cargo build -p tvmrt-cli
+.ci/build.sh
 target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 python=$(.ci/venv.sh serve)
 timeout 600 "$python" tests/serve/test_serve.py "$target_dir/debug/tvmrt"

@@ -7,8 +7,7 @@
 #   crates/oip/tests/run.sh [test_oip.py options]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
-cargo build --quiet -p tvmrt --lib
-cargo build --quiet -p tvmrt-cli
+.ci/build.sh --quiet
 target_dir=$(cargo metadata --format-version 1 --no-deps |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 python=$(.ci/venv.sh triton)

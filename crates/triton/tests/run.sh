@@ -14,8 +14,7 @@ if [ "${1:-}" = --profile ]; then
 fi
 dir=debug
 [ "$profile" = release ] && dir=release
-cargo build --profile "$profile" --quiet -p tvmrt --lib
-cargo build --profile "$profile" --quiet -p tvmrt-triton
+.ci/build.sh --profile "$profile" --quiet -p tvmrt-triton
 python=$(.ci/venv.sh triton)
 exec "$python" crates/triton/tests/test_triton.py \
   --backend "target/$dir/libtriton_tvmrt.so" --runtime "target/$dir/libtvmrt.so" "$@"
