@@ -250,6 +250,55 @@ def timeouts(srv, header_timeout, body_timeout, cl, x, want):
     check(f"HTTP: half a body is cut after --body-read-timeout ({body_timeout} s) with 408", body)
 
 
+def grpc_call_timeout(srv, limit, cl, x, want):
+    """Against a server whose --body-read-timeout and --request-timeout add up to `limit` s: a
+    gRPC call whose message stops halfway (sent with h2, a raw HTTP/2 client) ends after `limit`
+    with CANCELLED, tonic's call timeout, while another client is served meanwhile."""
+    import urllib.parse
+
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    def half_a_call():
+        s = socket.create_connection(("127.0.0.1", srv.grpc), timeout=limit + 10)
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        conn.initiate_connection()
+        conn.send_headers(1, [
+            (":method", "POST"), (":scheme", "http"), (":authority", f"127.0.0.1:{srv.grpc}"),
+            (":path", "/inference.GRPCInferenceService/ModelInfer"),
+            ("content-type", "application/grpc"), ("te", "trailers")])
+        # A message announced as 1000 bytes long, of which 10 come: model_name, cut short.
+        conn.send_data(1, b"\x00" + (1000).to_bytes(4, "big") + b"\x0a\x08solo_m")
+        start = time.time()
+        s.sendall(conn.data_to_send())
+        equal(cl.infer("grpc", "solo_mlp", {"x": x})["output0"], want, "while a gRPC call hangs")
+        headers, ended = {}, None
+        while ended is None:
+            data = s.recv(65536)
+            if not data:
+                break
+            for ev in conn.receive_data(data):
+                if isinstance(ev, (h2.events.ResponseReceived, h2.events.TrailersReceived)):
+                    headers.update((k.decode(), v.decode()) for k, v in ev.headers)
+                # The answer ends the stream (then the server resets the request's side).
+                if isinstance(ev, (h2.events.StreamEnded, h2.events.StreamReset)) and \
+                        ev.stream_id == 1 and ended is None:
+                    ended = type(ev).__name__
+            s.sendall(conn.data_to_send())
+        took = time.time() - start
+        s.close()
+        message = urllib.parse.unquote(headers.get("grpc-message", ""))
+        print(f"      half a gRPC message: {ended}, grpc-status {headers.get('grpc-status')} "
+              f"({message!r}) after {took:.1f} s")
+        assert ended == "StreamEnded", (ended, headers)
+        assert headers.get("grpc-status") == "1" and "Timeout expired" in message, headers
+        assert limit - 0.5 <= took <= limit + 5, took
+        equal(cl.infer("grpc", "solo_mlp", {"x": x})["output0"], want, "after the gRPC timeout")
+    check(f"gRPC: a call whose message stops halfway ends after {limit} s with CANCELLED",
+          half_a_call)
+
+
 def shared_memory(srv, cl, direct, rng, batch_mlp):
     """Triton's system shared memory, over HTTP and gRPC with tritonclient's own regions: an
     input read from one region, an output written into another; offsets and sizes outside a

@@ -216,10 +216,11 @@ def single_model(tool, tmp, direct):
     """`tvmrt serve model.so`: one library served alone, named after the file."""
     lib = os.path.join(tmp, "solo_mlp.so")
     shutil.copy(f"{FIX}/mlp.so", lib)
-    # Short read timeouts, for extensions.timeouts.
-    header_timeout, body_timeout = 2, 3
+    # Short read and request timeouts, for extensions.timeouts and grpc_call_timeout.
+    header_timeout, body_timeout, request_timeout = 2, 3, 2
     srv = OipServer(tool, [lib, "--header-read-timeout", str(header_timeout),
-                           "--body-read-timeout", str(body_timeout)],
+                           "--body-read-timeout", str(body_timeout),
+                           "--request-timeout", str(request_timeout)],
                     os.path.join(tmp, "solo.log"), ["solo_mlp"], timeout=60)
     try:
         x = np.random.default_rng(5).standard_normal((1, 16), dtype=np.float32)
@@ -228,6 +229,7 @@ def single_model(tool, tmp, direct):
         for proto in ("http", "grpc"):
             equal(cl.infer(proto, "solo_mlp", {"x": x})["output0"], want, f"solo_mlp over {proto}")
         extensions.timeouts(srv, header_timeout, body_timeout, cl, x, want)
+        extensions.grpc_call_timeout(srv, body_timeout + request_timeout, cl, x, want)
         status, body = srv.get("/v2/models/solo_mlp/config")
         assert status == 200 and json.loads(body)["input"][0]["dims"] == [1, 16], body
     finally:

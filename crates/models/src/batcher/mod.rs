@@ -5,11 +5,11 @@
 //! failing batch rerun request by request). It waits for more only while the oldest request
 //! is younger than `max_queue_delay_microseconds` and no preferred batch size can be formed,
 //! as Triton's dynamic batcher does, except while waiting has been forming no batches
-//! ([`IdleWait`]: then a lone request runs at once). Each request answers itself ([`Pending::respond`]: the
-//! server's callback or channel). [`Batcher::drain`] refuses new requests and finishes the
-//! queued and running ones; a request past its queue timeout is refused unrun, and a model
-//! that panics answers its batch with an error. Statistics are kept as Triton reports them
-//! ([`ModelStats`]).
+//! ([`IdleWait`]: then a lone request runs at once). Each request answers itself
+//! ([`Pending::respond`]: the server's callback or channel). [`Batcher::drain`] refuses new
+//! requests and finishes the queued and running ones; a request past its queue timeout is
+//! refused unrun, and a model that panics answers its batch with an error. Statistics are kept
+//! as Triton reports them ([`ModelStats`]).
 
 #[cfg(test)]
 mod model_tests;
