@@ -361,7 +361,7 @@ done
 # The x86-64 reference runs: the host's own tool (as cargo test builds it).
 host_runs() (
   unset RUSTC RUSTC_BOOTSTRAP CARGO_PROFILE_DEV_DEBUG
-  CARGO_TARGET_DIR="$ROOT/target" cargo build --quiet -p tvmrt-cli --bin tvmrt || exit 1
+  CARGO_TARGET_DIR="$ROOT/target" .ci/build.sh --quiet || exit 1
   classic=$OUT/x86_64-classic_kernels.so
   cc -shared -fPIC -O1 -o "$classic" tests/classic_libs/classic_kernels.c || exit 1
   TVM_NUM_THREADS=4 tool_runs host x86_64 "$ROOT/target/debug/tvmrt" "$classic"

@@ -132,8 +132,8 @@ vulkan_swiftshader() {
 run "Vulkan suite on SwiftShader (second driver)" vulkan_swiftshader
 # The unit tests of the raw-memory code once more, under valgrind memcheck (about 10 s).
 run "unit tests under valgrind" .ci/valgrind_unit.sh
-# `cargo test` builds the library as an rlib only: the Python package needs libtvmrt.so.
-# In the pinned venv (numpy), every test must run: a skip fails the step. The suite runs twice,
+# The Python package loads target/debug/libtvmrt.so, which `cargo test` built (.ci/build.sh is
+# a no-op here, and builds it when the step runs alone). In the pinned venv (numpy), every test must run: a skip fails the step. The suite runs twice,
 # through the C extension (built first) and through ctypes.
 python_tests() { .ci/build.sh --quiet && python/run_tests.sh --no-skips; }
 run "python package tests" python_tests
