@@ -243,7 +243,8 @@ cargo_build() {
 # process's CPU time, which other tests running beside it inflate (under emulation enough to
 # fail), and qemu-user cannot fork a process whose other threads are busy: the child of
 # `forked_child_gets_fresh_workers` then hangs now and then (about 1 run in 4 among the other
-# thread-pool tests, for an x86-64 build under qemu-x86_64 too, never natively; never alone).
+# thread-pool tests, for an x86-64 build under qemu-x86_64 too, never natively). Alone it hangs
+# far less often, but it does (armv7, once in a clean CI run here): a hung run is tried once more.
 POOL_TESTS=backend::thread_pool::
 FORK_TEST=backend::thread_pool::workers::tests::forked_child_gets_fresh_workers
 cargo_tests() {
@@ -254,7 +255,9 @@ cargo_tests() {
     "${CROSS_SKIP[@]/#/--skip=}" || ok=1
   nice cargo test --quiet --target "$1" "${CARGO_EXTRA[@]}" -p tvmrt -p tvmrt-cli --lib -- --test-threads 1 \
     "$POOL_TESTS" --skip "$FORK_TEST" || ok=1
-  nice cargo test --quiet --target "$1" "${CARGO_EXTRA[@]}" -p tvmrt -p tvmrt-cli --lib -- --exact "$FORK_TEST" ||
+  local fork_test=(nice cargo test --quiet --target "$1" "${CARGO_EXTRA[@]}" -p tvmrt -p tvmrt-cli
+    --lib -- --exact "$FORK_TEST")
+  "${fork_test[@]}" || { echo "$FORK_TEST: once more (qemu-user's fork)"; "${fork_test[@]}"; } ||
     ok=1
   return $ok
 }
