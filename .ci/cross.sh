@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Cross builds and tests for the CPUs TVM deploys to: aarch64, armv7 (hard-float) and riscv64.
 #
-#   .ci/cross.sh [TARGET...]   (default: aarch64-unknown-linux-gnu
+#   .ci/cross.sh [--build-only] [TARGET...]   (default: aarch64-unknown-linux-gnu
 #                               armv7-unknown-linux-gnueabihf riscv64gc-unknown-linux-gnu)
+#
+# --build-only sets up the toolchains and builds what steps 1 to 3 build (the library, the tool,
+# the test programs, the C tests), running nothing: .ci/test.sh runs it in the background, at the
+# lowest priority, while the host's test suites leave a core idle; the full run then finds those
+# builds done.
 #
 # Toolchains come from Debian's packages only, fetched with apt (verified by its indexes) and
 # unpacked into target/cross-toolchain, never installed: rustc-web 1.96 (bookworm-security)
@@ -35,6 +40,11 @@ ROOT=$PWD
 # shellcheck source=.ci/lib.sh
 . .ci/lib.sh
 
+BUILD_ONLY=0
+if [ "${1:-}" = --build-only ]; then
+  BUILD_ONLY=1
+  shift
+fi
 if [ $# -gt 0 ]; then
   TARGETS=("$@")
 else
@@ -247,22 +257,40 @@ cargo_build() {
 # far less often, but it does (armv7, once in a clean CI run here): a hung run is tried once more.
 POOL_TESTS=backend::thread_pool::
 FORK_TEST=backend::thread_pool::workers::tests::forked_child_gets_fresh_workers
+# cargo_test TARGET ARGS...: `cargo test` of the library and the tool for TARGET.
+cargo_test() {
+  local t=$1
+  shift
+  nice cargo test --quiet --target "$t" "${CARGO_EXTRA[@]}" -p tvmrt -p tvmrt-cli --lib "$@"
+}
+
+# The test programs steps 2 (all of them: the runs below take subsets) build.
+cargo_test_args() {
+  local t
+  for t in "${CROSS_TESTS[@]}"; do printf '%s\n' --test "$t"; done
+}
+
 cargo_tests() {
-  local tests=() t ok=0
-  for t in "${CROSS_TESTS[@]}"; do tests+=(--test "$t"); done
-  nice cargo test --quiet --target "$1" "${CARGO_EXTRA[@]}" -p tvmrt -p tvmrt-cli --lib "${tests[@]}" \
-    --no-fail-fast -- --test-threads "$JOBS" --skip "$POOL_TESTS" \
+  local tests=() ok=0
+  mapfile -t tests < <(cargo_test_args)
+  cargo_test "$1" "${tests[@]}" --no-fail-fast -- --test-threads "$JOBS" --skip "$POOL_TESTS" \
     "${CROSS_SKIP[@]/#/--skip=}" || ok=1
-  nice cargo test --quiet --target "$1" "${CARGO_EXTRA[@]}" -p tvmrt -p tvmrt-cli --lib -- --test-threads 1 \
-    "$POOL_TESTS" --skip "$FORK_TEST" || ok=1
-  local fork_test=(nice cargo test --quiet --target "$1" "${CARGO_EXTRA[@]}" -p tvmrt -p tvmrt-cli
-    --lib -- --exact "$FORK_TEST")
+  cargo_test "$1" -- --test-threads 1 "$POOL_TESTS" --skip "$FORK_TEST" || ok=1
+  local fork_test=(cargo_test "$1" -- --exact "$FORK_TEST")
   "${fork_test[@]}" || { echo "$FORK_TEST: once more (qemu-user's fork)"; "${fork_test[@]}"; } ||
     ok=1
   return $ok
 }
 
-c_tests() {
+# Builds, runs nothing: what cargo_tests runs.
+cargo_tests_build() {
+  local tests=()
+  mapfile -t tests < <(cargo_test_args)
+  cargo_test "$1" "${tests[@]}" --no-run
+}
+
+# Configures and builds the C tests of target $1 in $CARGO_TARGET_DIR/cmake-$1.
+c_tests_build() {
   local t=$1 dir=$CARGO_TARGET_DIR/cmake-$1
   cmake -S . -B "$dir" -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/cross-linux-gnu.cmake" \
     -DTVMRT_TARGET="$t" -DCMAKE_BUILD_TYPE=Release -DTVMRT_CARGO_PROFILE=dev \
@@ -271,12 +299,18 @@ c_tests() {
   if [ ${#CARGO_EXTRA[@]} -gt 0 ]; then
     export CARGO_UNSTABLE_BUILD_STD=std,panic_unwind
   fi
+  local ok=0
   nice cmake --build "$dir" -j "$JOBS" >/dev/null || {
     cmake --build "$dir" -j 1 2>&1 | tail -40
-    return 1
+    ok=1
   }
   unset CARGO_UNSTABLE_BUILD_STD
-  (cd "$dir" && ctest --output-on-failure -j "$JOBS" --timeout 300)
+  return $ok
+}
+
+c_tests() {
+  c_tests_build "$1" || return 1
+  (cd "$CARGO_TARGET_DIR/cmake-$1" && ctest --output-on-failure -j "$JOBS" --timeout 300)
 }
 
 # Runs the tool built for $1 (or the host's, for x86_64) on the cross fixtures into $OUT/<dir>.
@@ -343,6 +377,17 @@ c_layouts() {
   tests/layouts/record.sh --out "$OUT/layouts" "$1" || return 1
   diff -u "tests/layouts/$1.txt" "$OUT/layouts/$1.txt"
 }
+
+if [ "$BUILD_ONLY" = 1 ]; then
+  for t in "${TARGETS[@]}"; do
+    target_env "$t"
+    run "$t: build library and tool" cargo_build "$t"
+    run "$t: build the test programs" cargo_tests_build "$t"
+    run "$t: build the C tests" c_tests_build "$t"
+  done
+  [ ${#failed[@]} -eq 0 ] || { printf 'cross.sh: failed: %s\n' "${failed[*]}"; exit 1; }
+  exit 0
+fi
 
 OUT=$CARGO_TARGET_DIR/fixture-runs
 mkdir -p "$OUT"

@@ -5,8 +5,8 @@
 # a server run against `tvmrt serve` on the fixtures, or against `tvmrt rpc-server` registered to
 # TVM's tracker). The `tvmrt` examples run in `cargo test` (crates/cli/tests/docs_examples.rs).
 #
-# mdBook is installed once per machine with `cargo install` (about 2.7 min of building on 2
-# cores, the first time only); then this takes about 20 s. The examples need what `cargo test` builds
+# mdBook is installed once per machine by .ci/mdbook.sh (about 2.7 min of building on 2 cores, the
+# first time only; CI's test.sh starts it in the background early); then this takes about 20 s. The examples need what `cargo test` builds
 # (target/debug/libtvmrt.so and tvmrt), the venvs .venv/python, .venv/serve (OpenAI's client),
 # .venv/triton (tritonclient), .venv/rpc (apache-tvm's RPC client and tracker) and, for
 # tvm-ffi's package on tvmrt, .venv/tvm_ffi_tvmrt, which
@@ -14,15 +14,7 @@
 # runs on): CI runs this after those steps.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-MDBOOK_VERSION=0.5.4
-# Installed once per machine, as the apt packages of the other steps are (cargo's own bin
-# directory, outside the clone): a clean clone on the same machine does not build it again.
-cargo_bin=${CARGO_HOME:-$HOME/.cargo}/bin
-mdbook=$cargo_bin/mdbook
-if ! "$mdbook" --version 2>/dev/null | grep -qx "mdbook v$MDBOOK_VERSION"; then
-  cargo install mdbook --locked --no-default-features --version "$MDBOOK_VERSION" \
-    --root "${CARGO_HOME:-$HOME/.cargo}"
-fi
+mdbook=$(.ci/mdbook.sh)
 .ci/venv.sh python >/dev/null
 .ci/venv.sh serve >/dev/null
 .ci/venv.sh triton >/dev/null

@@ -3,6 +3,7 @@
 # with the machine's one (stable) Rust toolchain; no nightly and no cargo-fuzz needed.
 #
 # Usage: .ci/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
+#        .ci/fuzz.sh --build-only [TARGET...]   (builds the targets, fuzzes nothing)
 #   SECONDS_PER_TARGET  defaults to $FUZZ_SECONDS, else 60.
 #   TARGET              defaults to every target in fuzz/fuzz_targets/.
 # Environment:
@@ -26,8 +27,15 @@
 set -u
 cd "$(dirname "$0")/.."
 
-secs="${1:-${FUZZ_SECONDS:-60}}"
-shift $(( $# > 0 ? 1 : 0 ))
+build_only=0
+if [ "${1:-}" = --build-only ]; then
+  build_only=1
+  shift
+  secs=0
+else
+  secs="${1:-${FUZZ_SECONDS:-60}}"
+  shift $(( $# > 0 ? 1 : 0 ))
+fi
 jobs="${FUZZ_JOBS:-2}"
 sanitizer="${FUZZ_SANITIZER:-address}"
 target_dir="${FUZZ_TARGET_DIR:-$PWD/fuzz/target}"
@@ -67,6 +75,10 @@ if ! (cd fuzz && RUSTC_BOOTSTRAP=1 RUSTFLAGS="$flags" cargo build --release --lo
   exit 1
 fi
 rm -f "$build_log"
+if [ "$build_only" = 1 ]; then
+  echo "fuzz: ${#targets[@]} targets built"
+  exit 0
+fi
 bin_dir="$target_dir/$host/release"
 
 work="$(mktemp -d /tmp/tvmrt-fuzz.XXXXXX)"

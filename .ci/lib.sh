@@ -17,6 +17,7 @@ run() {
 
 # apt_install PKG...: installs Debian/Ubuntu packages (as root, or through sudo).
 apt_updated=
+APT_LOCK=${TMPDIR:-/tmp}/tvmrt-apt.lock
 apt_install() {
   local sudo=
   if [ "$(id -u)" != 0 ]; then
@@ -29,8 +30,14 @@ apt_install() {
     echo "no apt-get: install $* with your package manager"
     return 1
   fi
-  if [ -z "$apt_updated" ]; then
-    $sudo apt-get update -qq && apt_updated=1 || return 1
-  fi
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
+  # One apt at a time: .ci/test.sh's background builds install the cross compilers while the
+  # steps in front install theirs (apt-get fails at once on a lock another apt holds).
+  (
+    flock -w 1800 9 || { echo "apt_install: waited 30 min for $APT_LOCK"; exit 1; }
+    if [ -z "$apt_updated" ]; then
+      $sudo apt-get update -qq || exit 1
+    fi
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
+  ) 9>"$APT_LOCK" || return 1
+  apt_updated=1
 }

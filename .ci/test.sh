@@ -69,7 +69,7 @@ fi
 
 # The header as the tree has it, before any build regenerates it.
 header_before=$(mktemp)
-trap 'rm -f "$header_before"' EXIT
+trap 'rm -f "$header_before"' EXIT  # replaced below, once the background builds start
 had_header=0
 if [ -f "$HEADER" ]; then
   cp "$HEADER" "$header_before"
@@ -114,6 +114,35 @@ one_build() {
   fi
 }
 run "one build of the library serves every step" one_build
+
+# Builds that later steps need, started now in the background at the lowest priority (nice 19):
+# mdBook for the guide, the other CPUs' library, tool, test programs and C tests (.ci/cross.sh
+# --build-only), and the fuzz targets. The host's suites below leave about a core idle (pip,
+# servers, one-threaded Python), which these fill: the steps that need them then find them built.
+# Two chains, waited for before the cross step and the fuzz step. Their output goes to logs
+# printed there; a background build that failed is built again, and reported, by its own step.
+# The targets run under qemu-user below (riscv64 passes too: `.ci/cross.sh` with no arguments
+# runs all three, but it does not fit CI's budget beside these two).
+CROSS_TARGETS=${CROSS_TARGETS:-aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf}
+prebuild_dir=$(mktemp -d)
+# shellcheck disable=SC2086
+setsid nice -n 19 bash -c ".ci/mdbook.sh; .ci/cross.sh --build-only $CROSS_TARGETS" \
+  >"$prebuild_dir/cross.log" 2>&1 </dev/null &
+prebuild_cross=$!
+setsid nice -n 19 env FUZZ_JOBS="$JOBS" .ci/fuzz.sh --build-only \
+  >"$prebuild_dir/fuzz.log" 2>&1 </dev/null &
+prebuild_fuzz=$!
+trap 'rm -rf "$header_before" "$prebuild_dir"; kill -- -"$prebuild_cross" -"$prebuild_fuzz" 2>/dev/null' EXIT
+# wait_prebuild PID LOG: waits for a background build and prints the steps it ran.
+wait_prebuild() {
+  local status=0
+  wait "$1" || status=$?
+  grep -E '^(ok|FAILED): |^fuzz: ' "$2"
+  if [ "$status" != 0 ]; then
+    tail -n 30 "$2"
+    echo "(the background build ended with exit $status: the step below builds it again)"
+  fi
+}
 # The Vulkan suite (its `cargo test` run above was on lavapipe with push descriptors) twice
 # more, with the validation layer on and zero errors required: on lavapipe with push
 # descriptors off, and on a second driver, SwiftShader (no push descriptors, no float64/int64:
@@ -278,13 +307,15 @@ run "KServe's clients and runtime manifest against tvmrt serve" tests/kserve/run
 run "the guide: mdbook build, links, quoted code, Python and server examples" .ci/docs.sh
 # The other CPUs (issue 26): aarch64 and 32-bit armv7 built with Debian's rustc-web 1.96 and
 # cross gcc, their unit, integration and C tests, TVM-built fixtures and C/C++ layouts run
-# under qemu-user (.ci/cross.sh). All three CPUs from a clean clone, downloads included, took
-# 18.4 min user + 1.5 min sys of CPU (35.7 min wall on the shared, loaded 2-core VM); these
-# two are about two thirds of that, 7 to 9 minutes on 2 free cores. riscv64 passes too
-# (`.ci/cross.sh` with no arguments runs all three) but does not fit CI's budget beside them.
-CROSS_TARGETS=${CROSS_TARGETS:-aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf}
+# under qemu-user (.ci/cross.sh), on the builds the background made. All three CPUs from a clean
+# clone, downloads included, took 18.4 min user + 1.5 min sys of CPU (35.7 min wall on the
+# shared, loaded 2-core VM); these two are about two thirds of that.
+step "the background builds: mdBook, the other CPUs"
+wait_prebuild "$prebuild_cross" "$prebuild_dir/cross.log"
 # shellcheck disable=SC2086
 run "other CPUs under qemu-user (.ci/cross.sh $CROSS_TARGETS)" .ci/cross.sh $CROSS_TARGETS
+step "the background build: the fuzz targets"
+wait_prebuild "$prebuild_fuzz" "$prebuild_dir/fuzz.log"
 run "fuzz (${FUZZ_SECONDS:-60} s per target, AddressSanitizer)" \
   env FUZZ_JOBS="$JOBS" .ci/fuzz.sh "${FUZZ_SECONDS:-60}"
 

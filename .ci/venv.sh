@@ -25,7 +25,7 @@ venv_python() {
     echo "venv.sh: creating $dir from $req" >&2
     rm -rf "$dir"
     python3 -m venv "$dir" >&2 || return 1
-    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req" >&2 || return 1
+    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile -r "$req" >&2 || return 1
     echo "$want" >"$dir/.requirements.sha256"
   fi
   echo "$dir/bin/python"
