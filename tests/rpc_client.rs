@@ -19,6 +19,7 @@ use rpc_client_support::*;
 use tvmrt::abi::{DLDataType, DLDataTypeCode, DLDevice, DLDeviceType};
 use tvmrt::module::Module;
 use tvmrt::rpc::client::{self, ConnectOptions, RemoteObject, RemoteTensor};
+use tvmrt::tensor::Tensor;
 use tvmrt::{Any, Function};
 
 /// What both servers answer the same way: calls with ints, floats, bools and strings, a
@@ -171,24 +172,118 @@ fn exercise_common(sess: &Module, who: &str) {
     let e = call(&add, &[a.clone(), a.clone(), short]).unwrap_err();
     assert_eq!(e.kind, "RPCError", "{who}: {e}");
     // A local tensor is refused before anything is sent.
-    let local = tvmrt::tensor::Tensor::empty(&[4], f32, cpu).unwrap();
+    let local = Tensor::empty(&[4], f32, cpu).unwrap();
     let e = call(&add, &[Any::from_object(local.into_object()), a.clone(), c]).unwrap_err();
     assert!(e.message.contains("local tensor"), "{e}");
-    // A tensor returned by a remote function: zeros(10), held by the server until dropped.
+    // A tensor returned by a remote function: zeros(10) on the session's masked CPU, held by
+    // the server until dropped.
     let get_arr = call(
         &get(sess, "rpc.test.remote_return_nd"),
         &[Any::from("get_arr")],
     )
     .unwrap();
     let nd = call(&get_arr.view().as_function().unwrap(), &[]).unwrap();
-    let nd = nd.view().as_object().unwrap();
-    let rt = RemoteTensor::from_object(&nd).expect("a remote tensor");
-    assert_eq!((rt.shape(), rt.dtype()), (&[10i64][..], f32));
-    assert_eq!(rt.to_bytes().unwrap(), vec![0u8; 40], "{who}");
+    let nd = Tensor::from_any_view(&nd.view(), "result").expect("a tensor");
+    assert_eq!((nd.shape(), nd.dtype()), (&[10i64][..], f32));
+    assert_eq!(nd.device(), masked_cpu(sess), "{who}");
+    assert_eq!(nd.to_vec().unwrap(), vec![0u8; 40], "{who}");
+    masked_device_tensors(sess, &add, who);
     assert_eq!(
         call(&addone, &[Any::from(1i64)]).unwrap().view().as_i64(),
         Some(2)
     );
+}
+
+/// The session's CPU as TVM's client names it: `kDLCPU + 128 * (index + 1)`.
+fn masked_cpu(sess: &Module) -> DLDevice {
+    let index = call(
+        &global("rpc.SessTableIndex"),
+        &[Any::from_object(sess.object().clone())],
+    )
+    .unwrap()
+    .view()
+    .as_i64()
+    .unwrap();
+    DLDevice {
+        device_type: DLDeviceType(1 + 128 * (index as u32 + 1)),
+        device_id: 0,
+    }
+}
+
+/// Tensors on the session's masked CPU, through the tensor API as C's `TVMArray*` and tvm4j
+/// use it: allocated there, filled, passed to TVM's compiled `add`, copied between remote
+/// tensors and back, a view's offset kept; and what is refused: a forged data pointer, a
+/// session that is not open, a copy to another device.
+fn masked_device_tensors(sess: &Module, add: &Function, who: &str) {
+    let f32 = DLDataType {
+        code: DLDataTypeCode(2),
+        bits: 32,
+        lanes: 1,
+    };
+    let dev = masked_cpu(sess);
+    assert_eq!(
+        tvmrt::device::device_name(dev),
+        format!("remote[{}]-cpu:0", dev.device_type.0 / 128 - 1)
+    );
+    let a = Tensor::empty(&[1024], f32, dev).unwrap();
+    let b = Tensor::empty(&[1024], f32, dev).unwrap();
+    let c = Tensor::empty(&[1024], f32, dev).unwrap();
+    let data: Vec<u8> = (0..1024)
+        .flat_map(|i| (i as f32 * 0.5).to_le_bytes())
+        .collect();
+    a.copy_from_bytes(&data).unwrap();
+    assert_eq!(a.to_vec().unwrap(), data, "{who}");
+    // Remote to remote (CopyAmongRemote), then the kernel on the server: c = a + b.
+    b.copy_from(&a).unwrap();
+    let args = [&a, &b, &c].map(|t| Any::from_object(t.object().clone()));
+    call(add, &args).unwrap();
+    let want: Vec<u8> = (0..1024).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    assert_eq!(c.to_vec().unwrap(), want, "{who}");
+    // Remote to a local CPU tensor, and a view 64 floats in (its offset goes to the server).
+    let host = c.copy_to(tvmrt::device::cpu(), None).unwrap();
+    assert_eq!(host.to_vec().unwrap(), want, "{who}");
+    let tail = c.view(&[16], f32, 64 * 4).unwrap();
+    assert_eq!(tail.to_vec().unwrap(), want[256..320], "{who}");
+    // A tensor on the masked device whose data is no remote allocation: refused, nothing sent.
+    let forged = unsafe {
+        Tensor::over_shared(
+            0x1000 as *mut std::ffi::c_void,
+            0,
+            &[1024],
+            f32,
+            dev,
+            std::sync::Arc::new(()),
+        )
+    }
+    .unwrap();
+    let e = call(
+        add,
+        &[
+            Any::from_object(forged.object().clone()),
+            args[1].clone(),
+            args[2].clone(),
+        ],
+    )
+    .unwrap_err();
+    assert!(
+        e.message.contains("not the data of a remote tensor"),
+        "{who}: {e}"
+    );
+    assert!(forged.to_vec().is_err());
+    // A session index nobody opened.
+    let closed = DLDevice {
+        device_type: DLDeviceType(1 + 128 * 100),
+        device_id: 0,
+    };
+    let e = Tensor::empty(&[4], f32, closed).unwrap_err();
+    assert!(e.message.contains("no RPC session 99"), "{e}");
+    // Stream sync and an attribute of the remote CPU.
+    let api = tvmrt::device::api_of(dev).unwrap();
+    api.stream_sync(dev, std::ptr::null_mut()).unwrap();
+    let exists = api.get_attr(dev, tvmrt::device::DeviceAttr::Exist).unwrap();
+    assert_eq!(exists.view().as_i64(), Some(1), "{who}");
+    // The session goes on.
+    assert_eq!(c.to_vec().unwrap(), want, "{who}");
 }
 
 #[test]

@@ -317,8 +317,11 @@ mod tests {
         assert!(m.contains("invalid device id"), "{m}");
         let m = refused(&[Any::from(1i64), Any::from(-2i64)]);
         assert!(m.contains("the device id is negative"), "{m}");
-        let m = refused(&[Any::from(1000i64), Any::from(0i64)]);
+        let m = refused(&[Any::from(100i64), Any::from(0i64)]);
         assert!(m.contains("has no back end"), "{m}");
+        // 1000 = 104 + 128 * 7: a device of RPC session 6, which is not open.
+        let m = refused(&[Any::from(1000i64), Any::from(0i64)]);
+        assert!(m.contains("no RPC session 6"), "{m}");
         let tok = registry::get_required("device_api.cpu")
             .unwrap()
             .call(&[])

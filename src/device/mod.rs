@@ -127,9 +127,31 @@ pub struct KernelInfo {
     pub launch_params: Vec<String>,
 }
 
-/// Device types below this are DLPack's and TVM's (`TVMDeviceExtType_End`); higher ones are
-/// RPC sessions, which tvmrt has none of.
+/// Device types below this are DLPack's and TVM's (`TVMDeviceExtType_End`).
 pub(crate) const MAX_DEVICE_TYPE: usize = 36;
+
+/// TVM's `kRPCSessMask`: device type `type + (i + 1) * 128` is device type `type` of remote
+/// session `i`. Those devices have one API, plugged in by whoever opens sessions
+/// ([`plug_session_devices`]).
+pub const SESSION_MASK: u32 = 128;
+
+static SESSION_DEVICES: once_cell::sync::OnceCell<&'static dyn DeviceApi> =
+    once_cell::sync::OnceCell::new();
+
+/// Plugs in the device API of remote sessions' devices (types from [`SESSION_MASK`] on); the
+/// first call wins. The RPC client does, when its globals are registered.
+pub fn plug_session_devices(api: &'static dyn DeviceApi) {
+    let _ = SESSION_DEVICES.set(api);
+}
+
+/// The API of a remote session's device type, when one is plugged in.
+fn session_api(device_type: u32) -> Option<&'static dyn DeviceApi> {
+    if device_type >= SESSION_MASK {
+        SESSION_DEVICES.get().copied()
+    } else {
+        None
+    }
+}
 
 type ApiTable = [Option<&'static dyn DeviceApi>; MAX_DEVICE_TYPE];
 
@@ -147,10 +169,12 @@ static TABLE: Lazy<ApiTable> = Lazy::new(|| {
 pub fn api(device_type: u32) -> Result<&'static dyn DeviceApi> {
     match TABLE.get(device_type as usize) {
         Some(Some(api)) => Ok(*api),
-        _ => Err(no_back_end(format!(
-            "device type {device_type} ({})",
-            device_type_name(device_type)
-        ))),
+        _ => session_api(device_type).ok_or_else(|| {
+            no_back_end(format!(
+                "device type {device_type} ({})",
+                device_type_name(device_type)
+            ))
+        }),
     }
 }
 
@@ -159,19 +183,21 @@ pub fn api(device_type: u32) -> Result<&'static dyn DeviceApi> {
 pub fn api_of(dev: DLDevice) -> Result<&'static dyn DeviceApi> {
     match TABLE.get(dev.device_type.0 as usize) {
         Some(Some(api)) if dev.device_id >= 0 => Ok(*api),
-        _ => Err(api_of_refused(dev)),
+        _ => api_of_other(dev),
     }
 }
 
+/// [`api_of`] past the table: a remote session's device, or the error.
 #[cold]
-fn api_of_refused(dev: DLDevice) -> Error {
+fn api_of_other(dev: DLDevice) -> Result<&'static dyn DeviceApi> {
     if dev.device_id < 0 {
-        return Error::value(format!(
+        return Err(Error::value(format!(
             "invalid device {}: the device id is negative",
             device_name(dev)
-        ));
+        )));
     }
-    no_back_end(format!("device {}", device_name(dev)))
+    session_api(dev.device_type.0)
+        .ok_or_else(|| no_back_end(format!("device {}", device_name(dev))))
 }
 
 fn no_back_end(what: String) -> Error {
@@ -259,9 +285,17 @@ pub fn device_type_from_name(name: &str) -> Option<u32> {
     (1..MAX_DEVICE_TYPE as u32).find(|&t| device_type_name(t) == name)
 }
 
-/// A device as TVM prints it: `cuda:0`, or `device_type=99:0` for unknown types.
+/// A device as TVM prints it: `cuda:0`, `remote[0]-cpu:0` for remote session 0's CPU, or
+/// `device_type=99:0` for unknown types.
 pub fn device_name(dev: DLDevice) -> String {
     let t = dev.device_type.0;
+    if t >= SESSION_MASK {
+        let local = DLDevice {
+            device_type: DLDeviceType(t % SESSION_MASK),
+            device_id: dev.device_id,
+        };
+        return format!("remote[{}]-{}", t / SESSION_MASK - 1, device_name(local));
+    }
     match device_type_name(t) {
         "unknown" => format!("device_type={t}:{}", dev.device_id),
         name => format!("{name}:{}", dev.device_id),
@@ -391,7 +425,8 @@ mod tests {
             "{e}"
         );
         assert!(e.message.contains("cpu"), "{e}");
-        assert!(api(200).is_err());
+        // Past DLPack's and TVM's types, short of the remote sessions' (128 on).
+        assert!(api(100).is_err());
         let neg = DLDevice {
             device_type: DLDeviceType(CPU),
             device_id: -1,

@@ -32,6 +32,9 @@ pub struct ConnectOptions {
     /// Arguments of `InitServer` (the remote session's constructor and its arguments; empty
     /// for the server's local session).
     pub init_seq: Vec<WireValue>,
+    /// Log every packet sent and every answer to stderr, one line each (`rpc.Connect`'s
+    /// `enable_logging`, TVM's `RPCChannelLogging`).
+    pub log: bool,
 }
 
 impl Default for ConnectOptions {
@@ -40,6 +43,7 @@ impl Default for ConnectOptions {
             connect_timeout: Duration::from_secs(60),
             call_timeout: None,
             init_seq: Vec::new(),
+            log: false,
         }
     }
 }
@@ -61,6 +65,8 @@ pub struct Endpoint {
     remote_key: String,
     /// This session's index in the session table (the device-type mask), set once.
     table_index: AtomicI32,
+    /// Whether packets are logged ([`ConnectOptions::log`]).
+    log: bool,
 }
 
 fn rpc_error(message: impl Into<String>) -> Error {
@@ -158,6 +164,7 @@ impl Endpoint {
             peer: peer.clone(),
             remote_key,
             table_index: AtomicI32::new(-1),
+            log: opts.log,
         };
         let mut init = Writer::packet(Code::InitServer);
         init.bytes(PROTOCOL_VERSION.as_bytes())
@@ -206,7 +213,14 @@ impl Endpoint {
                 why.map(|w| format!(" ({w})")).unwrap_or_default()
             )));
         };
-        match round_trip(conn, &packet) {
+        if self.log {
+            log_request(&self.peer, &packet);
+        }
+        let answer = round_trip(conn, &packet);
+        if self.log {
+            log_answer(&self.peer, &answer);
+        }
+        match answer {
             Ok(Answer::Return(values)) => Ok(values),
             Ok(Answer::CopyAck(data)) => Ok(vec![WireValue::Bytes(data)]),
             Ok(Answer::Exception(msg)) => Err(remote_error(msg)),
@@ -278,6 +292,67 @@ impl Drop for Endpoint {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// The longest text of a logged value list.
+const LOG_VALUES: usize = 240;
+
+/// `text`, cut to [`LOG_VALUES`] characters.
+fn log_cut(text: String) -> String {
+    match text.char_indices().nth(LOG_VALUES) {
+        Some((i, _)) => format!("{}...", &text[..i]),
+        None => text,
+    }
+}
+
+/// Values as a log line shows them: bytes by their count, the rest as they print.
+fn summary(values: &[WireValue]) -> String {
+    let each: Vec<String> = values
+        .iter()
+        .map(|v| match v {
+            WireValue::Bytes(b) => format!("Bytes({} bytes)", b.len()),
+            v => log_cut(format!("{v:?}")),
+        })
+        .collect();
+    format!("[{}]", each.join(", "))
+}
+
+/// Logs a request packet (as [`Writer::finish`] makes it): its code, size and, for calls and
+/// syscalls, its values.
+fn log_request(peer: &str, packet: &[u8]) {
+    let body = packet.get(8..).unwrap_or_default();
+    let mut r = Reader::new(body);
+    let Ok(code) = r.i32("packet code") else {
+        return;
+    };
+    let name = Code::from_i32(code).map_or_else(|_| format!("code {code}"), |c| format!("{c:?}"));
+    let detail = match Code::from_i32(code) {
+        Ok(Code::CallFunc) => r.u64("handle").ok().map(|h| {
+            format!(
+                " handle {h:#x} {}",
+                summary(&r.values().unwrap_or_default())
+            )
+        }),
+        Ok(Code::CopyToRemote | Code::CopyFromRemote | Code::InitServer) => None,
+        Ok(_) => r.values().ok().map(|v| format!(" {}", summary(&v))),
+        Err(_) => None,
+    };
+    eprintln!(
+        "rpc {peer}: -> {name} ({} bytes){}",
+        body.len(),
+        log_cut(detail.unwrap_or_default())
+    );
+}
+
+/// Logs what a request was answered with.
+fn log_answer(peer: &str, answer: &std::result::Result<Answer, String>) {
+    let line = match answer {
+        Ok(Answer::Return(values)) => format!("Return {}", summary(values)),
+        Ok(Answer::Exception(msg)) => format!("Exception {msg:?}"),
+        Ok(Answer::CopyAck(data)) => format!("CopyAck ({} bytes)", data.len()),
+        Err(why) => format!("broken channel: {why}"),
+    };
+    eprintln!("rpc {peer}: <- {}", log_cut(line));
 }
 
 /// What a request was answered with.

@@ -5,7 +5,9 @@
 //! - [`endpoint`]: the connection, its handshake and round trips;
 //! - [`remote`]: remote functions, modules and objects, and the argument and result
 //!   conversions;
-//! - [`tensor`]: remote tensors (for Rust callers).
+//! - [`device`]: the devices of sessions for the device layer (tensors on a masked device are
+//!   the server's);
+//! - [`tensor`]: remote tensors as objects of their own (for Rust callers).
 //!
 //! The globals TVM's runtime registers for its client: `rpc.Connect(url, port, key[,
 //! enable_logging[, init_seq...]])` (the session module, kind `"rpc"`: its functions are the
@@ -14,6 +16,7 @@
 //! calls `rpc.Connect` with 3 arguments where TVM reads 4: tvmrt takes the missing ones as
 //! their defaults.
 
+mod device;
 pub mod endpoint;
 pub mod remote;
 pub mod tensor;
@@ -35,6 +38,12 @@ use crate::value::{Any, AnyView};
 /// Open sessions by index (TVM's `RPCSession` table): a session's index makes its devices'
 /// mask. A slot is reused once its session is gone.
 static SESSIONS: Lazy<Mutex<Vec<Weak<Endpoint>>>> = Lazy::new(|| Mutex::new(Vec::new()));
+
+/// The open session at `index` of the table.
+fn session_at(index: i32) -> Option<Arc<Endpoint>> {
+    let i = usize::try_from(index).ok()?;
+    SESSIONS.lock().get(i)?.upgrade()
+}
 
 fn enter_table(ep: &Arc<Endpoint>) {
     let mut t = SESSIONS.lock();
@@ -75,8 +84,10 @@ fn rpc_connect(args: &[AnyView<'_>]) -> Result<Any> {
         Some(v) if !v.is_none() => v.expect_str("key")?,
         _ => "",
     };
-    // args[3], enable_logging, changes nothing here: tvmrt's client logs nothing.
-    let mut opts = ConnectOptions::default();
+    let mut opts = ConnectOptions {
+        log: args.get(3).and_then(|v| v.as_bool()).unwrap_or(false),
+        ..ConnectOptions::default()
+    };
     for (i, v) in args.iter().enumerate().skip(4) {
         opts.init_seq.push(remote::encode_arg(None, v, i)?);
     }
@@ -166,8 +177,9 @@ pub(crate) fn remote_time_evaluator(m: &Module, args: &[AnyView<'_>]) -> Option<
 /// `RPCDeviceAPI`; tvmrt's device API is Rust, so the address cannot be called through).
 static RPC_DEVICE_API: u8 = 0;
 
-/// The RPC client's globals.
+/// The RPC client's globals; plugs the sessions' devices into the device layer.
 pub fn builtins() -> Vec<(&'static str, Function)> {
+    crate::device::plug_session_devices(&device::SESSION_DEVICES);
     vec![
         ("rpc.Connect", Function::from_fn(rpc_connect)),
         (

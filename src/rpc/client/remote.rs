@@ -5,8 +5,9 @@
 //!
 //! Arguments may be ints, floats, bools, strings, bytes, None, dtypes, devices (a device of
 //! this session, masked as TVM's client masks it, or a plain one), opaque pointers, and
-//! functions, modules, objects and remote tensors ([`super::tensor`]) of the same session.
-//! Local tensors are refused (TVM's client sends only remote ones).
+//! functions, modules, objects and remote tensors of the same session: tensors on its masked
+//! devices ([`super::device`]) and [`super::tensor`]'s. Local tensors are refused (TVM's client
+//! sends only remote ones). A tensor result is a tensor on the session's masked device.
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -28,7 +29,7 @@ use crate::value::{Any, AnyView};
 
 /// The device-type offset of each session (`kRPCSessMask`): session `i`'s devices are
 /// `type + (i + 1) * 128`.
-pub const RPC_SESS_MASK: u32 = 128;
+pub const RPC_SESS_MASK: u32 = crate::device::SESSION_MASK;
 
 /// A handle the remote gave us; freed on the remote when dropped.
 pub(crate) struct RemoteHandle {
@@ -266,10 +267,22 @@ pub fn encode_arg(sess: Option<&Arc<Endpoint>>, v: &AnyView<'_>, i: usize) -> Re
             }
         }
         ti::DL_TENSOR_PTR | ti::TENSOR => {
-            return Err(Error::value(format!(
-                "argument {i}: a local tensor cannot be passed to the remote (make a remote \
-                 one: tvmrt::rpc::client::RemoteTensor)"
-            )))
+            let t = v.as_dltensor().expect("a tensor");
+            let view = match sess {
+                // SAFETY: a tensor argument points at a live DLTensor for the call, as every
+                // function taking tensors is handed (TVM's contract; null refused here).
+                Some(s) if !t.is_null() => unsafe { super::device::wire_view(s, &*t, i)? },
+                _ => None,
+            };
+            match view {
+                Some(w) => WireValue::Tensor(w),
+                None => {
+                    return Err(Error::value(format!(
+                        "argument {i}: a local tensor cannot be passed to the remote (allocate \
+                         it on the session's device: type + 128 * (session index + 1))"
+                    )))
+                }
+            }
         }
         _ => {
             let obj = v.expect_object("argument")?;
@@ -337,9 +350,9 @@ pub fn decode_return(sess: &Arc<Endpoint>, values: Vec<WireValue>) -> Result<Any
                 }
             };
             match value {
-                WireValue::Tensor(meta) => Ok(Any::from_object(RemoteTensor::returned(
-                    sess, meta, handle,
-                )?)),
+                WireValue::Tensor(meta) => Ok(Any::from_object(
+                    super::device::returned_tensor(sess, meta, handle)?.into_object(),
+                )),
                 other => Err(Error::new(
                     "RPCError",
                     format!("RPC: a tensor result must be a tensor, got {other:?}"),
@@ -357,7 +370,7 @@ pub fn decode_return(sess: &Arc<Endpoint>, values: Vec<WireValue>) -> Result<Any
 }
 
 /// A value that is not a handle.
-fn plain(v: WireValue) -> Result<Any> {
+pub(super) fn plain(v: WireValue) -> Result<Any> {
     Ok(match v {
         WireValue::None => Any::none(),
         WireValue::Int(x) => Any::from(x),

@@ -1,19 +1,20 @@
-//! Remote tensors for Rust callers: memory on the server's device, allocated
-//! (`DevAllocData`), filled (`CopyToRemote`) and read back (`CopyFromRemote`) over the
-//! session, passed to remote functions in the tensor wire form, and returned by them (TVM
-//! `rpc_module.cc`'s `TensorFromRemoteOpaqueHandle`, `rpc_endpoint.cc`'s copies).
+//! Remote tensors for Rust callers as objects of their own: memory on the server's device,
+//! allocated (`DevAllocData`), filled (`CopyToRemote`) and read back (`CopyFromRemote`) over the
+//! session, and passed to remote functions in the tensor wire form (TVM `rpc_endpoint.cc`'s
+//! copies).
 //!
 //! A [`RemoteTensor`] is an object of its own (`rpc.RemoteTensor`), not a tvmrt tensor: its
-//! data address is the server's, never dereferenced here. TVM's client makes remote tensors
-//! ordinary tensors on a masked device (`tvm.runtime.empty(..., remote.cpu())`); tvmrt's
-//! device layer has no such device, so C and tvm4j callers cannot make one yet.
+//! data address is the server's, never dereferenced here. Tensors on a session's masked device
+//! ([`super::device`]: `Tensor::empty(shape, dtype, {type + 128 * (index + 1), id})`, as TVM's
+//! client makes them and as C and tvm4j callers do through `TVMArrayAlloc`) do the same through
+//! the tensor API, and are what remote functions return.
 
 use std::sync::Arc;
 
 use once_cell::sync::Lazy;
 
 use super::endpoint::Endpoint;
-use super::remote::{RemoteHandle, RemoteModule};
+use super::remote::RemoteModule;
 use crate::abi::{type_index as ti, DLDataType, DLDevice};
 use crate::error::{Error, Result};
 use crate::module::Module;
@@ -21,20 +22,11 @@ use crate::object::{new_object, type_registry, ObjectPayload, ObjectRef};
 use crate::rpc::wire::{Code, WireTensor, WireValue, Writer};
 use crate::tensor::layout::shape_bytes;
 
-/// Who frees the remote memory.
-enum Owner {
-    /// Allocated by this client: `DevFreeData` when dropped.
-    Allocated(Arc<Endpoint>),
-    /// Returned by a remote function: its handle, held for its drop (`FreeHandle`).
-    Returned { _handle: RemoteHandle },
-}
-
 /// A tensor whose data lives on the server.
 pub struct RemoteTensor {
     sess: Arc<Endpoint>,
     meta: WireTensor,
     nbytes: usize,
-    owner: Owner,
 }
 
 static REMOTE_TENSOR_TYPE: Lazy<i32> = Lazy::new(|| {
@@ -52,15 +44,13 @@ unsafe impl ObjectPayload for RemoteTensor {
 
 impl Drop for RemoteTensor {
     fn drop(&mut self) {
-        if let Owner::Allocated(sess) = &self.owner {
-            if sess.is_open() && self.meta.data != 0 {
-                let args = [
-                    WireValue::Device(self.meta.device),
-                    WireValue::Opaque(self.meta.data),
-                ];
-                // A failed free leaves the memory to the session's end, which frees it all.
-                let _ = sess.syscall(Code::DevFreeData, &args);
-            }
+        if self.sess.is_open() && self.meta.data != 0 {
+            let args = [
+                WireValue::Device(self.meta.device),
+                WireValue::Opaque(self.meta.data),
+            ];
+            // A failed free leaves the memory to the session's end, which frees it all.
+            let _ = self.sess.syscall(Code::DevFreeData, &args);
         }
     }
 }
@@ -101,7 +91,6 @@ impl RemoteTensor {
             }
         };
         Ok(new_object(RemoteTensor {
-            owner: Owner::Allocated(sess.clone()),
             sess,
             meta: WireTensor {
                 data,
@@ -111,21 +100,6 @@ impl RemoteTensor {
                 byte_offset: 0,
             },
             nbytes,
-        }))
-    }
-
-    /// A tensor a remote function returned: its wire form and the handle that keeps it.
-    pub(crate) fn returned(
-        sess: &Arc<Endpoint>,
-        meta: WireTensor,
-        handle: RemoteHandle,
-    ) -> Result<ObjectRef> {
-        let nbytes = shape_bytes(&meta.shape, meta.dtype)?;
-        Ok(new_object(RemoteTensor {
-            sess: sess.clone(),
-            meta,
-            nbytes,
-            owner: Owner::Returned { _handle: handle },
         }))
     }
 
