@@ -202,13 +202,34 @@ static void remote_tensors(TVMModuleHandle sess, const char* fixtures) {
   TVMModFree(remote_mod);
 }
 
+/* rpc.Connect("127.0.0.1", port, "", enable_logging): the session module, or NULL. */
+static TVMModuleHandle connect_to(int port, int enable_logging) {
+  TVMFunctionHandle connect = NULL;
+  TVMValue a[4], rv;
+  int c[4], rc, ok;
+  CHECK_OK(TVMFuncGetGlobal("rpc.Connect", &connect));
+  if (!connect) return NULL;
+  a[0].v_str = "127.0.0.1";
+  c[0] = kTVMStr;
+  a[1].v_int64 = port;
+  c[1] = kDLInt;
+  a[2].v_str = "";
+  c[2] = kTVMStr;
+  a[3].v_int64 = enable_logging;
+  c[3] = kDLInt;
+  ok = call(connect, a, c, 4, &rv, &rc) == 0 && rc == kTVMModuleHandle;
+  CHECK(ok, "rpc.Connect to port %d failed: %s", port, TVMGetLastError());
+  TVMFuncFree(connect);
+  return ok ? rv.v_handle : NULL;
+}
+
 /* rpc.Connect with enable_logging (its fourth argument) on: every packet and answer of the
  * session is a line on stderr, read back here from a temporary file. */
 static void logging(int port) {
-  TVMFunctionHandle connect = NULL, enabled = NULL;
-  TVMModuleHandle sess = NULL;
-  TVMValue a[4], rv;
-  int c[4], rc, saved;
+  TVMFunctionHandle enabled = NULL;
+  TVMModuleHandle sess;
+  TVMValue a[1], rv;
+  int c[1], rc, saved;
   FILE* log = tmpfile();
   char text[8192];
   size_t n;
@@ -216,17 +237,8 @@ static void logging(int port) {
   fflush(stderr);
   saved = dup(2);
   dup2(fileno(log), 2);
-  CHECK_OK(TVMFuncGetGlobal("rpc.Connect", &connect));
-  a[0].v_str = "127.0.0.1";
-  c[0] = kTVMStr;
-  a[1].v_int64 = port;
-  c[1] = kDLInt;
-  a[2].v_str = "";
-  c[2] = kTVMStr;
-  a[3].v_int64 = 1;
-  c[3] = kDLInt;
-  if (connect && call(connect, a, c, 4, &rv, &rc) == 0 && rc == kTVMModuleHandle) {
-    sess = rv.v_handle;
+  sess = connect_to(port, 1);
+  if (sess) {
     CHECK_OK(TVMModGetFunction(sess, "runtime.RuntimeEnabled", 0, &enabled));
     a[0].v_str = "cpu";
     c[0] = kTVMStr;
@@ -247,13 +259,13 @@ static void logging(int port) {
         "no GetGlobalFunc line in the log:\n%s", text);
   CHECK(strstr(text, "-> CallFunc") && strstr(text, "<- Return"),
         "no CallFunc / Return lines in the log:\n%s", text);
-  if (connect) TVMFuncFree(connect);
 }
 
 int main(int argc, char** argv) {
-  TVMFunctionHandle connect = NULL, shutdown = NULL;
-  TVMValue a[3], rv;
-  int c[3], rc, port = 0;
+  TVMFunctionHandle shutdown = NULL;
+  TVMModuleHandle sess;
+  TVMValue rv;
+  int rc, port = 0;
   pid_t server;
   if (argc != 3) {
     fprintf(stderr, "usage: %s TVMRT_TOOL FIXTURES_DIR\n", argv[0]);
@@ -264,26 +276,16 @@ int main(int argc, char** argv) {
     stop_server(server);
     return 1;
   }
-  CHECK_OK(TVMFuncGetGlobal("rpc.Connect", &connect));
-  a[0].v_str = "127.0.0.1";
-  c[0] = kTVMStr;
-  a[1].v_int64 = port;
-  c[1] = kDLInt;
-  a[2].v_str = "";
-  c[2] = kTVMStr;
-  if (connect && call(connect, a, c, 3, &rv, &rc) == 0 && rc == kTVMModuleHandle) {
-    TVMModuleHandle sess = rv.v_handle;
+  sess = connect_to(port, 0);
+  if (sess) {
     remote_tensors(sess, argv[2]);
     CHECK_OK(TVMModGetFunction(sess, "CloseRPCConnection", 0, &shutdown));
     if (shutdown) {
-      CHECK_OK(call(shutdown, a, c, 0, &rv, &rc));
+      CHECK_OK(call(shutdown, NULL, NULL, 0, &rv, &rc));
       TVMFuncFree(shutdown);
     }
     TVMModFree(sess);
-  } else {
-    CHECK(0, "rpc.Connect to port %d failed: %s", port, TVMGetLastError());
   }
-  if (connect) TVMFuncFree(connect);
   logging(port);
   stop_server(server);
   if (g_failures) fprintf(stderr, "%d check(s) failed\n", g_failures);

@@ -194,18 +194,22 @@ fn exercise_common(sess: &Module, who: &str) {
     );
 }
 
-/// The session's CPU as TVM's client names it: `kDLCPU + 128 * (index + 1)`.
-fn masked_cpu(sess: &Module) -> DLDevice {
-    let index = call(
+/// The session's index in the client's table (`rpc.SessTableIndex`).
+fn session_index(sess: &Module) -> u32 {
+    call(
         &global("rpc.SessTableIndex"),
         &[Any::from_object(sess.object().clone())],
     )
     .unwrap()
     .view()
     .as_i64()
-    .unwrap();
+    .unwrap() as u32
+}
+
+/// The session's CPU as TVM's client names it: `kDLCPU + 128 * (index + 1)`.
+fn masked_cpu(sess: &Module) -> DLDevice {
     DLDevice {
-        device_type: DLDeviceType(1 + 128 * (index as u32 + 1)),
+        device_type: DLDeviceType(1 + 128 * (session_index(sess) + 1)),
         device_id: 0,
     }
 }
@@ -317,14 +321,7 @@ fn against_tvmrt_server() {
     assert_eq!(back(Any::from(dtype)).view().as_dtype(), Some(dtype));
     assert_eq!(back(Any::from(dev)).view().as_device(), Some(dev));
     // A device of this session (TVM's mask) arrives as the remote's own.
-    let index = call(
-        &global("rpc.SessTableIndex"),
-        &[Any::from_object(sess.object().clone())],
-    )
-    .unwrap()
-    .view()
-    .as_i64()
-    .unwrap() as u32;
+    let index = session_index(&sess);
     let masked = DLDevice {
         device_type: DLDeviceType(2 + (index + 1) * client::RPC_SESS_MASK),
         device_id: 1,

@@ -203,6 +203,28 @@ fn bytes_tensor(data: u64, device: DLDevice, offset: usize, nbytes: usize) -> Wi
     }
 }
 
+/// The token of what an allocation syscall (`what`) answered: the server's address on
+/// `device`, freed there with the token.
+fn allocated(
+    sess: Arc<Endpoint>,
+    device: DLDevice,
+    answer: WireValue,
+    what: &str,
+) -> Result<*mut c_void> {
+    match answer {
+        WireValue::Opaque(data) => Ok(new_token(Space {
+            sess,
+            device,
+            data,
+            owner: Owner::Allocated,
+        })),
+        other => Err(Error::new(
+            "RPCError",
+            format!("RPC: {what} answered {other:?}"),
+        )),
+    }
+}
+
 /// The device API of every RPC session's devices.
 pub(super) struct SessionDevices;
 
@@ -253,21 +275,8 @@ impl DeviceApi for SessionDevices {
             WireValue::Int(alignment as i64),
             WireValue::DType(type_hint),
         ];
-        let data = match sess.syscall(Code::DevAllocData, &args)? {
-            WireValue::Opaque(p) => p,
-            other => {
-                return Err(Error::new(
-                    "RPCError",
-                    format!("RPC: DevAllocData answered {other:?}"),
-                ))
-            }
-        };
-        Ok(new_token(Space {
-            sess,
-            device: remote,
-            data,
-            owner: Owner::Allocated,
-        }))
+        let answer = sess.syscall(Code::DevAllocData, &args)?;
+        allocated(sess, remote, answer, "DevAllocData")
     }
 
     fn alloc_data_space_scoped(
@@ -289,24 +298,11 @@ impl DeviceApi for SessionDevices {
             Some(s) => WireValue::Str(s.to_string()),
             None => WireValue::None,
         };
-        let data = match sess.syscall(
+        let answer = sess.syscall(
             Code::DevAllocDataWithScope,
             &[WireValue::Tensor(meta), scope],
-        )? {
-            WireValue::Opaque(p) => p,
-            other => {
-                return Err(Error::new(
-                    "RPCError",
-                    format!("RPC: DevAllocDataWithScope answered {other:?}"),
-                ))
-            }
-        };
-        Ok(new_token(Space {
-            sess,
-            device: remote,
-            data,
-            owner: Owner::Allocated,
-        }))
+        )?;
+        allocated(sess, remote, answer, "DevAllocDataWithScope")
     }
 
     unsafe fn free_data_space(&self, _dev: DLDevice, ptr: *mut c_void) -> Result<()> {
