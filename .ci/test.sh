@@ -135,8 +135,9 @@ prebuild_fuzz=$!
 trap 'rm -rf "$header_before" "$prebuild_dir"; kill -- -"$prebuild_cross" -"$prebuild_fuzz" 2>/dev/null' EXIT
 # wait_prebuild PID LOG: waits for a background build and prints the steps it ran.
 wait_prebuild() {
-  local status=0
+  local status=0 start=$SECONDS
   wait "$1" || status=$?
+  echo "(waited $((SECONDS - start)) s for it)"
   grep -E '^(ok|FAILED): |^fuzz: ' "$2"
   if [ "$status" != 0 ]; then
     tail -n 30 "$2"
