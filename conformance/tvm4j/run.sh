@@ -28,7 +28,9 @@
 # (tvmrt's client takes the missing `enable_logging` as false): tvmrt is both the client and
 # the server there. The Java server prints "Connection from" per session; the closing line
 # counts them, and with the default build (RPC on) fewer than 2 fails the run. The proxy test
-# is @Ignore'd upstream.
+# is @Ignore'd upstream. Then tvmrt's own tvm4j test (tvmrt_tests/RemoteTensorTest.java, run
+# apart, must pass): NDArrays on an RPCSession's device, filled, passed to myadd of a library
+# uploaded to tvm4j's Java server, and read back (issue 48).
 #
 # Toolchain from Debian (installed when missing): a JDK (default-jdk-headless), junit4,
 # libhamcrest-java and libslf4j-java. libtvmrt.so is $TVMRT_LIBRARY if set, else
@@ -182,5 +184,24 @@ else
     echo "tvm4j (TVM v0.20.0): RPCTest did not run on tvmrt's default build, which has RPC (log: $log)"
     exit 1
   fi
+fi
+# tvmrt's own tvm4j test (tvmrt_tests/, not tvm4j's): NDArrays on an RPCSession's device,
+# through tvm4j's Java server, as a tvm4j user tunes on a board (issue 48). With RPC only.
+if [ "$rpc_sessions" -ge 2 ]; then
+  mkdir -p "$work/tvmrt-test-classes"
+  javac -nowarn -encoding UTF-8 -d "$work/tvmrt-test-classes" \
+    -cp "$work/test-classes:$work/classes:$jars" \
+    "$here/tvmrt_tests/org/apache/tvm/rpc/RemoteTensorTest.java" 2>>"$work/javac.log" ||
+    { cat "$work/javac.log" >&2; exit 1; }
+  own_log="$work/junit-tvmrt.log"
+  timeout 120 "$java_bin" -cp "$work/tvmrt-test-classes:$work/test-classes:$work/classes:$jars" \
+    -Djava.library.path="$work/native" -Dlibtvm.so.path="$runtime" \
+    -Dtest.tempdir="$work/testdir" -Dslf4j.internal.verbosity=WARN \
+    org.junit.runner.JUnitCore org.apache.tvm.rpc.RemoteTensorTest >"$own_log" 2>&1 || {
+    tail -40 "$own_log" >&2
+    echo "tvm4j: tvmrt's RemoteTensorTest failed (log: $own_log)"
+    exit 1
+  }
+  rpc_note="$rpc_note; tvmrt's RemoteTensorTest passed (NDArrays on the session's device)"
 fi
 echo "tvm4j (TVM v0.20.0): $passes/$total tests pass on tvmrt, $ref_passes/$ref_total on TVM v0.20.0's runtime; every test passing there passes on tvmrt; $rpc_note ($junit_line)"

@@ -52,6 +52,21 @@ pub fn work_path(name: &str) -> Result<PathBuf> {
     Ok(work_dir()?.join(rel))
 }
 
+/// Where the file globals put `name`: what the `tvm.rpc.server.workpath` global answers, looked
+/// up on every call as TVM's `RPCGetPath` does, so that a program registering its own (tvm4j's
+/// server and TVM's Android app do, with their own directory) finds its uploads where its
+/// `load_module` looks. tvmrt's own answers [`work_path`].
+fn server_path(name: &str) -> Result<PathBuf> {
+    let Some(f) = crate::function::registry::get("tvm.rpc.server.workpath") else {
+        return work_path(name);
+    };
+    let p = f.call(&[Any::from(name).view()])?;
+    let view = p.view();
+    Ok(PathBuf::from(
+        view.expect_str("tvm.rpc.server.workpath's result")?,
+    ))
+}
+
 fn io(e: std::io::Error, what: &str, path: &Path) -> Error {
     Error::runtime(format!("RPC: {what} {}: {e}", path.display()))
 }
@@ -63,7 +78,7 @@ fn name_arg<'a>(args: &'a [AnyView<'_>], what: &str) -> Result<&'a str> {
 }
 
 fn upload(args: &[AnyView<'_>]) -> Result<Any> {
-    let path = work_path(name_arg(args, "tvm.rpc.server.upload")?)?;
+    let path = server_path(name_arg(args, "tvm.rpc.server.upload")?)?;
     let data = args
         .get(1)
         .and_then(|v| v.as_byte_slice().or_else(|| v.as_str().map(str::as_bytes)))
@@ -76,7 +91,7 @@ fn upload(args: &[AnyView<'_>]) -> Result<Any> {
 }
 
 fn download(args: &[AnyView<'_>]) -> Result<Any> {
-    let path = work_path(name_arg(args, "tvm.rpc.server.download")?)?;
+    let path = server_path(name_arg(args, "tvm.rpc.server.download")?)?;
     let data = std::fs::read(&path).map_err(|e| io(e, "reading", &path))?;
     Ok(Any::bytes(&data))
 }
@@ -85,7 +100,7 @@ fn download(args: &[AnyView<'_>]) -> Result<Any> {
 /// `RemoveFile` (`std::remove`): MetaSchedule's cleanup removes files that may not exist and
 /// then the work directory itself (`""`).
 fn remove(args: &[AnyView<'_>]) -> Result<Any> {
-    let path = work_path(name_arg(args, "tvm.rpc.server.remove")?)?;
+    let path = server_path(name_arg(args, "tvm.rpc.server.remove")?)?;
     let _ = if path.is_dir() {
         std::fs::remove_dir(&path)
     } else {
@@ -104,7 +119,7 @@ fn linked(path: &Path) -> Result<PathBuf> {
 }
 
 fn load_module(args: &[AnyView<'_>]) -> Result<Any> {
-    let path = linked(&work_path(name_arg(args, "tvm.rpc.server.load_module")?)?)?;
+    let path = linked(&server_path(name_arg(args, "tvm.rpc.server.load_module")?)?)?;
     let text = path.to_string_lossy().into_owned();
     let format = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     let m = load_from_file(&text, format)?;
@@ -114,7 +129,7 @@ fn load_module(args: &[AnyView<'_>]) -> Result<Any> {
 
 fn download_linked_module(args: &[AnyView<'_>]) -> Result<Any> {
     let name = name_arg(args, "tvm.rpc.server.download_linked_module")?;
-    let path = work_path(name)?;
+    let path = server_path(name)?;
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     if !matches!(ext, "tar" | "o" | "so" | "dylib") {
         return Err(Error::runtime(format!("Do not know how to link {name}")));
