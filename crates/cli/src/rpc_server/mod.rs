@@ -104,6 +104,9 @@ pub fn main(a: Args) -> Result<()> {
         None => std::env::temp_dir().join(format!("tvmrt-rpc-server-{}", std::process::id())),
     };
     std::fs::create_dir_all(&base).map_err(|e| io(e, "creating the work dir"))?;
+    // Absolute: a session changes into its own directory, where a relative base would name
+    // another place.
+    let base = std::fs::canonicalize(&base).map_err(|e| io(e, "resolving the work dir"))?;
     if a.max_sessions == 0 {
         return Err(Error::value(
             "rpc-server: --max-sessions must be at least 1",
