@@ -83,9 +83,9 @@ fn is_free(b: &Tensor) -> bool {
 }
 
 impl Pool {
-    /// Releases the free blocks of the least recently used sizes (never `keep`) until the
-    /// pool, with `extra` more bytes, holds at most twice its peak in use.
-    fn trim(&mut self, keep: usize, extra: usize) {
+    /// Releases the free blocks of the least recently used sizes until the pool, with `extra`
+    /// more bytes, holds at most twice its peak in use.
+    fn trim(&mut self, extra: usize) {
         let held = |p: &Pool| -> usize {
             p.sizes
                 .iter()
@@ -104,13 +104,12 @@ impl Pool {
             let victim = self
                 .sizes
                 .iter_mut()
-                .filter(|c| c.size != keep && c.blocks.iter().any(is_free))
+                .filter(|c| c.blocks.iter().any(is_free))
                 .min_by_key(|c| c.used);
             let Some(class) = victim else { break };
             class.blocks.retain(|b| !is_free(b));
         }
-        self.sizes
-            .retain(|c| !c.blocks.is_empty() || c.size == keep);
+        self.sizes.retain(|c| !c.blocks.is_empty());
     }
 }
 
@@ -145,31 +144,34 @@ impl Allocator {
                 let mut pool = self.pool.lock();
                 pool.clock += 1;
                 let clock = pool.clock;
-                let at = match pool.sizes.iter().position(|c| c.size == size) {
-                    Some(i) => i,
-                    None => {
-                        pool.sizes.push(SizeClass {
-                            size,
-                            blocks: Vec::new(),
-                            used: clock,
-                        });
-                        pool.sizes.len() - 1
-                    }
-                };
-                pool.sizes[at].used = clock;
-                // Only the pool references a free block; nobody else can take a new reference
-                // to it while we hold the lock, so the count cannot change under us.
-                if let Some(b) = pool.sizes[at].blocks.iter().find(|b| is_free(b)) {
-                    return Ok(b.clone());
-                }
-                pool.trim(size, size);
-                let b = new_block(size, self.device)?;
-                let class = pool
+                // The smallest free block that holds `size` bytes: a call with fewer rows than
+                // an earlier one (a smaller batch of a symbolic model) runs in that call's
+                // blocks instead of adding its own. Only the pool references a free block;
+                // nobody else can take a new reference to it while we hold the lock, so the
+                // count cannot change under us.
+                let best = pool
                     .sizes
                     .iter_mut()
-                    .find(|c| c.size == size)
-                    .expect("trim keeps the size asked for");
-                class.blocks.push(b.clone());
+                    .filter(|c| c.size >= size)
+                    .filter_map(|c| c.blocks.iter().position(is_free).map(|i| (c, i)))
+                    .min_by_key(|(c, _)| c.size);
+                if let Some((class, i)) = best {
+                    class.used = clock;
+                    return Ok(class.blocks[i].clone());
+                }
+                pool.trim(size);
+                let b = new_block(size, self.device)?;
+                match pool.sizes.iter_mut().find(|c| c.size == size) {
+                    Some(class) => {
+                        class.used = clock;
+                        class.blocks.push(b.clone());
+                    }
+                    None => pool.sizes.push(SizeClass {
+                        size,
+                        blocks: vec![b.clone()],
+                        used: clock,
+                    }),
+                }
                 Ok(b)
             }
         }
@@ -363,6 +365,36 @@ mod tests {
         let ptrs: Vec<_> = live.iter().map(|t| t.data_ptr()).collect();
         assert!(ptrs.iter().all(|p| !p.is_null()));
         assert!(a.pooled_bytes() >= 70 * PAGE_SIZE);
+    }
+
+    #[test]
+    fn pooled_runs_smaller_calls_in_the_blocks_of_larger_ones() {
+        let a = Allocator::new(AllocatorKind::Pooled, crate::device::cpu());
+        // A batch of 16 rows, then batches of 15 down to 1 (as a dynamic batcher runs them):
+        // each smaller call's blocks are the first call's, and nothing more is held.
+        let big: Vec<Tensor> = [16, 8, 4]
+            .iter()
+            .map(|p| a.alloc(p * PAGE_SIZE).unwrap())
+            .collect();
+        let ptrs: Vec<_> = big.iter().map(|t| t.data_ptr()).collect();
+        drop(big);
+        for rows in (1..16).rev() {
+            let call: Vec<Tensor> = [rows, rows / 2, rows / 4]
+                .iter()
+                .map(|p| a.alloc(p.max(&1) * PAGE_SIZE - 100).unwrap())
+                .collect();
+            let mut got: Vec<_> = call.iter().map(|t| t.data_ptr()).collect();
+            got.sort();
+            let mut want = ptrs.clone();
+            want.sort();
+            assert_eq!(got, want, "{rows} rows");
+        }
+        assert_eq!(a.pooled_bytes(), 28 * PAGE_SIZE);
+        assert_eq!(a.pooled_blocks(), 3);
+        // The smallest free block that fits is the one taken.
+        let small = a.alloc(3 * PAGE_SIZE).unwrap();
+        assert_eq!(small.nbytes(), 4 * PAGE_SIZE);
+        assert_eq!(small.data_ptr(), ptrs[2]);
     }
 
     #[test]
