@@ -44,6 +44,9 @@ pub trait Pending {
     fn respond(&self, outcome: Result<Vec<OutputData<'_>>, String>);
     /// Hands the request back (after its response).
     fn release(&self);
+    /// The times of the model run that answered it, as [`Stats::request`] gets them, for a
+    /// server that traces its requests (Triton's `COMPUTE_*` timestamps); nothing by default.
+    fn computed(&self, _exec_start: u64, _t: Timing, _exec_end: u64) {}
 }
 
 /// What runs a batch: an instance's [`Executor`], or a test's.

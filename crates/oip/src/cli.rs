@@ -14,8 +14,11 @@ use tvmrt::{Error, Result};
 use crate::grpc;
 use crate::http::{self, App, Limits};
 use crate::listen;
+use crate::log_info;
+use crate::logging::{self, LogSettings};
 use crate::model::Defaults;
 use crate::repository::{Repository, Source};
+use crate::trace::{Given, Tracer};
 
 /// The OIP server's arguments.
 #[derive(clap::Args, Debug, Clone)]
@@ -52,6 +55,78 @@ pub struct Args {
     /// `default_queue_policy { max_queue_size }`; more get 503.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_queue_size: usize,
+
+    /// Tracing, as `tritonserver --trace-config` takes it (repeatable): `triton,file=PATH`,
+    /// `level=TIMESTAMPS` (or `TENSORS`, `OFF`), `rate=N` (one request in N), `count=N`
+    /// (-1: no end), `triton,log-frequency=N` (N traces per indexed file).
+    #[arg(long, value_name = "[triton,]SETTING=VALUE")]
+    pub trace_config: Vec<String>,
+
+    /// Append the log to this file instead of stderr.
+    #[arg(long, value_name = "PATH")]
+    pub log_file: Option<PathBuf>,
+
+    /// Log verbose lines up to this level (1: each inference request).
+    #[arg(long, value_name = "LEVEL", default_value_t = 0)]
+    pub log_verbose: u32,
+
+    /// Log info lines (models loaded and unloaded, shutdown).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub log_info: bool,
+
+    /// Log warnings.
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub log_warning: bool,
+
+    /// Log errors.
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub log_error: bool,
+
+    /// The log's line format: `default` or `ISO8601`.
+    #[arg(long, value_name = "FORMAT", default_value = "default")]
+    pub log_format: String,
+}
+
+/// The tracer `--trace-config` asks for.
+fn tracer(config: &[String]) -> Result<Tracer> {
+    let mut file = None;
+    let mut given = Given::default();
+    for entry in config {
+        let bad = |why: String| Error::value(format!("--trace-config {entry}: {why}"));
+        let setting = match entry.split_once(',') {
+            Some(("triton", rest)) => rest,
+            Some((mode, _)) if !mode.contains('=') => {
+                return Err(bad(format!(
+                    "trace mode '{mode}' is not supported (only triton)"
+                )))
+            }
+            _ => entry.as_str(),
+        };
+        let (key, value) = setting
+            .split_once('=')
+            .ok_or_else(|| bad("expected SETTING=VALUE".into()))?;
+        match key {
+            "file" => file = Some(PathBuf::from(value)),
+            "mode" if value == "triton" => {}
+            "mode" => return Err(bad(format!("trace mode '{value}' is not supported"))),
+            _ => given.set(key, value).map_err(bad)?,
+        }
+    }
+    Tracer::new(file, given).map_err(|e| Error::value(format!("--trace-config: {e}")))
+}
+
+/// Sets up the log as the arguments ask.
+fn start_log(a: &Args) -> Result<()> {
+    logging::configure(LogSettings {
+        file: a.log_file.clone(),
+        info: a.log_info,
+        warning: a.log_warning,
+        error: a.log_error,
+        verbose: a.log_verbose,
+        format: logging::Format::parse(&a.log_format)
+            .map_err(|e| Error::value(format!("--log-format: {e}")))?,
+    })
+    .map_err(Error::value)
 }
 
 /// Serves `source` (a repository directory or one model file) on `host`:`port` (HTTP) and
@@ -72,8 +147,11 @@ pub fn serve(
     let defaults = Defaults {
         max_queue: a.max_queue_size.max(1),
     };
+    start_log(a)?;
+    let tracer = tracer(&a.trace_config)?;
     let repo = Arc::new(Repository::new(source, defaults));
     let app = Arc::new(App {
+        tracer,
         repo: repo.clone(),
         limits,
         shm: Default::default(),
@@ -134,19 +212,20 @@ pub fn serve(
         println!("listening on grpc://{grpc_addr}");
         repo.load_all().await;
         app.ready.store(true, Ordering::Relaxed);
-        eprintln!(
+        log_info!(
             "tvmrt serve: {} of {} models ready",
             repo.ready().len(),
             repo.names().len()
         );
         signalled.await;
-        eprintln!("tvmrt serve: shutting down: finishing the requests in flight");
+        log_info!("tvmrt serve: shutting down: finishing the requests in flight");
         app.stopping.store(true, Ordering::Relaxed);
         let _ = stop_tx.send(true);
         let http = http_task.await;
         let grpc = grpc_task.await;
         repo.unload_all().await;
-        eprintln!("tvmrt serve: stopped");
+        app.tracer.flush();
+        log_info!("tvmrt serve: stopped");
         match (http, grpc) {
             (Ok(()), Ok(Ok(()))) => Ok(()),
             (_, Ok(Err(e))) => Err(Error::runtime(format!("the gRPC server failed: {e}"))),

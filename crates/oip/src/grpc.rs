@@ -388,16 +388,16 @@ impl GrpcInferenceService for Grpc {
 
     async fn trace_setting(
         &self,
-        _: Request<TraceSettingRequest>,
+        r: Request<TraceSettingRequest>,
     ) -> Result<Response<TraceSettingResponse>, Status> {
-        Err(triton::unsupported("tracing (trace settings)"))
+        triton::trace_setting(&self.app, r.into_inner()).map(Response::new)
     }
 
     async fn log_settings(
         &self,
-        _: Request<LogSettingsRequest>,
+        r: Request<LogSettingsRequest>,
     ) -> Result<Response<LogSettingsResponse>, Status> {
-        Err(triton::unsupported("log settings"))
+        triton::log_settings(r.into_inner()).map(Response::new)
     }
 }
 
@@ -422,10 +422,20 @@ fn shm_parameters(r: &crate::shm::ShmRef) -> std::collections::HashMap<String, I
 /// Runs one `ModelInferRequest` (of a unary call or a stream) to its response.
 pub async fn infer(app: &App, r: ModelInferRequest) -> Result<ModelInferResponse, Status> {
     let (name, v) = (r.model_name.clone(), r.model_version.clone());
+    // tonic hands the message over whole: its wait and read end where they are seen.
+    let trace = app.tracer.start(&name);
+    let stamp = |name| {
+        if let Some(t) = &trace {
+            t.stamp(name)
+        }
+    };
+    stamp("GRPC_WAITREAD_START");
+    stamp("GRPC_WAITREAD_END");
     let request = decode(r).map_err(status)?;
-    let (model, request, outputs) = run_request(app, &name, version(&v), request)
+    let (model, request, outputs) = run_request(app, &name, version(&v), request, trace.as_ref())
         .await
         .map_err(status)?;
+    stamp("GRPC_SEND_START");
     let (tensors, raw) = outputs
         .into_iter()
         .map(|t| {
@@ -446,14 +456,16 @@ pub async fn infer(app: &App, r: ModelInferRequest) -> Result<ModelInferResponse
             (meta, t.data)
         })
         .unzip();
-    Ok(ModelInferResponse {
+    let response = ModelInferResponse {
         model_name: model.name.clone(),
         model_version: model.version.clone(),
         id: request.id,
         parameters: Default::default(),
         outputs: tensors,
         raw_output_contents: raw,
-    })
+    };
+    stamp("GRPC_SEND_END");
+    Ok(response)
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! The gRPC calls of Triton's extensions to KServe's service, as tritonclient.grpc makes them:
 //! streaming inference, model configuration and statistics (the JSON the HTTP front answers,
 //! read into Triton's messages by [`crate::protojson`]), the repository index, system shared
-//! memory, and a clear UNAVAILABLE for what tvmrt does not have (CUDA shared memory, trace and
-//! log settings).
+//! memory, trace and log settings (as the JSON of the HTTP routes), and a clear UNAVAILABLE for
+//! what tvmrt does not have (CUDA shared memory).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -153,4 +153,86 @@ pub fn shm_unregister(
     app.shm
         .unregister((!r.name.is_empty()).then_some(r.name.as_str()));
     Ok(SystemSharedMemoryUnregisterResponse {})
+}
+
+/// `TraceSetting`: the update (a setting without values goes back to the global one) applied
+/// as `/trace/setting` applies it; the settings in force answered.
+pub fn trace_setting(app: &App, r: TraceSettingRequest) -> Result<TraceSettingResponse, Status> {
+    use serde_json::Value;
+    let model = (!r.model_name.is_empty()).then_some(r.model_name.as_str());
+    let request: serde_json::Map<String, Value> = r
+        .settings
+        .into_iter()
+        .map(|(key, v)| {
+            let value = match (key.as_str(), v.value.len()) {
+                (_, 0) => Value::Null,
+                ("trace_level", _) => v.value.into_iter().map(Value::String).collect(),
+                _ => Value::String(v.value.into_iter().next().unwrap_or_default()),
+            };
+            (key, value)
+        })
+        .collect();
+    let answer = if request.is_empty() {
+        crate::triton_http::trace_settings(app, model)
+    } else {
+        crate::triton_http::update_trace(app, model, &request)
+    }
+    .map_err(status)?;
+    use trace_setting_response::SettingValue;
+    let settings = answer
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| {
+            let value = match v {
+                Value::Array(a) => a
+                    .iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect(),
+                Value::String(s) => vec![s.clone()],
+                other => vec![other.to_string()],
+            };
+            (k.clone(), SettingValue { value })
+        })
+        .collect();
+    Ok(TraceSettingResponse { settings })
+}
+
+/// `LogSettings`: the update applied as `/v2/logging` applies it; the settings answered.
+pub fn log_settings(r: LogSettingsRequest) -> Result<LogSettingsResponse, Status> {
+    use serde_json::Value;
+    let request: serde_json::Map<String, Value> = r
+        .settings
+        .into_iter()
+        .map(|(key, v)| {
+            use log_settings_request::setting_value::ParameterChoice as P;
+            let value = match v.parameter_choice {
+                None => Value::Null,
+                Some(P::BoolParam(b)) => Value::Bool(b),
+                Some(P::Uint32Param(n)) => Value::from(n),
+                Some(P::StringParam(s)) => Value::String(s),
+            };
+            (key, value)
+        })
+        .collect();
+    crate::logging::update(&request).map_err(|e| status(ApiError::bad_request(e)))?;
+    use log_settings_response::setting_value::ParameterChoice as P;
+    let answer = crate::logging::settings_json();
+    let settings = answer
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| {
+            let choice = match v {
+                Value::Bool(b) => P::BoolParam(*b),
+                Value::Number(n) => P::Uint32Param(n.as_u64().unwrap_or(0) as u32),
+                other => P::StringParam(other.as_str().unwrap_or("").to_string()),
+            };
+            let value = log_settings_response::SettingValue {
+                parameter_choice: Some(choice),
+            };
+            (k.clone(), value)
+        })
+        .collect();
+    Ok(LogSettingsResponse { settings })
 }

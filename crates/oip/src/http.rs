@@ -19,6 +19,7 @@ use crate::error::ApiError;
 use crate::infer::{decode_request, encode_response, InferRequest, Tensor};
 use crate::repository::Repository;
 use crate::stats;
+use crate::trace::Trace;
 
 /// The header naming the JSON's length when binary tensors follow it.
 pub const HEADER_LENGTH: &str = "inference-header-content-length";
@@ -48,6 +49,8 @@ pub struct App {
     pub ready: AtomicBool,
     /// Set at shutdown: readiness turns false.
     pub stopping: AtomicBool,
+    /// Tracing of sampled requests (Triton's trace extension).
+    pub tracer: crate::trace::Tracer,
     /// Other routes served beside these (the LLM server's OpenAI routes), whose `/metrics`
     /// text is appended to ours.
     pub other: Option<Router>,
@@ -56,10 +59,12 @@ pub struct App {
 /// The extensions of the protocol this server implements (`/v2`'s `extensions`).
 pub const EXTENSIONS: &[&str] = &[
     "binary_tensor_data",
+    "logging",
     "model_configuration",
     "model_repository",
     "statistics",
     "system_shared_memory",
+    "trace",
 ];
 
 /// The server's metadata (`/v2`).
@@ -173,17 +178,31 @@ pub async fn read_body(body: Body, limits: &Limits) -> Result<axum::body::Bytes,
     }
 }
 
-/// Runs `request` on model `m` (version `v`): its outputs, or the error.
+/// Runs `request` on model `m` (version `v`): its outputs, or the error; `trace`, if the
+/// request is traced, gets its steps from `REQUEST_START` on.
 pub async fn run_request(
     app: &App,
     m: &str,
     v: Option<&str>,
     request: InferRequest,
+    trace: Option<&Arc<Trace>>,
 ) -> Result<(Arc<crate::model::ServedModel>, InferRequest, Vec<Tensor>), ApiError> {
+    if let Some(t) = trace {
+        t.stamp("REQUEST_START");
+    }
     if app.stopping.load(Ordering::Relaxed) {
         return Err(ApiError::unavailable("the server is shutting down"));
     }
     let model = app.repo.get(m, v)?;
+    crate::log_verbose!(
+        1,
+        "infer request for '{}' version {}",
+        model.name,
+        model.version
+    );
+    if let Some(t) = trace {
+        t.set_version(&model.version);
+    }
     // What the response needs of the request; its inputs go to the model.
     let mut request = request;
     app.shm.read_inputs(&mut request)?;
@@ -194,7 +213,9 @@ pub async fn run_request(
         binary_outputs: request.binary_outputs,
         shm_inputs: Vec::new(),
     };
-    let answer = model.infer(request, app.limits.timeout).await?;
+    let answer = model
+        .infer(request, app.limits.timeout, trace.cloned())
+        .await?;
     let mut outputs = answer.map_err(ApiError::bad_request)?;
     app.shm.write_outputs(&kept, &mut outputs)?;
     Ok((model, kept, outputs))
@@ -207,6 +228,13 @@ async fn infer_at(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    let trace = app.tracer.start(m);
+    let stamp = |name| {
+        if let Some(t) = &trace {
+            t.stamp(name)
+        }
+    };
+    stamp("HTTP_RECV_START");
     let coding = compression::request_coding(headers)?;
     let header_length = match headers.get(HEADER_LENGTH) {
         None => None,
@@ -225,7 +253,9 @@ async fn infer_at(
     }
     let request = decode_request(&body, header_length)?;
     drop(body);
-    let (model, request, outputs) = run_request(app, m, v, request).await?;
+    stamp("HTTP_RECV_END");
+    let (model, request, outputs) = run_request(app, m, v, request, trace.as_ref()).await?;
+    stamp("HTTP_SEND_START");
     let mut encoded = encode_response(&model.name, &model.version, &request, &outputs);
     let coding = compression::response_coding(headers);
     let coded = coding.map(|c| {
@@ -253,6 +283,7 @@ async fn infer_at(
             );
         }
     }
+    stamp("HTTP_SEND_END");
     Ok(response)
 }
 

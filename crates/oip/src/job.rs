@@ -4,11 +4,14 @@
 
 use std::borrow::Cow;
 
+use std::sync::Arc;
+
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
-use tvmrt_models::request::{Input, OutputData, Pending};
+use tvmrt_models::request::{Input, OutputData, Pending, Timing};
 
 use crate::infer::{InferRequest, Tensor};
+use crate::trace::Trace;
 
 /// The answer to a job: the outputs, or why there are none.
 pub type Answer = Result<Vec<Tensor>, String>;
@@ -18,15 +21,28 @@ pub struct Job {
     /// The request.
     pub request: InferRequest,
     reply: Mutex<Option<oneshot::Sender<Answer>>>,
+    trace: Option<Arc<Trace>>,
 }
 
 impl Job {
-    /// A job for `request`, and where its answer will come.
-    pub fn new(request: InferRequest) -> (Job, oneshot::Receiver<Answer>) {
+    /// A job for `request` (traced by `trace`: queued now), and where its answer will come.
+    pub fn new(
+        request: InferRequest,
+        trace: Option<Arc<Trace>>,
+    ) -> (Job, oneshot::Receiver<Answer>) {
         let (tx, rx) = oneshot::channel();
+        if let Some(t) = &trace {
+            t.stamp("QUEUE_START");
+            if t.tensors() {
+                for x in &request.inputs {
+                    t.tensor("TENSOR_QUEUE_INPUT", &x.name, x.datatype, &x.shape, &x.data);
+                }
+            }
+        }
         let job = Job {
             request,
             reply: Mutex::new(Some(tx)),
+            trace,
         };
         (job, rx)
     }
@@ -66,6 +82,12 @@ impl Pending for Job {
     }
 
     fn respond(&self, outcome: Result<Vec<OutputData<'_>>, String>) {
+        if let (Some(t), Ok(outputs)) = (&self.trace, &outcome) {
+            for o in outputs {
+                t.tensor("TENSOR_BACKEND_OUTPUT", o.name, o.dtype, &o.shape, o.bytes);
+            }
+            t.stamp("INFER_RESPONSE_COMPLETE");
+        }
         self.answer(outcome.map(|outputs| {
             outputs
                 .into_iter()
@@ -82,5 +104,17 @@ impl Pending for Job {
     fn release(&self) {
         // A job that `execute` never answered (it answers every one) still gets a reply.
         self.answer(Err("the request was dropped without an answer".into()));
+        if let Some(t) = &self.trace {
+            t.stamp("REQUEST_END");
+        }
+    }
+
+    fn computed(&self, exec_start: u64, t: Timing, exec_end: u64) {
+        if let Some(trace) = &self.trace {
+            trace.stamp_at("COMPUTE_START", exec_start);
+            trace.stamp_at("COMPUTE_INPUT_END", t.compute_start);
+            trace.stamp_at("COMPUTE_OUTPUT_START", t.compute_end);
+            trace.stamp_at("COMPUTE_END", exec_end);
+        }
     }
 }

@@ -3,7 +3,8 @@
 //! speak, over HTTP ([`http`], served by [`listen`] with read timeouts; bodies compressed or not,
 //! [`compression`]) and gRPC ([`grpc`], Triton's `inference.GRPCInferenceService`, a superset of
 //! KServe's), with Triton's extensions (binary tensors, model repository, configuration,
-//! statistics, system shared memory: [`grpc_triton`], [`triton_http`], [`shm`]).
+//! statistics, system shared memory, trace and logging settings: [`grpc_triton`],
+//! [`triton_http`], [`shm`], [`trace`], [`logging`]).
 //!
 //! The repository has Triton's layout ([`repository`]); each model is loaded, completed,
 //! queued and batched by `tvmrt-models`, the code the Triton backend runs ([`model`]: the
@@ -23,9 +24,11 @@ pub mod http;
 pub mod infer;
 pub mod job;
 pub mod listen;
+pub mod logging;
 pub mod model;
 pub mod protojson;
 pub mod repository;
 pub mod shm;
 pub mod stats;
+pub mod trace;
 pub mod triton_http;

@@ -33,7 +33,7 @@ pub async fn serve(
                 Ok((stream, _)) => stream,
                 Err(e) => {
                     // Out of file descriptors and the like: wait rather than spin (as axum).
-                    eprintln!("tvmrt serve: cannot accept a connection: {e}");
+                    crate::log_error!("tvmrt serve: cannot accept a connection: {e}");
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     continue;
                 }

@@ -191,7 +191,7 @@ impl ServedModel {
         }
         let served = load::finish(&loaded, &config).map_err(|e| e.message().to_string())?;
         for w in &served.warnings {
-            eprintln!("tvmrt: warning: model `{name}`: {w}");
+            crate::log_warning!("model `{name}`: {w}");
         }
         let instance_list = instances(name, &mut config).map_err(fail)?;
         let devices = instance_list
@@ -210,7 +210,7 @@ impl ServedModel {
             output_names: served.output_names.clone(),
             batched: served.batched,
         };
-        eprintln!("tvmrt: {}", served.summary(&loaded, version));
+        crate::log_info!("{}", served.summary(&loaded, version));
         let model = Arc::new(loaded.model);
         let owner = name.to_string();
         // Each instance's executor is made on its own thread, which alone runs it.
@@ -222,8 +222,8 @@ impl ServedModel {
                     tvmrt_models::runner::one_line(&e.message)
                 )
             })?;
-            eprintln!(
-                "tvmrt: model `{owner}` instance `{iname}` on {}",
+            crate::log_info!(
+                "model `{owner}` instance `{iname}` on {}",
                 tvmrt::device::device_name(device)
             );
             Ok(Box::new(exec))
@@ -342,14 +342,16 @@ impl ServedModel {
         Ok(())
     }
 
-    /// Checks, queues and waits for `request`'s answer; `timeout` bounds the wait.
+    /// Checks, queues and waits for `request`'s answer; `timeout` bounds the wait, `trace`
+    /// records its way if it is traced.
     pub async fn infer(
         &self,
         mut request: InferRequest,
         timeout: Duration,
+        trace: Option<Arc<crate::trace::Trace>>,
     ) -> Result<Answer, ApiError> {
         self.prepare(&mut request)?;
-        let (job, rx) = Job::new(request);
+        let (job, rx) = Job::new(request, trace);
         if let Err((refused, _)) = self.batcher.submit(job) {
             return Err(match refused {
                 Refused::TooLarge { .. } => ApiError::bad_request(refused.to_string()),

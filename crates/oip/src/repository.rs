@@ -158,7 +158,7 @@ impl Repository {
             .unwrap_or_else(|e| ("1".into(), Err(format!("loading panicked: {e}"))));
         match loaded {
             Ok(model) => {
-                eprintln!("tvmrt: successfully loaded '{name}' version {version}");
+                crate::log_info!("successfully loaded '{name}' version {version}");
                 let old = self
                     .models
                     .write()
@@ -169,7 +169,7 @@ impl Repository {
                 Ok(())
             }
             Err(reason) => {
-                eprintln!("tvmrt: {reason}");
+                crate::log_error!("{reason}");
                 let mut models = self.models.write();
                 if !matches!(models.get(name), Some(Entry::Ready(_))) {
                     models.insert(
@@ -224,7 +224,7 @@ impl Repository {
         if let Entry::Ready(m) = old {
             let version = m.version.clone();
             stop_in_background(m).await;
-            eprintln!("tvmrt: successfully unloaded '{name}' version {version}");
+            crate::log_info!("successfully unloaded '{name}' version {version}");
         }
         Ok(())
     }

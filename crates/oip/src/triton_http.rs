@@ -1,6 +1,7 @@
 //! Triton's HTTP routes beyond the protocol's inference and repository: system shared memory
-//! (`/v2/systemsharedmemory/...`, over [`crate::shm`]), and 501 naming what tvmrt serve does
-//! not have (CUDA shared memory, trace and log settings).
+//! (`/v2/systemsharedmemory/...`, over [`crate::shm`]), trace settings (`/v2/trace/setting`,
+//! `/v2/models/M/trace/setting`, [`crate::trace`]), log settings (`/v2/logging`,
+//! [`crate::logging`]), and 501 naming what tvmrt serve does not have (CUDA shared memory).
 
 use std::sync::Arc;
 
@@ -9,10 +10,11 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use crate::error::ApiError;
 use crate::http::{read_body, App};
+use crate::logging;
 
 type Shared = State<Arc<App>>;
 
@@ -42,18 +44,85 @@ pub fn routes() -> Router<Arc<App>> {
         )
         .route(
             "/v2/trace/setting",
-            get(unsupported("tracing (trace settings)"))
-                .post(unsupported("tracing (trace settings)")),
+            get(trace_global).post(update_trace_global),
         )
         .route(
             "/v2/models/{m}/trace/setting",
-            get(unsupported("tracing (trace settings)"))
-                .post(unsupported("tracing (trace settings)")),
+            get(trace_model).post(update_trace_model),
         )
-        .route(
-            "/v2/logging",
-            get(unsupported("log settings")).post(unsupported("log settings")),
-        )
+        .route("/v2/logging", get(log_settings).post(update_log_settings))
+}
+
+/// A settings update's body: a JSON object.
+async fn settings_body(app: &App, body: Body, what: &str) -> Result<Map<String, Value>, ApiError> {
+    let body = read_body(body, &app.limits).await?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Map::new());
+    }
+    match serde_json::from_slice(&body) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(ApiError::bad_request(format!(
+            "a {what} update must be a JSON object"
+        ))),
+        Err(e) => Err(ApiError::bad_request(format!(
+            "malformed {what} update: {e}"
+        ))),
+    }
+}
+
+/// The settings `model` traces with (checked to be a model being served), or the server's.
+pub fn trace_settings(app: &App, model: Option<&str>) -> Result<Value, ApiError> {
+    if let Some(m) = model {
+        app.repo.get(m, None)?;
+    }
+    Ok(app.tracer.settings_json(model))
+}
+
+/// Applies a trace settings update to `model` (or the server's) and answers the settings.
+pub fn update_trace(
+    app: &App,
+    model: Option<&str>,
+    request: &Map<String, Value>,
+) -> Result<Value, ApiError> {
+    if let Some(m) = model {
+        app.repo.get(m, None)?;
+    }
+    app.tracer
+        .update(model, request)
+        .map_err(ApiError::bad_request)?;
+    trace_settings(app, model)
+}
+
+async fn trace_global(State(app): Shared) -> Result<Json<Value>, ApiError> {
+    Ok(Json(trace_settings(&app, None)?))
+}
+
+async fn trace_model(State(app): Shared, Path(m): Path<String>) -> Result<Json<Value>, ApiError> {
+    Ok(Json(trace_settings(&app, Some(&m))?))
+}
+
+async fn update_trace_global(State(app): Shared, body: Body) -> Result<Json<Value>, ApiError> {
+    let request = settings_body(&app, body, "trace setting").await?;
+    Ok(Json(update_trace(&app, None, &request)?))
+}
+
+async fn update_trace_model(
+    State(app): Shared,
+    Path(m): Path<String>,
+    body: Body,
+) -> Result<Json<Value>, ApiError> {
+    let request = settings_body(&app, body, "trace setting").await?;
+    Ok(Json(update_trace(&app, Some(&m), &request)?))
+}
+
+async fn log_settings() -> Json<Value> {
+    Json(logging::settings_json())
+}
+
+async fn update_log_settings(State(app): Shared, body: Body) -> Result<Json<Value>, ApiError> {
+    let request = settings_body(&app, body, "log setting").await?;
+    logging::update(&request).map_err(ApiError::bad_request)?;
+    Ok(Json(logging::settings_json()))
 }
 
 /// 501, naming the feature tvmrt serve does not have.

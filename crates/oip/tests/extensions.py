@@ -1,11 +1,14 @@
 """What tritonclient asks of `tvmrt serve` beyond the Triton backend's shared tests (called
 by test_oip.py on its server): Triton's gRPC extensions (model configuration and statistics
 equal to the HTTP answers, the repository index, load and unload, streaming, and UNAVAILABLE for
-CUDA shared memory, trace and log settings), compressed bodies both ways on HTTP and gRPC with a
+CUDA shared memory), trace and log settings over both protocols (traces read by Triton's own
+trace_summary.py), compressed bodies both ways on HTTP and gRPC with a
 decompression bomb refused, and the HTTP header and body read timeouts against a raw socket."""
 import gzip
 import json
+import os
 import queue
+import re
 import socket
 import time
 import zlib
@@ -45,9 +48,15 @@ def triton_grpc(srv, cl, direct, rng, batch_mlp):
     def statistics():
         g = grpc_client(srv)
         cl.infer("grpc", "batch_mlp", {"x": x})
-        status, body = srv.get("/v2/models/batch_mlp/stats")
-        http = json_format.ParseDict(json.loads(body), service_pb2.ModelStatisticsResponse())
-        got = g.get_inference_statistics("batch_mlp")
+        # A request's statistics are recorded just after its answer is sent (as Triton's
+        # backends report them): read both until they agree, the last request's included.
+        for _ in range(20):
+            status, body = srv.get("/v2/models/batch_mlp/stats")
+            http = json_format.ParseDict(json.loads(body), service_pb2.ModelStatisticsResponse())
+            got = g.get_inference_statistics("batch_mlp")
+            if got == http:
+                break
+            time.sleep(0.05)
         assert got == http, f"{got}\n!=\n{http}"
         s = got.model_stats[0]
         assert s.name == "batch_mlp" and s.inference_count > 0 and s.batch_stats, s
@@ -103,8 +112,7 @@ def triton_grpc(srv, cl, direct, rng, batch_mlp):
     def unsupported():
         import grpc
         g = grpc_client(srv)
-        for name, call in [("CUDA shared memory", g.get_cuda_shared_memory_status),
-                           ("trace", g.get_trace_settings), ("log settings", g.get_log_settings)]:
+        for name, call in [("CUDA shared memory", g.get_cuda_shared_memory_status)]:
             try:
                 call()
                 raise AssertionError(f"{name} answered")
@@ -113,8 +121,7 @@ def triton_grpc(srv, cl, direct, rng, batch_mlp):
                 assert name in e.message() and "not supported" in e.message(), e
                 print(f"      {e.status()} {e.message()}")
         equal(cl.infer("grpc", "batch_mlp", {"x": x})["output0"], want, "after the refusals")
-    check("gRPC CUDA shared memory, trace and log settings: UNAVAILABLE naming the feature",
-          unsupported)
+    check("gRPC CUDA shared memory: UNAVAILABLE naming the feature", unsupported)
 
 
 def compression(srv, cl, direct, rng, batch_mlp, max_request):
@@ -381,3 +388,209 @@ def shared_memory(srv, cl, direct, rng, batch_mlp):
         c.close()
     for h in handles.values():
         shm.destroy_shared_memory_region(h)
+
+
+# Triton's trace summary tool (qa/common/trace_summary.py), vendored unchanged.
+TRACE_SUMMARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                             "conformance", "triton_trace", "trace_summary.py")
+
+# The steps of a request every trace has, in the order they happen.
+STEPS = ["REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END",
+         "COMPUTE_OUTPUT_START", "COMPUTE_END"]
+
+
+def read_traces(path, want, timeout=10):
+    """The entries of trace file `path` once it holds `want` traces (the last holder of a
+    trace, the model's instance, may write it just after the client has its answer)."""
+    deadline = time.time() + timeout
+    while True:
+        entries = []
+        if os.path.exists(path):
+            with open(path) as f:
+                entries = json.load(f)
+        ids = {e["id"] for e in entries if "model_name" in e}
+        if len(ids) >= want or time.time() > deadline:
+            assert len(ids) == want, f"{len(ids)} traces in {path}, expected {want}: {entries}"
+            return entries
+
+
+def by_id(entries):
+    """{id: {"model": ..., "version": ..., "ns": {name: ns}, "tensors": [...]}}."""
+    out = {}
+    for e in entries:
+        t = out.setdefault(e["id"], {"ns": {}, "tensors": []})
+        if "model_name" in e:
+            t["model"], t["version"] = e["model_name"], e["model_version"]
+        for ts in e.get("timestamps", []):
+            t["ns"][ts["name"]] = ts["ns"]
+        if "activity" in e:
+            t["tensors"].append(e)
+    return out
+
+
+def trace_and_logging(srv, cl, x, want, model, trace_file, log_file):
+    """Triton's trace and logging extensions on a server started with `--trace-config
+    triton,file=TRACE_FILE` and `--log-file LOG_FILE`, through tritonclient's own calls."""
+    import subprocess
+    import sys
+
+    import grpc
+    import tritonclient.http as httpclient
+    from tritonclient.utils import InferenceServerException
+    h = httpclient.InferenceServerClient(f"127.0.0.1:{srv.http}")
+    g = grpc_client(srv)
+
+    def refused(call, words, code=None):
+        try:
+            call()
+        except InferenceServerException as e:
+            assert words in e.message(), e
+            if code:
+                assert e.status() == code, e.status()
+            print(f"      refused: {e.message()}")
+            return
+        raise AssertionError(f"accepted; expected a refusal with {words!r}")
+
+    def sampled_requests():
+        got = h.get_trace_settings()
+        assert got == {"trace_level": ["OFF"], "trace_rate": "1000", "trace_count": "-1",
+                       "log_frequency": "0", "trace_file": trace_file, "trace_mode": "triton"}, got
+        got = h.update_trace_settings(settings={"trace_level": ["TIMESTAMPS"], "trace_rate": "2",
+                                                "trace_count": "6"})
+        assert got["trace_level"] == ["TIMESTAMPS"] and got["trace_count"] == "6", got
+        # Every 2nd request is traced until 6 are (3 over HTTP, 3 over gRPC), then no more.
+        for k in range(16):
+            equal(cl.infer("http" if k < 6 else "grpc", model, {"x": x})["output0"], want,
+                  f"request {k}")
+        assert h.get_trace_settings()["trace_count"] == "0"
+        traces = by_id(read_traces(trace_file, 6))
+        http_ids = [i for i, t in traces.items() if "HTTP_RECV_START" in t["ns"]]
+        assert len(http_ids) == 3, traces
+        for i, t in traces.items():
+            assert t["model"] == model and t["version"] == 1, t
+            front = ["HTTP_RECV_START", "HTTP_RECV_END"] if i in http_ids else \
+                ["GRPC_WAITREAD_START", "GRPC_WAITREAD_END"]
+            send = ["HTTP_SEND_START", "HTTP_SEND_END"] if i in http_ids else \
+                ["GRPC_SEND_START", "GRPC_SEND_END"]
+            order = front + STEPS[:-1] + ["INFER_RESPONSE_COMPLETE"] + send
+            ns = [t["ns"][name] for name in order]
+            assert ns == sorted(ns), f"{i}: out of order: {sorted(t['ns'].items(), key=lambda kv: kv[1])}"
+            assert t["ns"]["COMPUTE_START"] <= t["ns"]["COMPUTE_END"] <= t["ns"]["REQUEST_END"], t
+        summary = subprocess.run([sys.executable, TRACE_SUMMARY, trace_file], capture_output=True,
+                                 text=True, timeout=60)
+        assert summary.returncode == 0, summary.stderr
+        out = summary.stdout
+        assert out.count(f"Summary for {model} (1): trace count = 3") == 2, out
+        for line in ("HTTP infer request (avg)", "GRPC infer request (avg)", "Queue (avg)",
+                     "Compute (avg)", "Infer (avg)"):
+            assert line in out, out
+        print("      " + "\n      ".join(out.splitlines()[1:8]))
+    check("trace: every 2nd request traced until the count is spent; Triton's trace_summary.py "
+          "reads the file", sampled_requests)
+
+    def model_tensors():
+        # The model's own settings: TENSORS, the rest from the global ones (a fresh count).
+        got = g.update_trace_settings(model_name=model, settings={"trace_level": ["TENSORS"]},
+                                      as_json=True)["settings"]
+        assert got["trace_level"]["value"] == ["TENSORS"], got
+        assert got["trace_rate"]["value"] == ["2"] and got["trace_count"]["value"] == ["6"], got
+        for k in range(2):
+            equal(cl.infer("grpc", model, {"x": x})["output0"], want, f"request {k}")
+        traces = by_id(read_traces(trace_file, 7))
+        tensors = max(traces.items())[1]["tensors"]
+        acts = {e["activity"]: e["tensor"] for e in tensors}
+        inp, out = acts["TENSOR_QUEUE_INPUT"], acts["TENSOR_BACKEND_OUTPUT"]
+        assert inp["name"] == "x" and inp["dtype"] == "FP32" and inp["shape"] == "1,16", inp
+        equal(np.array([float(v) for v in inp["data"].split(",")], np.float32).reshape(1, 16), x,
+              "the traced input")
+        equal(np.array([float(v) for v in out["data"].split(",")], np.float32).reshape(want.shape),
+              want, "the traced output")
+        # A model's settings taken back: the global ones again.
+        got = h.update_trace_settings(model_name=model, settings={})
+        assert got["trace_level"] == ["TIMESTAMPS"] and got["trace_count"] == "0", got
+    check("trace: a model's own settings over gRPC, its tensors traced, then taken back",
+          model_tensors)
+
+    def indexed_files():
+        h.update_trace_settings(settings={"trace_rate": "1", "trace_count": "-1",
+                                          "log_frequency": "2"})
+        for k in range(5):
+            equal(cl.infer("http", model, {"x": x})["output0"], want, f"request {k}")
+        for n in range(2):
+            assert len(by_id(read_traces(f"{trace_file}.{n}", 2))) == 2
+        assert not os.path.exists(f"{trace_file}.2")
+        # Turned off: the trace waiting for a third file is written then.
+        h.update_trace_settings(settings={"trace_level": ["OFF"], "log_frequency": "0"})
+        assert len(by_id(read_traces(f"{trace_file}.2", 1))) == 1
+        equal(cl.infer("http", model, {"x": x})["output0"], want, "untraced")
+        assert len(by_id(read_traces(trace_file, 7))) == 7
+    check("trace: log_frequency 2 writes FILE.0, FILE.1, ...; the rest when turned off",
+          indexed_files)
+
+    def bad_trace_settings():
+        invalid = str(grpc.StatusCode.INVALID_ARGUMENT)
+        refused(lambda: h.update_trace_settings(settings={"trace_file": "/tmp/elsewhere.json"}),
+                "--trace-config")
+        refused(lambda: h.update_trace_settings(settings={"trace_level": ["TIMESTAMPS"],
+                                                          "trace_rate": "0"}), "non-zero")
+        refused(lambda: h.update_trace_settings(settings={"trace_level": ["LOUD"]}), "'LOUD'")
+        refused(lambda: g.update_trace_settings(settings={"trace_count": "-5"}), "-1 or more",
+                invalid)
+        refused(lambda: g.update_trace_settings(settings={"trace_speed": "1"}), "'trace_speed'",
+                invalid)
+        refused(lambda: h.get_trace_settings(model_name="nowhere"), "nowhere")
+        status, body = srv.post("/v2/trace/setting", b"{not json")
+        assert status == 400 and "malformed" in body["error"], body
+        assert h.get_trace_settings()["trace_level"] == ["OFF"]
+        equal(cl.infer("grpc", model, {"x": x})["output0"], want, "after the refusals")
+    check("trace: bad settings refused (400 / INVALID_ARGUMENT), nothing changed", bad_trace_settings)
+
+    def log_lines(pattern):
+        with open(log_file) as f:
+            return [l for l in f.read().splitlines() if re.search(pattern, l)]
+
+    def logging_settings():
+        got = h.get_log_settings()
+        assert got == {"log_file": log_file, "log_info": True, "log_warning": True,
+                       "log_error": True, "log_verbose_level": 0, "log_format": "default"}, got
+        # The model's load was logged at info level, in Triton's default format.
+        loaded = log_lines(r"^I\d{4} \d\d:\d\d:\d\d\.\d{6} \d+ repository\.rs:\d+\] "
+                           f"successfully loaded '{model}' version 1$")
+        assert len(loaded) == 1, open(log_file).read()
+        request = f"infer request for '{model}' version 1"
+        assert not log_lines(request)
+        got = h.update_log_settings({"log_verbose_level": 1})
+        assert got["log_verbose_level"] == 1, got
+        cl.infer("http", model, {"x": x})
+        lines = log_lines(request)
+        assert len(lines) == 1 and lines[0].startswith("I"), lines
+        got = g.update_log_settings({"log_format": "ISO8601"}, as_json=True)["settings"]
+        assert got["log_format"]["string_param"] == "ISO8601", got
+        assert got["log_verbose_level"]["uint32_param"] == 1, got
+        cl.infer("grpc", model, {"x": x})
+        lines = log_lines(request)
+        assert len(lines) == 2, lines
+        assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ I \d+ http\.rs:\d+\] ", lines[1]), lines
+        # Info off: a reload is not logged; back on, it is.
+        h.update_log_settings({"log_verbose_level": 0, "log_info": False})
+        h.load_model(model)
+        assert len(log_lines(f"successfully loaded '{model}'")) == 1
+        g.update_log_settings({"log_info": True, "log_format": "default"})
+        h.load_model(model)
+        assert len(log_lines(f"successfully loaded '{model}'")) == 2
+        cl.infer("http", model, {"x": x})
+        assert len(log_lines(request)) == 2
+        print(f"      {lines[1]}")
+    check("logging: Triton's log settings over HTTP and gRPC change what the log file gets",
+          logging_settings)
+
+    def bad_log_settings():
+        before = h.get_log_settings()
+        refused(lambda: h.update_log_settings({"log_file": "/tmp/elsewhere.log"}), "--log-file")
+        refused(lambda: h.update_log_settings({"log_info": "yes"}), "boolean")
+        refused(lambda: g.update_log_settings({"log_format": "xml"}), "\"xml\"",
+                str(grpc.StatusCode.INVALID_ARGUMENT))
+        refused(lambda: h.update_log_settings({"log_level": 3}), "'log_level'")
+        assert h.get_log_settings() == before
+        equal(cl.infer("http", model, {"x": x})["output0"], want, "after the refusals")
+    check("logging: bad settings refused, nothing changed", bad_log_settings)

@@ -236,6 +236,27 @@ def single_model(tool, tmp, direct):
         assert srv.stop() == 0
 
 
+def traced(tool, tmp, direct):
+    """`tvmrt serve model.so --trace-config triton,file=... --log-file ...`: Triton's trace and
+    logging extensions (extensions.trace_and_logging)."""
+    lib = os.path.join(tmp, "traced_mlp.so")
+    shutil.copy(f"{FIX}/mlp.so", lib)
+    trace_file, log_file = os.path.join(tmp, "trace.json"), os.path.join(tmp, "traced.log")
+    srv = OipServer(tool, [lib, "--trace-config", f"triton,file={trace_file}",
+                           "--log-file", log_file],
+                    os.path.join(tmp, "traced.out"), ["traced_mlp"], timeout=60)
+    try:
+        x = np.random.default_rng(6).standard_normal((1, 16), dtype=np.float32)
+        want = direct.relax(f"{FIX}/mlp.so", x)[0]
+        extensions.trace_and_logging(srv, tt.Clients(srv), x, want, "traced_mlp", trace_file,
+                                     log_file)
+    finally:
+        assert srv.stop() == 0
+    with open(log_file) as f:
+        log = f.read()
+    assert "tvmrt serve: stopped" in log, log[-500:]
+
+
 def with_language_model(tool, tmp, direct):
     """A repository holding an MLC-LLM model directory beside a tensor model: one process
     serves both, the tensor model over OIP, the language model on OpenAI's routes."""
@@ -337,6 +358,8 @@ def run(args):
         model_control(srv, cl, direct, rng, repo)
         check("tvmrt serve model.so: one library served alone, named after the file",
               lambda: single_model(args.tool, tmp, direct))
+        check("Triton's trace and logging extensions (--trace-config, --log-file)",
+              lambda: traced(args.tool, tmp, direct))
         check("an MLC-LLM directory in the repository: OpenAI's routes in the same process",
               lambda: with_language_model(args.tool, tmp, direct))
         pool = [rng.standard_normal((1, 16), dtype=np.float32) for _ in range(16)]

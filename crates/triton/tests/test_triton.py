@@ -430,7 +430,7 @@ def tests(srv, cl, direct, rng):
             got = cl.infer(proto, "cuda_mlp", {"x": np.ones((1, 16), np.float32)})["output0"]
             assert got.shape == (1, 8) and got.dtype == np.float32, got.shape
         on = [l.rsplit(" on ", 1)[-1].strip().rstrip('"') for l in srv.log_text().splitlines()
-              if "tvmrt: model `cuda_mlp` instance" in l]
+              if "model `cuda_mlp` instance" in l]
         assert on == ["cuda:0", "cuda:0"], on
     check("CUDA (the driver's test double): `device: cuda:0` instances, copies both ways", on_cuda)
 
@@ -522,7 +522,7 @@ def tests(srv, cl, direct, rng):
         assert c["instance_group"][0]["count"] == 2
         log = srv.log_text()
         names = {l.split("instance `")[1].split("`")[0] for l in log.splitlines()
-                 if "tvmrt: model `batch_mlp` instance" in l}
+                 if "model `batch_mlp` instance" in l}
         assert len(names) == 2, names
     check("two KIND_CPU instances, each with its own executor", instances)
 

@@ -232,6 +232,9 @@ impl<R: Pending> Pending for Queued<R> {
         self.released.set(true);
         self.request.release()
     }
+    fn computed(&self, exec_start: u64, t: Timing, exec_end: u64) {
+        self.request.computed(exec_start, t, exec_end)
+    }
 }
 
 struct State<R> {
@@ -256,8 +259,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-impl<R> Stats<Queued<R>> for Shared<R> {
+impl<R: Pending> Stats<Queued<R>> for Shared<R> {
     fn request(&self, r: &Queued<R>, success: bool, exec_start: u64, t: Timing, exec_end: u64) {
+        r.computed(exec_start, t, exec_end);
         lock(&self.stats).request(
             success,
             r.rows.max(0) as u64,
