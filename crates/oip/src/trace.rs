@@ -151,7 +151,8 @@ struct TraceFile {
 }
 
 impl TraceFile {
-    /// Appends entries (`{...},{...}`) to the file's array, keeping it valid JSON.
+    /// Appends entries (`{...},{...}`) to the file's array, keeping it valid JSON (the
+    /// server's first write, or one after the file was removed, starts a new array).
     fn append(&self, entries: &str) -> std::io::Result<()> {
         let mut started = self.started.lock();
         let mut file = OpenOptions::new()
@@ -159,13 +160,13 @@ impl TraceFile {
             .create(true)
             .truncate(!*started)
             .open(&self.path)?;
-        if *started {
+        if file.metadata()?.len() > 0 {
             file.seek(SeekFrom::End(-1))?;
             file.write_all(format!(",{entries}]").as_bytes())?;
         } else {
             file.write_all(format!("[{entries}]").as_bytes())?;
-            *started = true;
         }
+        *started = true;
         Ok(())
     }
 
@@ -631,9 +632,13 @@ mod tests {
                 {"id": id, "activity": "TENSOR_BACKEND_OUTPUT", "tensor": {"name": "b", "data": "1,0", "shape": "2", "dtype": "BOOL"}},
             ])
         );
-        // The next trace appended to the same array.
+        // The next trace appended to the same array; one after the file was removed starts
+        // a new one.
         drop(t.start("m"));
         assert_eq!(read(&dir.join("trace.json")).as_array().unwrap().len(), 5);
+        std::fs::remove_file(dir.join("trace.json")).unwrap();
+        drop(t.start("m"));
+        assert_eq!(read(&dir.join("trace.json")).as_array().unwrap().len(), 1);
     }
 
     #[test]
