@@ -41,8 +41,9 @@ enum Command {
     /// Generate tokens greedily with a language model and its tensor-cache weights.
     Generate(generate::Args),
     /// Serve TVM models over KServe's Open Inference Protocol (HTTP and gRPC; a Triton-layout
-    /// repository or one model file), or an MLC-LLM model behind OpenAI's API.
-    Serve(serve::Args),
+    /// repository or one model file), or an MLC-LLM model behind OpenAI's API. (Boxed: its
+    /// arguments are the largest by far.)
+    Serve(Box<serve::Args>),
     /// Serve TVM's RPC (upload, run, time, tune from a host), as TVM's `rpc_server`.
     RpcServer(rpc_server::Args),
 }
@@ -83,7 +84,7 @@ fn main() {
         Command::Bench(a) => bench::main(a),
         Command::Pack(a) => pack::main(a),
         Command::Generate(a) => generate::main(a),
-        Command::Serve(a) => serve::main(a),
+        Command::Serve(a) => serve::main(*a),
         Command::RpcServer(a) => rpc_server::main(a),
     };
     if let Err(e) = result {
