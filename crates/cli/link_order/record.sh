@@ -2,8 +2,9 @@
 # Records link_order/tvmrt.order: the functions `tvmrt serve --model-repository` runs (start-up,
 # model loading, HTTP and gRPC requests of the serving benchmark, benches/serve_oip), as
 # callgrind sees them in the release tool, which build.rs then asks LLD to lay side by side.
-# Run it again after a toolchain or dependency update (symbol names carry their crate's hash;
-# names the new build lacks are skipped, and the gain fades).
+# Run it again after a toolchain or dependency update, and after changing the server's code
+# (symbol names carry hashes: of their crate, and of the types a generic function was made
+# for; names the new build lacks are skipped, and the gain fades).
 #
 #   crates/cli/link_order/record.sh
 set -euo pipefail
