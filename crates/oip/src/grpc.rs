@@ -424,11 +424,7 @@ pub async fn infer(app: &App, r: ModelInferRequest) -> Result<ModelInferResponse
     let (name, v) = (r.model_name.clone(), r.model_version.clone());
     // tonic hands the message over whole: its wait and read end where they are seen.
     let trace = app.tracer.start(&name);
-    let stamp = |name| {
-        if let Some(t) = &trace {
-            t.stamp(name)
-        }
-    };
+    let stamp = |name| crate::trace::stamp(trace.as_ref(), name);
     stamp("GRPC_WAITREAD_START");
     stamp("GRPC_WAITREAD_END");
     let request = decode(r).map_err(status)?;

@@ -187,9 +187,7 @@ pub async fn run_request(
     request: InferRequest,
     trace: Option<&Arc<Trace>>,
 ) -> Result<(Arc<crate::model::ServedModel>, InferRequest, Vec<Tensor>), ApiError> {
-    if let Some(t) = trace {
-        t.stamp("REQUEST_START");
-    }
+    crate::trace::stamp(trace, "REQUEST_START");
     if app.stopping.load(Ordering::Relaxed) {
         return Err(ApiError::unavailable("the server is shutting down"));
     }
@@ -229,11 +227,7 @@ async fn infer_at(
     body: Body,
 ) -> Result<Response, ApiError> {
     let trace = app.tracer.start(m);
-    let stamp = |name| {
-        if let Some(t) = &trace {
-            t.stamp(name)
-        }
-    };
+    let stamp = |name| crate::trace::stamp(trace.as_ref(), name);
     stamp("HTTP_RECV_START");
     let coding = compression::request_coding(headers)?;
     let header_length = match headers.get(HEADER_LENGTH) {

@@ -488,6 +488,13 @@ pub struct Trace {
     scope: Arc<Scope>,
 }
 
+/// Records timestamp `name` now on `trace`, if the request is traced.
+pub fn stamp(trace: Option<&Arc<Trace>>, name: &'static str) {
+    if let Some(t) = trace {
+        t.stamp(name);
+    }
+}
+
 impl Trace {
     /// Records timestamp `name` now.
     pub fn stamp(&self, name: &'static str) {
