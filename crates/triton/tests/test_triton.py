@@ -2,7 +2,7 @@
 """The tvmrt backend in the real Triton server (nvidia-pytriton's tritonserver 2.51), through
 tritonclient over HTTP and gRPC: outputs equal to a direct tvmrt call (weights from a tensor
 cache included: by name, packed, and MLC-LLM's `embed`), auto-completed configurations,
-dynamic batching, several instances, 16 concurrent clients x 200 requests, and every bad input
+dynamic batching, OpenCL and Vulkan models on the CPU's drivers, several instances, 16 concurrent clients x 200 requests, and every bad input
 of issue 30 answered with an error while the server keeps serving.
 
 Run through crates/triton/tests/run.sh, which builds the backend and libtvmrt.so.
@@ -49,6 +49,11 @@ parameters { key: "function" value { string_value: "add" } }
 # A Relax model TVM 0.27 built for OpenCL, on POCL (the CPU) through the `device` parameter.
 OPENCL = BACKEND + """
 parameters { key: "device" value { string_value: "opencl:0" } }
+"""
+
+# The same model TVM 0.27 built for Vulkan (its own SPIR-V), on Mesa's lavapipe (the CPU).
+VULKAN = BACKEND + """
+parameters { key: "device" value { string_value: "vulkan:0" } }
 """
 
 WRONG_DTYPE = BACKEND + """
@@ -105,7 +110,7 @@ parameters { key: "weights" value { string_value: "nowhere" } }
 """
 
 GOOD = ["mlp", "cnn", "dyn_batch", "batch_mlp", "graph_mlp", "graph_two_outputs", "graph_params",
-        "add_kernel", "opencl_mlp", "weights_mlp", "packed_mlp", "mlc_embed",
+        "add_kernel", "opencl_mlp", "vulkan_mlp", "weights_mlp", "packed_mlp", "mlc_embed",
         "wrong_dtype", "wrong_shape", "optional_b", "bytes_input", "cuda_add", "cuda_mlp"]
 BROKEN = ["corrupt", "not_tvm", "weights_absent", "weights_unnamed", "weights_corrupt",
           "weights_nowhere", "cuda_missing"]
@@ -133,6 +138,7 @@ def make_repo(repo, tmp):
     shutil.copy(f"{FIX}/graph/mlp.override.params", os.path.join(repo, "graph_params", "1", "params"))
     add(repo, "add_kernel", f"{FIX}/add_dyn.so", ADD_KERNEL)
     add(repo, "opencl_mlp", f"{FIX}/opencl/mlp.so", OPENCL)
+    add(repo, "vulkan_mlp", f"{FIX}/vulkan/mlp.so", VULKAN)
     add(repo, "wrong_dtype", f"{FIX}/mlp.so", WRONG_DTYPE)
     add(repo, "wrong_shape", f"{FIX}/mlp.so", WRONG_SHAPE)
     add(repo, "optional_b", f"{FIX}/dyn_batch.so", OPTIONAL_B)
@@ -369,6 +375,8 @@ def tests(srv, cl, direct, rng):
                               f"{FIX}/graph/mlp.so"),
         "opencl_mlp": lambda: ({"x": rng.standard_normal((1, 16), dtype=np.float32)}, "opencl",
                                f"{FIX}/opencl/mlp.so"),
+        "vulkan_mlp": lambda: ({"x": rng.standard_normal((1, 16), dtype=np.float32)}, "vulkan",
+                               f"{FIX}/vulkan/mlp.so"),
         "graph_params": lambda: ({"x": rng.standard_normal((1, 4), dtype=np.float32)}, "graph",
                                  (f"{FIX}/graph/mlp.so", f"{FIX}/graph/mlp.override.params")),
         "graph_two_outputs": lambda: ({"x": rng.standard_normal((2, 3), dtype=np.float32)}, "graph",
@@ -391,6 +399,8 @@ def tests(srv, cl, direct, rng):
                                    packed=model != "weights_mlp")
         if kind == "opencl":
             return direct.relax(path, *inputs.values(), device=direct.tvmrt.opencl())
+        if kind == "vulkan":
+            return direct.relax(path, *inputs.values(), device=direct.tvmrt.vulkan())
         if kind == "relax":
             return direct.relax(path, *inputs.values())
         if isinstance(path, tuple):
@@ -476,6 +486,15 @@ def tests(srv, cl, direct, rng):
             got = cl.infer("grpc", "batch_mlp", {"x": x})["output0"]
             np.testing.assert_allclose(got, np.array(case["y"], dtype=np.float32), rtol=1e-5, atol=1e-6)
     check("batch_mlp = TVM 0.27's recorded outputs", recorded_by_tvm)
+
+    def vulkan_recorded_by_tvm():
+        # The input and output TVM 0.27 recorded when it built the Vulkan fixture.
+        x = np.load(f"{FIX}/vulkan/data/mlp.main.in0.npy")
+        want = np.load(f"{FIX}/vulkan/data/mlp.main.out0.npy")
+        for proto in ("http", "grpc"):
+            got = cl.infer(proto, "vulkan_mlp", {"x": x})["output0"]
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    check("vulkan_mlp on lavapipe = TVM 0.27's recorded output", vulkan_recorded_by_tvm)
 
     # Dynamic batching: many single-row requests at once; the stats must show batches > 1.
     pool = [rng.standard_normal((1, 16), dtype=np.float32) for _ in range(32)]
