@@ -2,8 +2,9 @@
 """The tvmrt backend in the real Triton server (nvidia-pytriton's tritonserver 2.51), through
 tritonclient over HTTP and gRPC: outputs equal to a direct tvmrt call (weights from a tensor
 cache included: by name, packed, and MLC-LLM's `embed`), auto-completed configurations,
-dynamic batching, OpenCL and Vulkan models on the CPU's drivers, several instances, 16 concurrent clients x 200 requests, and every bad input
-of issue 30 answered with an error while the server keeps serving.
+dynamic batching, OpenCL and Vulkan models on the CPU's drivers, several instances, 16
+concurrent clients x 200 requests, and every bad input of issue 30 answered with an error
+while the server keeps serving.
 
 Run through crates/triton/tests/run.sh, which builds the backend and libtvmrt.so.
 """
