@@ -150,8 +150,10 @@ pub fn serve(
     start_log(a)?;
     let tracer = tracer(&a.trace_config)?;
     let repo = Arc::new(Repository::new(source, defaults));
+    let idle = crate::idle::Idle::new();
     let app = Arc::new(App {
         tracer,
+        idle: idle.clone(),
         repo: repo.clone(),
         limits,
         shm: Default::default(),
@@ -165,6 +167,7 @@ pub fn serve(
         .build()
         .map_err(|e| Error::runtime(format!("cannot start the async runtime: {e}")))?;
     rt.block_on(async move {
+        tokio::spawn(idle.watch(crate::idle::QUIET, crate::idle::release_free_memory));
         // Installed before anything loads: a signal during loading also stops the server.
         let signalled = shutdown_signal()?;
         let bind = |port: u16| async move {

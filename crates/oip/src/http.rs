@@ -51,6 +51,8 @@ pub struct App {
     pub stopping: AtomicBool,
     /// Tracing of sampled requests (Triton's trace extension).
     pub tracer: crate::trace::Tracer,
+    /// Requests in flight, for giving memory back when none runs ([`crate::idle`]).
+    pub idle: Arc<crate::idle::Idle>,
     /// Other routes served beside these (the LLM server's OpenAI routes), whose `/metrics`
     /// text is appended to ours.
     pub other: Option<Router>,
@@ -188,6 +190,7 @@ pub async fn run_request(
     trace: Option<&Arc<Trace>>,
 ) -> Result<(Arc<crate::model::ServedModel>, InferRequest, Vec<Tensor>), ApiError> {
     crate::trace::stamp(trace, "REQUEST_START");
+    let _busy = app.idle.busy();
     if app.stopping.load(Ordering::Relaxed) {
         return Err(ApiError::unavailable("the server is shutting down"));
     }

@@ -11,7 +11,8 @@
 //! checks Triton's core makes before queueing, then `tvmrt_models::batcher`). Tensors are
 //! decoded and encoded in [`codec`] and [`infer`] (JSON and Triton's binary extension), each
 //! request travels as a [`job`], errors are [`error`]s, [`stats`] writes the statistics as
-//! Prometheus text, and [`protojson`] reads the JSON answers into their gRPC messages. [`cli`]
+//! Prometheus text, [`idle`] gives the allocator's free memory back when no request has run
+//! for a moment, and [`protojson`] reads the JSON answers into their gRPC messages. [`cli`]
 //! runs it all until SIGTERM or SIGINT.
 
 pub mod cli;
@@ -21,6 +22,7 @@ pub mod error;
 pub mod grpc;
 pub mod grpc_triton;
 pub mod http;
+pub mod idle;
 pub mod infer;
 pub mod job;
 pub mod listen;
