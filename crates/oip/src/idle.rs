@@ -121,13 +121,21 @@ mod tests {
         assert_eq!(released.load(Ordering::SeqCst), 0);
         drop(long);
         settle().await;
-        assert_eq!(released.load(Ordering::SeqCst), 1, "one release after it ended");
+        assert_eq!(
+            released.load(Ordering::SeqCst),
+            1,
+            "one release after it ended"
+        );
         // Requests closer together than the quiet period, one after another: no release
         // between them, one after the last.
         for _ in 0..8 {
             drop(idle.busy());
             tokio::time::sleep(Q / 4).await;
-            assert_eq!(released.load(Ordering::SeqCst), 1, "released between requests");
+            assert_eq!(
+                released.load(Ordering::SeqCst),
+                1,
+                "released between requests"
+            );
         }
         settle().await;
         assert_eq!(released.load(Ordering::SeqCst), 2);
@@ -136,7 +144,11 @@ mod tests {
         let b = idle.busy();
         drop(a);
         settle().await;
-        assert_eq!(released.load(Ordering::SeqCst), 2, "released while one still ran");
+        assert_eq!(
+            released.load(Ordering::SeqCst),
+            2,
+            "released while one still ran"
+        );
         drop(b);
         settle().await;
         assert_eq!(released.load(Ordering::SeqCst), 3);
