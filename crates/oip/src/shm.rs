@@ -4,7 +4,10 @@
 //! `shared_memory_offset`, `shared_memory_byte_size`) instead of sending the tensor's bytes.
 //! Inputs are read from the region and outputs written into it with positioned reads and
 //! writes of the object's file; every offset and size is checked against the region first (a
-//! clear 400, never a read outside it).
+//! clear 400, never a read outside it). Triton maps the object instead; a client that shrinks
+//! it after registering would then make the server read past the mapping's end and die of
+//! SIGBUS. Read through the file, the request gets a 400 and the server serves on, for the
+//! price of the kernel's copy into the request's buffer.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -194,7 +197,16 @@ impl Regions {
             let (region, at) = self.place(&r, &name)?;
             let mut data = vec![0u8; r.byte_size as usize];
             region.file.read_exact_at(&mut data, at).map_err(|e| {
-                ApiError::bad_request(format!("'{name}': cannot read shared memory: {e}"))
+                let why = if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    format!(
+                        "region '{}' is shorter than registered: its object was cut short \
+                         after it was registered",
+                        r.region
+                    )
+                } else {
+                    e.to_string()
+                };
+                ApiError::bad_request(format!("'{name}': cannot read shared memory: {why}"))
             })?;
             let t = request
                 .inputs
