@@ -9,6 +9,7 @@
 //! spell. Under steady load the server is never quiet that long, so requests never pay for it.
 //! Memory that models keep on purpose (weights, the Relax VM's pooled blocks) is not touched.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,6 +59,15 @@ impl Idle {
     /// Runs forever: each time the requests stop, waits until none has started for `quiet`,
     /// then calls `release` once.
     pub async fn watch(self: Arc<Self>, quiet: Duration, release: impl Fn()) {
+        self.watch_with(|| tokio::time::sleep(quiet), release).await
+    }
+
+    /// [`Idle::watch`] with the wait for one quiet period given (the tests' own clock).
+    async fn watch_with<F: Future<Output = ()>>(
+        self: Arc<Self>,
+        quiet_period: impl Fn() -> F,
+        release: impl Fn(),
+    ) {
         // Requests started by the last release: a notice left over from a spell already
         // released (requests that ended while it was waiting) finds nothing new.
         let mut released_at = 0;
@@ -65,7 +75,7 @@ impl Idle {
             self.went_idle.notified().await;
             loop {
                 let seen = self.started.load(Ordering::Acquire);
-                tokio::time::sleep(quiet).await;
+                quiet_period().await;
                 if self.running.load(Ordering::Acquire) > 0 {
                     // Busy again: its end notifies anew.
                     break;
@@ -97,61 +107,104 @@ pub fn release_free_memory() {
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
+    use tokio::sync::watch;
 
-    const Q: Duration = Duration::from_millis(10);
+    /// Ticks of the tests' clock in one quiet period.
+    const QUIET_TICKS: u64 = 4;
 
-    async fn settle() {
-        tokio::time::sleep(Q * 3).await;
+    /// A clock the test moves by hand: the watcher (spawned on the test's one thread) runs
+    /// only while the test yields, so every step is deterministic.
+    struct Clock(watch::Sender<u64>);
+
+    impl Clock {
+        fn quiet_period(&self) -> impl Fn() -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
+            let tx = self.0.clone();
+            move || {
+                let mut rx = tx.subscribe();
+                Box::pin(async move {
+                    let start = *rx.borrow();
+                    let _ = rx.wait_for(|t| *t >= start + QUIET_TICKS).await;
+                })
+            }
+        }
+
+        async fn run_others() {
+            for _ in 0..16 {
+                tokio::task::yield_now().await;
+            }
+        }
+
+        async fn advance(&self, ticks: u64) {
+            for _ in 0..ticks {
+                Clock::run_others().await;
+                self.0.send_modify(|t| *t += 1);
+                Clock::run_others().await;
+            }
+        }
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn releases_once_per_quiet_spell_and_never_while_busy() {
         let idle = Idle::new();
+        let clock = Clock(watch::channel(0).0);
         let released = Arc::new(AtomicUsize::new(0));
         let r = released.clone();
-        tokio::spawn(idle.clone().watch(Q, move || {
+        tokio::spawn(idle.clone().watch_with(clock.quiet_period(), move || {
             r.fetch_add(1, Ordering::SeqCst);
         }));
+        let count = || released.load(Ordering::SeqCst);
+        let settle = || clock.advance(3 * QUIET_TICKS);
         // Nothing ran yet: nothing to release.
         settle().await;
-        assert_eq!(released.load(Ordering::SeqCst), 0);
+        assert_eq!(count(), 0);
         // A request in flight through several quiet periods: no release while it runs.
         let long = idle.busy();
         settle().await;
-        assert_eq!(released.load(Ordering::SeqCst), 0);
+        assert_eq!(count(), 0);
         drop(long);
+        clock.advance(QUIET_TICKS - 1).await;
+        assert_eq!(count(), 0, "released before a whole quiet period");
+        clock.advance(1).await;
+        assert_eq!(count(), 1, "one release after a quiet period");
         settle().await;
-        assert_eq!(
-            released.load(Ordering::SeqCst),
-            1,
-            "one release after it ended"
-        );
+        assert_eq!(count(), 1, "released again with nothing new");
         // Requests closer together than the quiet period, one after another: no release
         // between them, one after the last.
         for _ in 0..8 {
             drop(idle.busy());
-            tokio::time::sleep(Q / 4).await;
-            assert_eq!(
-                released.load(Ordering::SeqCst),
-                1,
-                "released between requests"
-            );
+            clock.advance(QUIET_TICKS / 2).await;
+            assert_eq!(count(), 1, "released between requests");
         }
         settle().await;
-        assert_eq!(released.load(Ordering::SeqCst), 2);
+        assert_eq!(count(), 2);
         // Overlapping requests: the spell starts when the last ends.
         let a = idle.busy();
         let b = idle.busy();
         drop(a);
         settle().await;
-        assert_eq!(
-            released.load(Ordering::SeqCst),
-            2,
-            "released while one still ran"
-        );
+        assert_eq!(count(), 2, "released while one still ran");
         drop(b);
         settle().await;
-        assert_eq!(released.load(Ordering::SeqCst), 3);
+        assert_eq!(count(), 3);
+    }
+
+    #[tokio::test]
+    async fn the_real_clock_releases_after_the_quiet_period() {
+        let idle = Idle::new();
+        let released = Arc::new(AtomicUsize::new(0));
+        let r = released.clone();
+        tokio::spawn(idle.clone().watch(Duration::from_millis(5), move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        }));
+        drop(idle.busy());
+        // Bounded: a release within 5 s, however loaded the machine.
+        for _ in 0..500 {
+            if released.load(Ordering::SeqCst) == 1 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("no release 5 s after the last request");
     }
 
     #[test]
