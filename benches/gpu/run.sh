@@ -56,7 +56,7 @@ else
     TVMRT_NVRTC_LIBRARY=$("$PY" -c 'import sys; sys.path.insert(0, "python"); from tvmrt._ffi import find_pip_nvrtc; print(find_pip_nvrtc() or "")')
   fi
 fi
-export TVMRT_NVRTC_LIBRARY
+if [[ -n ${TVMRT_NVRTC_LIBRARY:-} ]]; then export TVMRT_NVRTC_LIBRARY; else unset TVMRT_NVRTC_LIBRARY; fi
 echo "NVRTC: ${TVMRT_NVRTC_LIBRARY:-none found}"
 export DIR FIX PY FAKE
 

@@ -326,6 +326,17 @@ pub fn parse_device(text: &str) -> Result<DLDevice> {
     })
 }
 
+/// The driver library an environment variable names (`TVMRT_CUDA_LIBRARY`, ...), if it names
+/// one. Empty counts as unset: `dlopen("")` opens the program itself, whose missing driver
+/// symbols would then be the error instead of the library search.
+pub fn library_override(var: &str) -> Option<String> {
+    named_library(std::env::var(var).ok())
+}
+
+fn named_library(value: Option<String>) -> Option<String> {
+    value.filter(|v| !v.trim().is_empty())
+}
+
 /// Why a driver library could not be opened: libloading's error and its cause (`dlopen`'s own
 /// text, "libcuda.so.1: cannot open shared object file: No such file or directory").
 pub fn library_error(e: &libloading::Error) -> String {
@@ -398,6 +409,17 @@ mod tests {
         assert_eq!(unsafe { strlen(c"four".as_ptr()) }, 4);
         let e = library_symbol(&libc, "tvmrt_no_such_symbol\0", &lacks).unwrap_err();
         assert!(e.starts_with("libc lacks `tvmrt_no_such_symbol` ("), "{e}");
+    }
+
+    #[test]
+    fn an_empty_library_variable_is_unset() {
+        assert_eq!(named_library(None), None);
+        assert_eq!(named_library(Some(String::new())), None);
+        assert_eq!(named_library(Some("  ".into())), None);
+        assert_eq!(
+            named_library(Some("/opt/libcuda.so.1".into())).as_deref(),
+            Some("/opt/libcuda.so.1")
+        );
     }
 
     #[test]

@@ -202,7 +202,8 @@ pub fn opened() -> Option<&'static Cu> {
 }
 
 fn open() -> std::result::Result<Cu, String> {
-    let name = std::env::var(LIBRARY_ENV).unwrap_or_else(|_| DEFAULT_LIBRARY.to_string());
+    let name =
+        crate::device::library_override(LIBRARY_ENV).unwrap_or_else(|| DEFAULT_LIBRARY.to_string());
     // SAFETY: opening the driver runs its initializers, which is what using CUDA means; the
     // library stays loaded for the life of the process (kept in the static `CU`).
     let library = unsafe { libloading::Library::new(&name) }.map_err(|e| {

@@ -176,7 +176,7 @@ fn includes_beside(lib: &Path) -> Vec<PathBuf> {
 fn open() -> std::result::Result<Nvrtc, String> {
     let mut tried = Vec::new();
     let mut found = None;
-    let explicit = std::env::var(LIBRARY_ENV).ok();
+    let explicit = crate::device::library_override(LIBRARY_ENV);
     let names: Vec<PathBuf> = match &explicit {
         Some(p) => vec![PathBuf::from(p)],
         None => SONAMES

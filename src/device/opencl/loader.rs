@@ -129,7 +129,8 @@ pub fn cl() -> Result<&'static Cl> {
 }
 
 fn open() -> std::result::Result<Cl, String> {
-    let name = std::env::var(LIBRARY_ENV).unwrap_or_else(|_| DEFAULT_LIBRARY.to_string());
+    let name =
+        crate::device::library_override(LIBRARY_ENV).unwrap_or_else(|| DEFAULT_LIBRARY.to_string());
     // SAFETY: opening the ICD loader runs its initializers, which is what using OpenCL means;
     // the library stays loaded for the life of the process (kept in the static `CL`).
     let library = unsafe { libloading::Library::new(&name) }.map_err(|e| {

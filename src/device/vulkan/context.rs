@@ -199,8 +199,8 @@ unsafe extern "system" fn on_message(
 }
 
 fn open_loader() -> Result<ash::Entry> {
-    let path =
-        std::env::var("TVMRT_VULKAN_LIBRARY").unwrap_or_else(|_| "libvulkan.so.1".to_string());
+    let path = crate::device::library_override("TVMRT_VULKAN_LIBRARY")
+        .unwrap_or_else(|| "libvulkan.so.1".to_string());
     // SAFETY: opening the Vulkan loader runs its initializers, which is what loading it is for.
     unsafe { ash::Entry::load_from(&path) }.map_err(|e| {
         // dlopen's own text is the error's cause (ash's libloading is not tvmrt's version).
