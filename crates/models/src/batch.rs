@@ -52,8 +52,16 @@ fn check<'r, R: Pending>(request: &'r R, model: &ModelView<'_>) -> Result<Checke
     let shapes: Vec<&[i64]> = inputs.iter().map(|i| i.shape.as_slice()).collect();
     check_shapes(model.inputs, &shapes)?;
     for (spec, input) in model.inputs.iter().zip(&inputs) {
-        let numel: i64 = input.shape.iter().product();
-        let expect = numel as u64 * tvmrt::dtype::element_bytes(spec.dtype) as u64;
+        let element = tvmrt::dtype::element_bytes(spec.dtype) as u64;
+        let expect = input.shape.iter().try_fold(element, |bytes, &d| {
+            u64::try_from(d).ok().and_then(|d| bytes.checked_mul(d))
+        });
+        let Some(expect) = expect else {
+            return Err(format!(
+                "input `{}` has shape {:?}: a negative dimension, or more bytes than can be held",
+                spec.name, input.shape
+            ));
+        };
         let have: u64 = input.buffers.iter().map(|b| b.len() as u64).sum();
         if have != expect || input.byte_size != expect {
             return Err(format!(
@@ -460,7 +468,21 @@ mod tests {
         short.shape = vec![2, 2];
         let mut unknown_output = fake(&[1, 2], &[1.0, 2.0]);
         unknown_output.wanted = vec!["logits".into()];
-        let reqs = [wrong_dtype, missing, wrong_shape, short, unknown_output];
+        // Sizes that wrap in 64 bits (2^62 rows of 2 floats: 2^65 bytes wraps to 0), and
+        // negative dimensions whose product is positive.
+        let mut wraps = fake(&[1, 2], &[]);
+        wraps.shape = vec![1 << 62, 2];
+        let mut negative = fake(&[1, 2], &[1.0, 2.0]);
+        negative.shape = vec![-1, 2];
+        let reqs = [
+            wrong_dtype,
+            missing,
+            wrong_shape,
+            short,
+            unknown_output,
+            wraps,
+            negative,
+        ];
         let (exec, stats) = run(&reqs, &m);
         assert!(exec.calls().is_empty());
         let errors: Vec<String> = reqs.iter().map(|r| answer(r).unwrap_err()).collect();
@@ -472,9 +494,13 @@ mod tests {
                 "input `x` has shape [1, 3], but the model takes x: float32[n, 2]",
                 "input `x` of shape [2, 2] needs 16 bytes, the request holds 8",
                 "the model has no output `logits` (its outputs: output0)",
+                "input `x` has shape [4611686018427387904, 2]: a negative dimension, or more \
+                 bytes than can be held",
+                "input `x` has shape [-1, 2]: a negative dimension, or more bytes than can be \
+                 held",
             ]
         );
-        assert_eq!(*stats.requests.borrow(), vec![false; 5]);
+        assert_eq!(*stats.requests.borrow(), vec![false; 7]);
         assert!(stats.batches.borrow().is_empty());
     }
 

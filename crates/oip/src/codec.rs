@@ -21,9 +21,10 @@ pub fn element_count(shape: &[i64]) -> Result<usize, String> {
 }
 
 /// The bytes of a JSON tensor `data` (flat or nested arrays) holding `count` elements of
-/// `dtype`.
+/// `dtype`. Nothing is sized by `count` before the elements are counted: the shape is the
+/// client's word, the elements are what it sent.
 pub fn json_to_bytes(data: &Value, dtype: DataType, count: usize) -> Result<Vec<u8>, String> {
-    let mut flat = Vec::with_capacity(count);
+    let mut flat = Vec::new();
     flatten(data, &mut flat)?;
     if flat.len() != count {
         return Err(format!(
@@ -108,11 +109,11 @@ fn push_element(v: &Value, dtype: DataType, out: &mut Vec<u8>) -> Result<(), Str
 /// strings, exactly).
 pub fn check_size(bytes: &[u8], dtype: DataType, count: usize) -> Result<(), String> {
     match dtype.element_bytes() {
-        Some(size) if bytes.len() == count * size => Ok(()),
+        Some(size) if count.checked_mul(size) == Some(bytes.len()) => Ok(()),
         Some(size) => Err(format!(
             "holds {} bytes, its shape needs {} ({count} elements of {size} bytes)",
             bytes.len(),
-            count * size
+            count as u128 * size as u128
         )),
         None => {
             let strings = split_strings(bytes)?;
@@ -250,6 +251,12 @@ mod tests {
             e(json!([1]), DataType::Bytes, 1),
             "element 0 (1): not a string"
         );
+        // A shape of 2^40 elements with one element sent: refused, nothing sized by the shape
+        // (this aborted the server: 8 TiB asked of the allocator).
+        assert_eq!(
+            e(json!([1]), DataType::Fp32, 1 << 40),
+            "holds 1 elements, its shape has 1099511627776"
+        );
     }
 
     #[test]
@@ -262,6 +269,13 @@ mod tests {
         assert_eq!(
             check_size(b"\x05\0\0\0ab", DataType::Bytes, 1).unwrap_err(),
             "a BYTES element is cut short"
+        );
+        // 2^62 + 1 elements of 4 bytes wrap to 4 bytes in 64 bits: refused, not matched.
+        let wraps = (1usize << 62) + 1;
+        assert_eq!(
+            check_size(&[0; 4], DataType::Fp32, wraps).unwrap_err(),
+            "holds 4 bytes, its shape needs 18446744073709551620 \
+             (4611686018427387905 elements of 4 bytes)"
         );
         assert_eq!(element_count(&[2, 3]).unwrap(), 6);
         assert!(element_count(&[2, -1]).is_err());

@@ -136,11 +136,14 @@ pub fn decode_request(body: &[u8], header_length: Option<usize>) -> Result<Infer
                 Vec::new()
             }
             Some(size) => {
-                let size = size.as_u64().ok_or_else(|| {
-                    ApiError::bad_request(format!(
-                        "input '{name}': binary_data_size is {size}, not a byte count"
-                    ))
-                })? as usize;
+                let size = size
+                    .as_u64()
+                    .and_then(|n| usize::try_from(n).ok())
+                    .ok_or_else(|| {
+                        ApiError::bad_request(format!(
+                            "input '{name}': binary_data_size is {size}, not a byte count"
+                        ))
+                    })?;
                 if size > binary.len() {
                     return Err(ApiError::bad_request(format!(
                         "input '{name}': binary_data_size is {size}, but only {} bytes of \

@@ -191,11 +191,42 @@ impl Regions {
         Ok((region, at))
     }
 
-    /// Reads the inputs of `request` that are in shared memory, checked against their shapes.
+    /// Reads the inputs of `request` that are in shared memory, checked against their shapes
+    /// before anything is read or allocated.
     pub fn read_inputs(&self, request: &mut InferRequest) -> Result<(), ApiError> {
         for (name, r) in std::mem::take(&mut request.shm_inputs) {
+            let bad = |e: String| ApiError::bad_request(format!("input '{name}': {e}"));
             let (region, at) = self.place(&r, &name)?;
-            let mut data = vec![0u8; r.byte_size as usize];
+            let t = request
+                .inputs
+                .iter_mut()
+                .find(|t| t.name == name)
+                .ok_or_else(|| ApiError::bad_request(format!("no input '{name}'")))?;
+            let count = crate::codec::element_count(&t.shape).map_err(bad)?;
+            if let Some(size) = t.datatype.element_bytes() {
+                if count.checked_mul(size).map(|n| n as u64) != Some(r.byte_size) {
+                    return Err(bad(format!(
+                        "shared_memory_byte_size is {}, its shape needs {} ({count} elements \
+                         of {size} bytes)",
+                        r.byte_size,
+                        count as u128 * size as u128
+                    )));
+                }
+            }
+            let mut data = Vec::new();
+            usize::try_from(r.byte_size)
+                .ok()
+                .and_then(|n| data.try_reserve_exact(n).ok())
+                .ok_or_else(|| {
+                    ApiError::new(
+                        axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                        format!(
+                            "input '{name}': cannot allocate {} bytes to read from shared memory",
+                            r.byte_size
+                        ),
+                    )
+                })?;
+            data.resize(r.byte_size as usize, 0);
             region.file.read_exact_at(&mut data, at).map_err(|e| {
                 let why = if e.kind() == std::io::ErrorKind::UnexpectedEof {
                     format!(
@@ -208,15 +239,7 @@ impl Regions {
                 };
                 ApiError::bad_request(format!("'{name}': cannot read shared memory: {why}"))
             })?;
-            let t = request
-                .inputs
-                .iter_mut()
-                .find(|t| t.name == name)
-                .ok_or_else(|| ApiError::bad_request(format!("no input '{name}'")))?;
-            let count = crate::codec::element_count(&t.shape)
-                .map_err(|e| ApiError::bad_request(format!("input '{name}': {e}")))?;
-            check_size(&data, t.datatype, count)
-                .map_err(|e| ApiError::bad_request(format!("input '{name}': {e}")))?;
+            check_size(&data, t.datatype, count).map_err(bad)?;
             t.data = data;
         }
         Ok(())

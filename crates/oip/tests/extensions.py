@@ -325,10 +325,10 @@ def shared_memory(srv, cl, direct, rng, batch_mlp):
                "grpc": grpcclient.InferenceServerClient(f"127.0.0.1:{srv.grpc}")}
     mods = {"http": httpclient, "grpc": grpcclient}
 
-    def request(proto, in_offset=0, in_region="in"):
+    def request(proto, in_offset=0, in_region="in", in_size=sizes["in"]):
         mod = mods[proto]
         i = mod.InferInput("x", [2, 16], "FP32")
-        i.set_shared_memory(in_region, sizes["in"], offset=in_offset)
+        i.set_shared_memory(in_region, in_size, offset=in_offset)
         o = mod.InferRequestedOutput("output0")
         o.set_shared_memory("out", sizes["out"])
         return clients[proto].infer("batch_mlp", [i], outputs=[o])
@@ -363,6 +363,8 @@ def shared_memory(srv, cl, direct, rng, batch_mlp):
              "past the end of"),
             ("an input offset past the region", lambda p: request(p, in_offset=64),
              "offset 64 + byte size 128 is past the end of shared memory region 'in' (128 bytes)"),
+            ("a byte size the shape does not need", lambda p: request(p, in_size=64),
+             "shared_memory_byte_size is 64, its shape needs 128 (32 elements of 4 bytes)"),
             ("an unregistered region", lambda p: request(p, in_region="nowhere"),
              "no system shared memory region 'nowhere' is registered"),
             ("a key outside /dev/shm",

@@ -5,7 +5,8 @@ tritonclient over HTTP binary and JSON and gRPC: outputs equal to direct tvmrt c
 recorded outputs, auto-completed configurations, dynamic batching seen in the statistics, two
 instances, 16 clients x 200 requests, every bad input, broken models listed with their reason),
 then what only this server is asked: bad requests at the protocol level (unknown model,
-malformed JSON and protobuf, an oversized body, a batch over the maximum) each refused alone,
+malformed JSON and protobuf, an oversized body, a batch over the maximum, shapes far beyond the
+data sent) each refused alone,
 load/unload/reload without a restart, and SIGTERM with requests in flight (every accepted
 request answered, a clean exit).
 
@@ -71,6 +72,10 @@ class OipServer(triton.Server):
 BINARY_HEAD = (b'{"inputs": [{"name": "x", "shape": [1, 16], "datatype": "FP32", '
                b'"parameters": {"binary_data_size": 64}}]}')
 
+# ... and one whose 2^62 + 1 elements would wrap to the 4 bytes sent.
+WRAPS_HEAD = (b'{"inputs": [{"name": "x", "shape": [1, 4611686018427387905], "datatype": "FP32", '
+              b'"parameters": {"binary_data_size": 4}}]}')
+
 
 def protocol_errors(srv, cl, direct, rng):
     x = rng.standard_normal((1, 16), dtype=np.float32)
@@ -102,6 +107,16 @@ def protocol_errors(srv, cl, direct, rng):
         ("data short of the shape", lambda: infer_json("batch_mlp", [
             {"name": "x", "shape": [1, 16], "datatype": "FP32", "data": [1.0] * 15}]), 400,
          "holds 15 elements, its shape has 16"),
+        # Once aborted the whole server: 2^40 elements claimed, one sent, and 8 TiB asked of
+        # the allocator before the elements were counted.
+        ("a shape far beyond the data sent", lambda: infer_json("batch_mlp", [
+            {"name": "x", "shape": [1, 1 << 40], "datatype": "FP32", "data": [1.0]}]), 400,
+         "holds 1 elements, its shape has 1099511627776"),
+        # 2^62 + 1 elements of 4 bytes wrap to 4 bytes in 64 bits.
+        ("a binary size that matches a shape only modulo 2^64", lambda: srv.post(
+            "/v2/models/batch_mlp/infer", WRAPS_HEAD + b"\0" * 4,
+            {"Inference-Header-Content-Length": str(len(WRAPS_HEAD))}), 400,
+         "holds 4 bytes, its shape needs 18446744073709551620"),
         ("an unknown datatype", lambda: infer_json("batch_mlp", [
             {"name": "x", "shape": [1, 16], "datatype": "FLOAT", "data": [1.0] * 16}]), 400,
          "invalid datatype 'FLOAT'"),
