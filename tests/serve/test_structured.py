@@ -16,8 +16,10 @@ Starts the server on 127.0.0.1 (a free port), checks, stops it by its process id
 - preemption with constrained sequences (a second server with a small KV cache): answers equal
   to the first server's;
 - bad input (unknown response_format type, invalid or unsatisfiable schema, bad regex or
-  grammar, two constraints, a grammar past --max-grammar-size): 400 in OpenAI's error shape,
-  and the server still serves.
+  grammar, two constraints, a grammar past --max-grammar-size, a schema no answer can start):
+  400 in OpenAI's error shape, and the server still serves;
+- grammars that fail a later step (past --max-grammar-step-fuel, past the parser's row): 400
+  too, streamed as an error event, llguidance's reason without its parser state.
 """
 
 import json
@@ -256,6 +258,10 @@ def bad_inputs_are_400s_and_the_server_still_serves(s, client):
         ({"guided_choice": []}, "guided_json", "choice"),
         ({"guided_regex": "a", "response_format": {"type": "json_object"}}, "guided_json", "one"),
         ({"structured_outputs": "json"}, "structured_outputs", "object"),
+        # Compiles, but no answer can start (llguidance finds out at the first mask).
+        ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+            "$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/a"}}}}}},
+         "response_format", "at the answer's first token"),
     ]
     for extra, param, word in bad:
         status, _, text = s.request("POST", "/v1/chat/completions",
@@ -273,6 +279,43 @@ def bad_inputs_are_400s_and_the_server_still_serves(s, client):
         raise AssertionError("accepted")
     except openai.BadRequestError as e:
         assert e.status_code == 400
+
+
+@check
+def grammars_failing_mid_answer_are_400s(s, client):
+    """A grammar that fails a later step (past the operator's per-token lexer fuel, past the
+    parser's row) fails its request with a 400 naming why, streamed as an error event: the
+    client's grammar to fix, not a 500 that clients retry. Nothing else is disturbed."""
+    hi = chat("hi")
+    wide = {"anyOf": [{"type": "object", "required": [f"k{i}"],
+                       "properties": {f"k{i}": {"type": "string"}}} for i in range(5000)]}
+    cases = [({"guided_regex": "a{1000000000}"}, "--max-grammar-step-fuel"),
+             ({"guided_json": wide}, "max is 2000")]
+    free = client.chat.completions.create(model="model", messages=hi, max_tokens=6,
+                                          temperature=0)
+    for extra, words in cases:
+        status, _, text = s.request("POST", "/v1/chat/completions",
+                                    {"messages": hi, "max_tokens": 8, **extra})
+        err = json.loads(text)["error"]
+        assert status == 400 and err["type"] == "invalid_request_error", (status, text)
+        assert words in err["message"] and len(err["message"]) < 200, err
+        assert "<state>" not in text, text
+        status, _, text = s.request("POST", "/v1/chat/completions",
+                                    {"messages": hi, "max_tokens": 8, "stream": True, **extra})
+        events = [json.loads(line[6:]) for line in text.splitlines()
+                  if line.startswith("data: {")]
+        assert status == 200 and events[-1]["error"]["type"] == "invalid_request_error", text
+        assert words in events[-1]["error"]["message"], events[-1]
+        assert text.rstrip().endswith("data: [DONE]"), text
+        try:
+            client.chat.completions.create(model="model", messages=hi, max_tokens=8,
+                                           extra_body=extra)
+            raise AssertionError(f"{extra} accepted")
+        except openai.BadRequestError as e:
+            assert words in str(e), e
+    again = client.chat.completions.create(model="model", messages=hi, max_tokens=6,
+                                           temperature=0)
+    assert again.choices[0].message.content == free.choices[0].message.content
 
 
 def guided(client, k):

@@ -141,7 +141,7 @@ mod tests {
                     seen.push(format!("done {prompt_tokens} {completion_tokens}"));
                     break;
                 }
-                Event::Error(m) => panic!("{m}"),
+                Event::Error(f) => panic!("{f}"),
             }
         }
         seen.sort();

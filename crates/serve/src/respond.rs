@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use crate::api::{self, ApiError, Common, CompletionLogprobs};
 use crate::batch::Events;
-use crate::engine::{Event, FinishReason};
+use crate::engine::{Event, Failure, FinishReason};
 use crate::http::{error_response, now, App, Kind};
 use crate::sampler::TokenLogprob;
 use crate::tools::answer::ToolAnswers;
@@ -220,11 +220,24 @@ impl Responder {
     }
 }
 
-fn engine_error(msg: &str) -> ApiError {
+/// The engine went away before the request's end.
+fn stopped() -> Failure {
+    Failure {
+        message: "the engine stopped".into(),
+        by_request: false,
+    }
+}
+
+/// The error a failed request answers with: its own grammar's failure a 400, the engine's a
+/// 500.
+fn engine_error(f: &Failure) -> ApiError {
+    if f.by_request {
+        return ApiError::bad(f.message.clone(), None);
+    }
     ApiError {
         status: 500,
         kind: "server_error",
-        message: msg.to_string(),
+        message: f.message.clone(),
         param: None,
         code: None,
     }
@@ -233,7 +246,7 @@ fn engine_error(msg: &str) -> ApiError {
 pub(crate) async fn collect_response(mut r: Responder, mut events: Events) -> Response {
     while let Some(e) = events.recv().await {
         match &e {
-            Event::Error(msg) => return error_response(engine_error(msg)),
+            Event::Error(f) => return error_response(engine_error(f)),
             Event::Done { .. } => {
                 r.on(&e);
                 return axum::Json(r.whole()).into_response();
@@ -243,7 +256,7 @@ pub(crate) async fn collect_response(mut r: Responder, mut events: Events) -> Re
             }
         }
     }
-    error_response(engine_error("the engine stopped"))
+    error_response(engine_error(&stopped()))
 }
 
 struct StreamState {
@@ -284,8 +297,8 @@ pub(crate) fn stream_response(r: Responder, events: Events) -> Response {
                 return None;
             }
             match st.events.recv().await {
-                Some(Event::Error(msg)) => {
-                    st.out.push_back(engine_error(&msg).body().to_string());
+                Some(Event::Error(f)) => {
+                    st.out.push_back(engine_error(&f).body().to_string());
                     st.out.push_back("[DONE]".into());
                     st.ended = true;
                 }
@@ -307,7 +320,7 @@ pub(crate) fn stream_response(r: Responder, events: Events) -> Response {
                 }
                 None => {
                     st.out
-                        .push_back(engine_error("the engine stopped").body().to_string());
+                        .push_back(engine_error(&stopped()).body().to_string());
                     st.ended = true;
                 }
             }

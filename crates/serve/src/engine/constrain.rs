@@ -8,6 +8,7 @@ use tvmrt::{Error, Result};
 
 use super::scheduler::Worker;
 use super::step::Row;
+use super::GRAMMAR_ERROR;
 use crate::sampler::{self, TokenLogprob};
 
 /// A decode batch's masks: the constrained rows, their masks, the rows whose grammar failed.
@@ -21,7 +22,7 @@ impl Worker {
         for (k, (i, c, row)) in rows.iter_mut().enumerate() {
             if let Some(m) = self.active[*i].choices[*c].matcher.as_mut() {
                 if let Err(e) = m.mask_logits(row) {
-                    failed.push((k, Error::runtime(e)));
+                    failed.push((k, grammar_error(e)));
                 }
             }
         }
@@ -39,7 +40,7 @@ impl Worker {
                         out.0.push(k as i32);
                         out.1.push(mask);
                     }
-                    Err(e) => out.2.push((k, Error::runtime(e))),
+                    Err(e) => out.2.push((k, grammar_error(e))),
                 }
             }
         }
@@ -55,7 +56,7 @@ impl Worker {
         let (mut forced, mut complete) = (Vec::new(), false);
         if !self.stop_ids.contains(&token) {
             if let Some(m) = self.active[i].choices[c].matcher.as_mut() {
-                m.commit(token).map_err(Error::runtime)?;
+                m.commit(token).map_err(grammar_error)?;
                 if self.jump_forward {
                     forced = m.forced();
                 }
@@ -80,4 +81,9 @@ impl Worker {
         }
         Ok(())
     }
+}
+
+/// A request's grammar failing a step: the request's fault, answered as a 400.
+fn grammar_error(message: String) -> Error {
+    Error::new(GRAMMAR_ERROR, message)
 }

@@ -121,7 +121,42 @@ pub enum Event {
         completion_tokens: usize,
     },
     /// The request failed; nothing follows.
-    Error(String),
+    Error(Failure),
+}
+
+/// Why a request failed after it was accepted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Failure {
+    /// The message.
+    pub message: String,
+    /// The request's own output grammar failed (a step past the operator's limits): the
+    /// client's to fix, answered as a 400, not the server's 500 (which clients retry).
+    pub by_request: bool,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// The kind of [`tvmrt::Error`] of a request's grammar that fails mid-answer.
+pub const GRAMMAR_ERROR: &str = "GrammarError";
+
+impl Failure {
+    /// The failure `e` makes: the request's (its message alone) where it is a
+    /// [`GRAMMAR_ERROR`], else the engine's.
+    pub fn of(e: &Error) -> Failure {
+        let by_request = e.kind == GRAMMAR_ERROR;
+        Failure {
+            message: if by_request {
+                e.message.clone()
+            } else {
+                e.to_string()
+            },
+            by_request,
+        }
+    }
 }
 
 /// A generation request.

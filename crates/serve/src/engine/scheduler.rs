@@ -254,7 +254,7 @@ impl Worker {
         if !a.dequeued {
             self.pending.fetch_sub(1, Relaxed);
         }
-        a.send(Event::Error(e.to_string()));
+        a.send(Event::Error(super::Failure::of(e)));
         self.metrics.requests_error.fetch_add(1, Relaxed);
         self.remove_sequences(&a);
     }

@@ -142,6 +142,8 @@ impl Grammars {
         l.max_grammar_size = limits.max_grammar_size;
         l.initial_lexer_fuel = limits.max_compile_fuel;
         l.step_lexer_fuel = limits.max_step_fuel;
+        // Errors without the parser's state and the grammar appended (llguidance's debugging).
+        l.verbose_errors = false;
         Ok(Grammars {
             factory,
             cache_size: limits.cache_size.max(1),
@@ -167,8 +169,16 @@ impl Grammars {
         let parser = self
             .factory
             .create_parser(grammar)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| reason(&e.to_string()))?;
         let compiled = Compiled(Arc::new(parser));
+        // llguidance builds parts of the lexer and parser lazily, at the first mask: a grammar
+        // that cannot give one (a lexer past its limits, a rule that only refers to itself,
+        // an alternative too wide for a parser row) is refused now, not failed mid-answer.
+        let mut first = llguidance::Matcher::new(Ok(compiled.0.as_ref().clone()));
+        if let Err(e) = first.compute_mask() {
+            let why = step_reason(&first.get_error().unwrap_or_else(|| e.to_string()));
+            return Err(format!("{why} (at the answer's first token)"));
+        }
         let mut guard = self.cache.lock();
         let (map, tick) = &mut *guard;
         if map.len() >= self.cache_size {
@@ -241,11 +251,31 @@ impl Matcher {
     }
 
     fn error(&self, e: impl std::fmt::Display) -> String {
-        format!(
-            "the output grammar: {}",
-            self.0.get_error().unwrap_or_else(|| e.to_string())
-        )
+        let text = self.0.get_error().unwrap_or_else(|| e.to_string());
+        format!("the output grammar: {}", step_reason(&text))
     }
+}
+
+/// The reason a step's mask failed, naming the operator's limit where the lexer ran out of
+/// fuel (llguidance says only "too many expressions constructed").
+fn step_reason(text: &str) -> String {
+    let why = reason(text);
+    if why.contains("too many expressions constructed") {
+        format!("{why} (one token's mask needs more lexer work than --max-grammar-step-fuel)")
+    } else {
+        why
+    }
+}
+
+/// llguidance's message without what it appends for its own debugging (the parser's state,
+/// or a marker that it was left out; a panic's backtrace): not a reason a client can act on.
+fn reason(text: &str) -> String {
+    let end = ["\n<state>", "\n<non-verbose/>", "\n<backtrace>"]
+        .iter()
+        .filter_map(|marker| text.find(marker))
+        .min()
+        .unwrap_or(text.len());
+    text[..end].trim_end().to_string()
 }
 
 /// Sets `row[t]` to -inf for every token `t` whose bit is clear in `mask` (ids past the
@@ -423,6 +453,68 @@ mod tests {
             })
             .unwrap_err();
         assert!(e.contains("size") || e.contains("limit"), "{e}");
+    }
+
+    /// Grammars llguidance accepts but cannot start matching are refused when compiled (the
+    /// server's 400); grammars that fail a later step fail it with the limit they passed.
+    /// Either way the reason is llguidance's, without its parser state or backtrace.
+    #[test]
+    fn grammars_past_the_parser_s_limits_fail_with_a_short_reason() {
+        let (g, codec) = grammars();
+        let schema = |s: serde_json::Value| Constraint::JsonSchema {
+            schema: s,
+            compact: true,
+        };
+        let short = |e: &str| {
+            assert!(!e.contains('<'), "{e}");
+            assert!(e.len() < 200, "{e}");
+        };
+        // A rule that only refers to itself has no first token; an integer range past i64
+        // panics inside llguidance (caught there).
+        let cycle = json!({"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/a"}}});
+        let range = json!({"type": "integer", "minimum": -1e300, "maximum": 1e300});
+        for (k, c) in [schema(cycle), schema(range)].iter().enumerate() {
+            let e = g
+                .compile(c)
+                .err()
+                .unwrap_or_else(|| panic!("case {k} compiled"));
+            short(&e);
+        }
+        assert_eq!(g.cached(), 0);
+        // A counted repeat too costly to derive fails at its second step (the first, `a`, is
+        // cheap), naming the operator's limit; 5000 alternatives fail after `{`, past the
+        // parser's row.
+        let wide: Vec<serde_json::Value> = (0..5000)
+            .map(|i| {
+                json!({"type": "object", "required": [format!("k{i}")],
+                "properties": {format!("k{i}"): {"type": "string"}}})
+            })
+            .collect();
+        let later = [
+            (Constraint::Regex("a{1000000000}".into()), "a"),
+            (schema(json!({"anyOf": wide})), "{"),
+        ];
+        let mut errors = Vec::new();
+        for (c, first) in &later {
+            let mut m = Matcher::new(&g.compile(c).unwrap());
+            let e = match m.commit(codec.encode(first).unwrap()[0]) {
+                Err(e) => e,
+                Ok(()) => m.allowed().unwrap_err(),
+            };
+            short(&e);
+            errors.push(e);
+        }
+        assert_eq!(
+            errors[0],
+            "the output grammar: lexer error: too many expressions constructed (one token's \
+             mask needs more lexer work than --max-grammar-step-fuel)"
+        );
+        assert!(
+            errors[1].contains("5000 items; max is 2000"),
+            "{}",
+            errors[1]
+        );
+        assert!(g.compile(&Constraint::Regex("a{3}".into())).is_ok());
     }
 
     #[test]
