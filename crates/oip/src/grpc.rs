@@ -15,6 +15,7 @@ use crate::error::ApiError;
 use crate::grpc_triton as triton;
 use crate::http::{run_request, server_metadata, App, EXTENSIONS};
 use crate::infer::{datatype, InferRequest, RequestedOutput, Tensor};
+use crate::load_request;
 
 /// The messages and service generated from the proto by build.rs.
 #[allow(missing_docs, clippy::all, rustdoc::all)]
@@ -330,7 +331,9 @@ impl GrpcInferenceService for Grpc {
     ) -> Result<Response<RepositoryModelLoadResponse>, Status> {
         let r = r.into_inner();
         let name = triton::model_name(r.model_name, r.repository_name);
-        self.app.repo.load(&name).await.map_err(status)?;
+        let config = load_request::config_override(&name, triton::load_params(r.parameters))
+            .map_err(status)?;
+        self.app.repo.load(&name, config).await.map_err(status)?;
         Ok(Response::new(RepositoryModelLoadResponse {}))
     }
 

@@ -15,6 +15,7 @@ use crate::grpc::pb::repository_index_response::ModelIndex;
 use crate::grpc::pb::*;
 use crate::grpc::{infer, status, version};
 use crate::http::{stats_json, App};
+use crate::load_request::Param;
 use crate::protojson;
 
 /// The responses of `ModelStreamInfer`.
@@ -104,6 +105,26 @@ pub fn model_name(model_name: String, field_1: String) -> String {
     } else {
         model_name
     }
+}
+
+/// A load request's parameters, as [`crate::load_request::config_override`] reads them.
+pub fn load_params(
+    params: std::collections::HashMap<String, ModelRepositoryParameter>,
+) -> Vec<(String, Param)> {
+    use model_repository_parameter::ParameterChoice as C;
+    params
+        .into_iter()
+        .map(|(k, v)| {
+            let value = match v.parameter_choice {
+                Some(C::StringParam(s)) => Param::Text(s),
+                Some(C::BoolParam(_)) => Param::Other("bool"),
+                Some(C::Int64Param(_)) => Param::Other("int64"),
+                Some(C::BytesParam(_)) => Param::Other("bytes"),
+                None => Param::Other("empty parameter"),
+            };
+            (k, value)
+        })
+        .collect()
 }
 
 /// UNAVAILABLE, naming the feature tvmrt serve does not have.

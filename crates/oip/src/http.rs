@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 use crate::compression;
 use crate::error::ApiError;
 use crate::infer::{decode_request, encode_response, InferRequest, Tensor};
+use crate::load_request;
 use crate::repository::Repository;
 use crate::stats;
 use crate::trace::Trace;
@@ -347,8 +348,15 @@ async fn repository_index(State(app): Shared, body: Body) -> Result<Json<Value>,
     Ok(Json(app.repo.index(ready)))
 }
 
-async fn load(State(app): Shared, Path(m): Path<String>) -> Result<Json<Value>, ApiError> {
-    app.repo.load(&m).await.map(|_| Json(json!({})))
+async fn load(
+    State(app): Shared,
+    Path(m): Path<String>,
+    body: Body,
+) -> Result<Json<Value>, ApiError> {
+    let body = read_body(body, &app.limits).await?;
+    let params = load_request::http_params(&m, &body)?;
+    let config = load_request::config_override(&m, params)?;
+    app.repo.load(&m, config).await.map(|_| Json(json!({})))
 }
 
 async fn unload(State(app): Shared, Path(m): Path<String>) -> Result<Json<Value>, ApiError> {

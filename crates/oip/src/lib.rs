@@ -6,7 +6,8 @@
 //! statistics, system shared memory, trace and logging settings: [`grpc_triton`],
 //! [`triton_http`], [`shm`], [`trace`], [`logging`]).
 //!
-//! The repository has Triton's layout ([`repository`]); each model is loaded, completed,
+//! The repository has Triton's layout ([`repository`]; a load request may give a model's
+//! configuration in place of its file: [`load_request`]); each model is loaded, completed,
 //! queued and batched by `tvmrt-models`, the code the Triton backend runs ([`model`]: the
 //! checks Triton's core makes before queueing, then `tvmrt_models::batcher`). Tensors are
 //! decoded and encoded in [`codec`] and [`infer`] (JSON and Triton's binary extension), each
@@ -26,6 +27,7 @@ pub mod idle;
 pub mod infer;
 pub mod job;
 pub mod listen;
+pub mod load_request;
 pub mod logging;
 pub mod model;
 pub mod protojson;

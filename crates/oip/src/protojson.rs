@@ -6,7 +6,7 @@
 
 use std::sync::OnceLock;
 
-use prost_reflect::{DescriptorPool, DeserializeOptions, DynamicMessage};
+use prost_reflect::{DescriptorPool, DeserializeOptions, DynamicMessage, SerializeOptions};
 use serde_json::Value;
 
 static DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptors.bin"));
@@ -28,6 +28,27 @@ pub fn message<T: prost::Message + Default>(full_name: &str, json: &Value) -> Re
     dynamic
         .transcode_to::<T>()
         .map_err(|e| format!("{full_name}: {e}"))
+}
+
+/// `json` read as message `full_name` and written back: fields it does not have and values
+/// of the wrong type are errors; fields named as the proto names them, 64-bit integers as
+/// numbers, enums by name, fields left at their defaults out (as protobuf cannot tell them
+/// from absent ones) and set messages kept even when empty: the form `config.pbtxt` is read
+/// into.
+pub fn normalize(full_name: &str, json: &Value) -> Result<Value, String> {
+    let desc = pool()
+        .get_message_by_name(full_name)
+        .ok_or_else(|| format!("no message {full_name} in the protocol"))?;
+    let options = DeserializeOptions::new().deny_unknown_fields(true);
+    let dynamic = DynamicMessage::deserialize_with_options(desc, json, &options)
+        .map_err(|e| format!("{full_name} from JSON: {e}"))?;
+    let options = SerializeOptions::new()
+        .stringify_64_bit_integers(false)
+        .use_proto_field_name(true)
+        .skip_default_fields(true);
+    dynamic
+        .serialize_with_options(serde_json::value::Serializer, &options)
+        .map_err(|e| format!("{full_name} to JSON: {e}"))
 }
 
 #[cfg(test)]

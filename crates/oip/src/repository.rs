@@ -99,8 +99,13 @@ impl Repository {
         }
     }
 
-    /// Loads model `name` (blocking): its version and the served model, or why not.
-    fn load_blocking(&self, name: &str) -> (String, Result<ServedModel, String>) {
+    /// Loads model `name` (blocking) with `config` in place of its `config.pbtxt` if given:
+    /// its version and the served model, or why not.
+    fn load_blocking(
+        &self,
+        name: &str,
+        config: Option<Value>,
+    ) -> (String, Result<ServedModel, String>) {
         let (version, dir, config) = match &self.source {
             Source::File(f) => {
                 let file = f.file_name().map(|n| n.to_string_lossy().into_owned());
@@ -112,11 +117,11 @@ impl Repository {
                 } else {
                     dir
                 };
-                (
-                    "1".to_string(),
-                    dir,
-                    Ok(json!({"default_model_filename": file})),
-                )
+                let mut config = config.unwrap_or_else(|| json!({}));
+                if config.get("default_model_filename").is_none() {
+                    config["default_model_filename"] = json!(file);
+                }
+                ("1".to_string(), dir, Ok(config))
             }
             Source::Directory(root) => {
                 let dir = root.join(name);
@@ -131,7 +136,10 @@ impl Repository {
                     );
                 }
                 match latest_version(&dir) {
-                    Ok(v) => (v.clone(), dir.join(&v), read_config(&dir)),
+                    Ok(v) => {
+                        let config = config.map_or_else(|| read_config(&dir), Ok);
+                        (v.clone(), dir.join(&v), config)
+                    }
                     Err(e) => return ("1".into(), Err(format!("model `{name}`: {e}"))),
                 }
             }
@@ -142,9 +150,10 @@ impl Repository {
         (version, loaded)
     }
 
-    /// Loads (or reloads) model `name`. A reload that fails leaves the version served before
-    /// in place.
-    pub async fn load(self: &Arc<Self>, name: &str) -> Result<(), ApiError> {
+    /// Loads (or reloads) model `name`, with `config` in place of its `config.pbtxt` if given
+    /// (a load request's override). A reload that fails leaves the version served before in
+    /// place.
+    pub async fn load(self: &Arc<Self>, name: &str, config: Option<Value>) -> Result<(), ApiError> {
         let _control = self.control.lock().await;
         if !self.names().iter().any(|n| n == name) {
             return Err(ApiError::bad_request(format!(
@@ -153,9 +162,10 @@ impl Repository {
         }
         let me = self.clone();
         let owned = name.to_string();
-        let (version, loaded) = tokio::task::spawn_blocking(move || me.load_blocking(&owned))
-            .await
-            .unwrap_or_else(|e| ("1".into(), Err(format!("loading panicked: {e}"))));
+        let (version, loaded) =
+            tokio::task::spawn_blocking(move || me.load_blocking(&owned, config))
+                .await
+                .unwrap_or_else(|e| ("1".into(), Err(format!("loading panicked: {e}"))));
         match loaded {
             Ok(model) => {
                 crate::log_info!("successfully loaded '{name}' version {version}");
@@ -193,7 +203,7 @@ impl Repository {
         for name in self.names() {
             let me = self.clone();
             tasks.spawn(async move {
-                let _ = me.load(&name).await;
+                let _ = me.load(&name, None).await;
             });
         }
         while tasks.join_next().await.is_some() {}
@@ -360,7 +370,7 @@ mod tests {
         let repo = Repository::new(Source::Directory(d.clone()), Defaults { max_queue: 4 });
         assert_eq!(repo.names(), vec!["a", "b", "noversion"]);
         assert_eq!(mlc_models(&d), vec![d.join("llm")]);
-        let why = |m: &str| repo.load_blocking(m).1.err().unwrap();
+        let why = |m: &str| repo.load_blocking(m, None).1.err().unwrap();
         assert!(
             why("llm").contains("an MLC-LLM model directory"),
             "{}",

@@ -226,6 +226,53 @@ def model_control(srv, cl, direct, rng, repo):
         assert code == 400 and "no model `nowhere`" in body["error"], body
     check("a model added to the repository while serving loads (no config.pbtxt)", added_later)
 
+    def config_override():
+        import tritonclient.grpc as grpcclient
+        import tritonclient.http as httpclient
+        from tritonclient.utils import InferenceServerException
+        clients = {"http": httpclient.InferenceServerClient(f"127.0.0.1:{srv.http}"),
+                   "grpc": grpcclient.InferenceServerClient(f"127.0.0.1:{srv.grpc}")}
+        lib = f"{HERE}/../../triton/tests/models/batch_mlp.so"
+        x3 = rng.standard_normal((3, 16), dtype=np.float32)
+
+        def config():
+            return json.loads(srv.get("/v2/models/batch_mlp/config")[1])
+        assert config()["max_batch_size"] == 8
+        # Triton's JSON as a client writes it (protobuf's JSON: 64-bit integers as strings).
+        two = {"max_batch_size": 2, "dynamic_batching": {"max_queue_delay_microseconds": "100"},
+               "instance_group": [{"kind": "KIND_CPU", "count": 2}]}
+        for proto, c in clients.items():
+            c.load_model("batch_mlp", config=json.dumps(two))
+            got = config()
+            assert got["max_batch_size"] == 2 and got["instance_group"][0]["count"] == 2, got
+            e = cl.error(proto, "batch_mlp", {"x": x3})
+            assert "batch-size must be <= 2" in e, e
+            equal(cl.infer(proto, "batch_mlp", {"x": x3[:2]})["output0"],
+                  direct.relax(lib, x3[:2])[0], f"batch_mlp loaded with a config over {proto}")
+        refused = [
+            ("a misspelt field", {"config": json.dumps({"max_batch_sise": 4})},
+             "unrecognized field name 'max_batch_sise'"),
+            ("a model's files", {"config": json.dumps(two), "files": {"file:1/model.so": b"\x7fELF"}},
+             "model files in the load request (`file:1/model.so`) are not accepted"),
+        ]
+        for name, kwargs, words in refused:
+            for proto, c in clients.items():
+                try:
+                    c.load_model("batch_mlp", **kwargs)
+                    raise AssertionError(f"{name} over {proto} was loaded")
+                except InferenceServerException as e:
+                    assert words in e.message(), (name, proto, e.message())
+                    assert e.status() in ("400", "StatusCode.INVALID_ARGUMENT"), e.status()
+                    print(f"      {name} over {proto}: {e.status()} {e.message()[:150]}")
+                assert config()["max_batch_size"] == 2, "a refused load changed the model"
+        # A load without a config reads config.pbtxt again.
+        clients["http"].load_model("batch_mlp")
+        assert config()["max_batch_size"] == 8
+        equal(cl.infer("http", "batch_mlp", {"x": x3})["output0"], direct.relax(lib, x3)[0],
+              "batch_mlp with its own config again")
+    check("a load with a config in place of config.pbtxt (tritonclient's load_model(config=)), "
+          "over HTTP and gRPC; a misspelt one and a model's files refused", config_override)
+
 
 def single_model(tool, tmp, direct):
     """`tvmrt serve model.so`: one library served alone, named after the file."""
