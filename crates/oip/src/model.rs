@@ -105,6 +105,11 @@ fn listed_outputs(config: &Value) -> Vec<(String, DataType, Vec<i64>)> {
         .collect()
 }
 
+/// The most instances one model may have: each is a thread with its own executor, and a load
+/// request may carry its configuration, so a count is bounded before any thread starts (a
+/// million of them had ended the process when thread stacks ran out).
+pub const MAX_INSTANCES: usize = 256;
+
 /// The instances a configuration asks for: each one's name and GPU (`None`: the CPU).
 fn instances(name: &str, config: &mut Value) -> Result<Vec<(String, Option<i64>)>, String> {
     let groups = match config.get("instance_group").and_then(Value::as_array) {
@@ -133,6 +138,13 @@ fn instances(name: &str, config: &mut Value) -> Result<Vec<(String, Option<i64>)
             .get("name")
             .and_then(Value::as_str)
             .map_or_else(|| format!("{name}_{g}"), str::to_string);
+        let asked = (count as u128) * (gpus.len() as u128) + out.len() as u128;
+        if asked > MAX_INSTANCES as u128 {
+            return Err(format!(
+                "instance_group asks for {asked} instances or more; a model may have at most \
+                 {MAX_INSTANCES}"
+            ));
+        }
         let mut n = 0;
         for gpu in &gpus {
             for _ in 0..count {

@@ -252,6 +252,10 @@ def model_control(srv, cl, direct, rng, repo):
         refused = [
             ("a misspelt field", {"config": json.dumps({"max_batch_sise": 4})},
              "unrecognized field name 'max_batch_sise'"),
+            # A thread each: a million had ended the process before the bound.
+            ("a million instances", {"config": json.dumps(
+                {"max_batch_size": 2, "instance_group": [{"count": 1000000}]})},
+             "instance_group asks for 1000000 instances or more; a model may have at most 256"),
             ("a model's files", {"config": json.dumps(two), "files": {"file:1/model.so": b"\x7fELF"}},
              "model files in the load request (`file:1/model.so`) are not accepted"),
         ]
@@ -271,7 +275,8 @@ def model_control(srv, cl, direct, rng, repo):
         equal(cl.infer("http", "batch_mlp", {"x": x3})["output0"], direct.relax(lib, x3)[0],
               "batch_mlp with its own config again")
     check("a load with a config in place of config.pbtxt (tritonclient's load_model(config=)), "
-          "over HTTP and gRPC; a misspelt one and a model's files refused", config_override)
+          "over HTTP and gRPC; a misspelt one, a million instances and a model's files refused",
+          config_override)
 
 
 def single_model(tool, tmp, direct):
