@@ -16,16 +16,21 @@ fn pool() -> &'static DescriptorPool {
     POOL.get_or_init(|| DescriptorPool::decode(DESCRIPTORS).expect("build.rs's descriptors"))
 }
 
-/// The message `full_name` (as `inference.ModelConfig`) read from `json` by protobuf's JSON
-/// mapping; fields the message does not have are ignored (what Triton's proto does not name).
-pub fn message<T: prost::Message + Default>(full_name: &str, json: &Value) -> Result<T, String> {
+/// `json` read as message `full_name` (as `inference.ModelConfig`) by protobuf's JSON
+/// mapping; fields the message does not have are errors if `deny_unknown`.
+fn read(full_name: &str, json: &Value, deny_unknown: bool) -> Result<DynamicMessage, String> {
     let desc = pool()
         .get_message_by_name(full_name)
         .ok_or_else(|| format!("no message {full_name} in the protocol"))?;
-    let options = DeserializeOptions::new().deny_unknown_fields(false);
-    let dynamic = DynamicMessage::deserialize_with_options(desc, json, &options)
-        .map_err(|e| format!("{full_name} from JSON: {e}"))?;
-    dynamic
+    let options = DeserializeOptions::new().deny_unknown_fields(deny_unknown);
+    DynamicMessage::deserialize_with_options(desc, json, &options)
+        .map_err(|e| format!("{full_name} from JSON: {e}"))
+}
+
+/// The message `full_name` (as `inference.ModelConfig`) read from `json` by protobuf's JSON
+/// mapping; fields the message does not have are ignored (what Triton's proto does not name).
+pub fn message<T: prost::Message + Default>(full_name: &str, json: &Value) -> Result<T, String> {
+    read(full_name, json, false)?
         .transcode_to::<T>()
         .map_err(|e| format!("{full_name}: {e}"))
 }
@@ -36,12 +41,7 @@ pub fn message<T: prost::Message + Default>(full_name: &str, json: &Value) -> Re
 /// from absent ones) and set messages kept even when empty: the form `config.pbtxt` is read
 /// into.
 pub fn normalize(full_name: &str, json: &Value) -> Result<Value, String> {
-    let desc = pool()
-        .get_message_by_name(full_name)
-        .ok_or_else(|| format!("no message {full_name} in the protocol"))?;
-    let options = DeserializeOptions::new().deny_unknown_fields(true);
-    let dynamic = DynamicMessage::deserialize_with_options(desc, json, &options)
-        .map_err(|e| format!("{full_name} from JSON: {e}"))?;
+    let dynamic = read(full_name, json, true)?;
     let options = SerializeOptions::new()
         .stringify_64_bit_integers(false)
         .use_proto_field_name(true)
