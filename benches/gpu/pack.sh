@@ -5,13 +5,15 @@
 # the device tool's machine has the NVIDIA driver, CUDA's toolkit and a python3 with numpy,
 # PyTorch and CuPy, but no Rust toolchain and no network. Writes DIR (default .devrun, which
 # .git/info/exclude must ignore; the device tool's `carry` then names it):
-#   lib/libtvmrt.so, bin/tvmrt            release builds, stripped (bin/tvmrt also serves run.sh's
-#                                         rpc_cuda part, with the tracked tests/fixtures/cuda)
+#   lib/libtvmrt.so, bin/tvmrt.xz         release builds, stripped (bin/tvmrt also serves run.sh's
+#                                         rpc_cuda and oip parts, with the tracked tests/fixtures/cuda)
 #   bin/cuda, bin/device_relax            c_tests/cuda.c and c_tests/device_relax.c
 #   bin/cuda_launch                       benches/cuda/cuda_launch.c (per-launch cost)
 #   lib/libfake_cuda.so                   the driver's test double, for the rehearsal (--fake)
 #   python/_core.abi3.so                  the Python package's C extension
-#   bin/serve_bench                       crates/serve/benches/serve.rs (tvmrt serve on cuda:0, opencl:0)
+#   bin/serve_bench.xz                    crates/serve/benches/serve.rs (tvmrt serve on cuda:0, opencl:0)
+#   bin/structured_bench.xz               crates/serve/benches/structured.rs (structured output on cuda:0)
+#                                         (the .xz files: unpacked by run.sh)
 #   lib/ocl/libOpenCL.so.1                an OpenCL ICD loader (Debian's ocl-icd), for opencl:0
 #   triton/, vk/                          the Triton and Vulkan parts, where their pack scripts exist
 #   triton_bench/                         the models of benches/triton/compute_bench.py
@@ -40,14 +42,16 @@ link=(-I include -I c_tests -L "$DIR/lib" -ltvmrt -ldl -Wl,-rpath,'$ORIGIN/../li
 "$CC" -O2 -o "$DIR/bin/cuda_launch" benches/cuda/cuda_launch.c "${link[@]}"
 "$CC" -shared -fPIC -O2 -o "$DIR/lib/libfake_cuda.so" tests/cuda_double/fake_cuda.c
 python/build_ext.sh --out "$DIR/python" >/dev/null
-# The serve benchmark (issue 31) as a binary: cargo names it serve-HASH.
-serve_bench=$(cargo bench -p tvmrt-serve --bench serve --no-run --message-format=json 2>/dev/null |
-  python3 -c 'import json, sys
+# The serve benchmarks (issues 31 and 49) as binaries: cargo names them NAME-HASH.
+for bench in serve structured; do
+  exe=$(cargo bench -p tvmrt-serve --bench "$bench" --no-run --message-format=json 2>/dev/null |
+    python3 -c 'import json, sys
 for m in map(json.loads, sys.stdin):
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "serve":
-        print(m["executable"])' | tail -1)
-cp "$serve_bench" "$DIR/bin/serve_bench"
-strip "$DIR/bin/serve_bench"
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
+        print(m["executable"])' "$bench" | tail -1)
+  cp "$exe" "$DIR/bin/${bench}_bench"
+  strip "$DIR/bin/${bench}_bench"
+done
 # An OpenCL ICD loader for the OpenCL serve part, where the GPU machine has none (Debian's
 # ocl-icd: libc only).
 ocl=$(ldconfig -p | awk '/libOpenCL\.so\.1 .*x86-64/ { print $NF; exit }')
@@ -70,5 +74,8 @@ generate.build(generate.cnn(3, 32, 10, seed=2), '$DIR/triton_bench/cnn.so')")
     benches/$part/gpu_pack.sh "$dest"
   fi
 done
+# The largest binaries travel compressed (about 3.5x; the device tool carries 64 MiB in all,
+# Vulkan's and Triton's parts included); run.sh unpacks them.
+xz -T2 -6 -f "$DIR/bin/tvmrt" "$DIR/bin/serve_bench" "$DIR/bin/structured_bench"
 du -sh "$DIR"
 du -sh "$DIR"/* | sort -h

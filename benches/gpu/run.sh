@@ -3,7 +3,9 @@
 #
 # The GPU machine's run (issue 32: CUDA on a real GPU; issue 30: Triton KIND_GPU; issue 34:
 # Vulkan on the NVIDIA driver; issue 31: tvmrt serve on CUDA and OpenCL; issue 48: tvmrt
-# rpc-server's remote CUDA tensors and kernels, driven by a raw client), from the folder
+# rpc-server's remote CUDA tensors and kernels, driven by a raw client; issue 49: structured
+# output with the mask applied on the device; issue 50: tvmrt serve's KIND_GPU instances and
+# batches on cuda:0), from the folder
 # benches/gpu/pack.sh wrote, with nothing but what that machine has (bash, python3 with
 # numpy/torch/cupy, the driver, compute-sanitizer). Each part runs under a time limit;
 # everything printed goes to OUT/run.log, the verdicts to OUT/summary.txt, and the parts' own
@@ -16,7 +18,8 @@
 #           libcuda.so.1 (values of whole models are not compared there; the parts that need
 #           PyTorch/CuPy, compute-sanitizer, Triton's GPU instances or a Vulkan GPU are left out)
 # Environment: OUT (default /tmp/gpu_run), PYTHON (default python3), ONLY (names of the parts
-# to run, e.g. "triton_kind_gpu vulkan"; default all).
+# to run, e.g. "triton_kind_gpu vulkan"; default all). The open issues' parts, first where
+# device time is short: ONLY="rpc_cuda structured_cuda oip_kind_gpu" (48, 49, 50).
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DIR=""
@@ -34,6 +37,14 @@ PY="${PYTHON:-python3}"
 FIX="$ROOT/tests/fixtures/cuda"
 mkdir -p "$OUTD"
 cd "$ROOT"
+# pack.sh compresses the largest binaries (the device tool carries 64 MiB at most); Python's
+# lzma, as the machine may have no xz.
+for packed in "$DIR"/bin/*.xz; do
+  [[ -e $packed ]] || continue
+  "$PY" -c 'import lzma, shutil, sys
+with lzma.open(sys.argv[1]) as i, open(sys.argv[1][:-3], "wb") as o:
+    shutil.copyfileobj(i, o)' "$packed" && chmod +x "${packed%.xz}" && rm "$packed"
+done
 cp "$DIR/python/_core.abi3.so" python/tvmrt/_core.abi3.so 2>/dev/null || true
 export TVMRT_LIBRARY="$DIR/lib/libtvmrt.so" PYTHONUNBUFFERED=1
 SUITE=() RELAX=() DEVICES=1 TRITON_BENCH_ARGS=()
@@ -167,12 +178,26 @@ if [[ -x $DIR/bin/serve_bench && $FAKE == 0 ]]; then
   part serve_opencl 300 bash -c 'opencl_env "$@"' opencl_env "$DIR/bin/serve_bench" \
     tests/fixtures/mlc/model tests/fixtures/mlc/model/lib_opencl.so --check
 fi
+if [[ -x $DIR/bin/structured_bench && $FAKE == 0 ]]; then
+  # Structured output on cuda:0 (issue 49): every constrained answer checked first (it
+  # validates, the mask applied by the library's kernel on the device), then the figures of
+  # the CPU's run: time per output token against free text, 16 constrained streams against
+  # 16 free ones, with the jump-forward on and off.
+  part structured_cuda 300 env TVMRT_SERVE_DEVICE=cuda:0 "$DIR/bin/structured_bench" \
+    tests/fixtures/mlc/model tests/fixtures/mlc/model/lib_cuda.so --check
+fi
 if [[ -f benches/triton/gpu_run.sh && -d $DIR/triton ]]; then
+  # oip_*: the same repository, requests and checks against `tvmrt serve --model-repository`
+  # (issue 50): KIND_GPU instances on cuda:0, batches joined from single rows there.
   if [[ $FAKE == 1 ]]; then
     part triton 120 bash benches/triton/gpu_run.sh "$DIR/triton" --rehearse
+    part oip 120 bash benches/triton/gpu_run.sh "$DIR/triton" --rehearse \
+      --server tvmrt --tool "$DIR/bin/tvmrt"
   else
     part triton_kind_gpu 120 bash benches/triton/gpu_run.sh "$DIR/triton"
     part triton_device_param 120 bash benches/triton/gpu_run.sh "$DIR/triton" --device-param
+    part oip_kind_gpu 120 bash benches/triton/gpu_run.sh "$DIR/triton" \
+      --server tvmrt --tool "$DIR/bin/tvmrt"
   fi
   if [[ -d $DIR/triton_bench ]]; then
     # Server-side compute against a direct call, on this machine's cores (issue 30).

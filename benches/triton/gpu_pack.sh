@@ -14,7 +14,9 @@
 #   models/              mlp_gpu (tests/fixtures/cuda/mlp_ptx.so, a Relax MLP with a PTX payload,
 #                        KIND_GPU x2 on GPU 0), add_gpu (elementwise_ptx.so's `add` kernel,
 #                        KIND_GPU), mlp_cpu (tests/fixtures/mlp.so, the same MLP built for llvm,
-#                        KIND_CPU), broken (a corrupt model.so: its load fails)
+#                        KIND_CPU), mul_batched (elementwise_ptx.so's `mul_2d` kernel on rows
+#                        of 70, max_batch_size 8 with dynamic batching, KIND_GPU: batches
+#                        joined from single rows), broken (a corrupt model.so: its load fails)
 #   models_rehearse/     the same with KIND_CPU instances and `device: cuda:0`, for a machine
 #                        without a GPU (Triton refuses KIND_GPU when CUDA sees no device)
 #   libfake_cuda.so      tests/cuda_double/fake_cuda.c, the driver's test double (rehearsal)
@@ -78,6 +80,12 @@ add_io='max_batch_size: 0
 input [{ name: "A" data_type: TYPE_FP32 dims: [-1] }, { name: "B" data_type: TYPE_FP32 dims: [-1] }]
 output [{ name: "output0" data_type: TYPE_FP32 dims: [-1] }]
 parameters { key: "function" value { string_value: "add" } }'
+# mul_2d(A[m, n], B[m, n]) -> C: m is the batch, rows of 70 (the requests' own batch of 1).
+mul_io='max_batch_size: 8
+input [{ name: "A" data_type: TYPE_FP32 dims: [70] }, { name: "B" data_type: TYPE_FP32 dims: [70] }]
+output [{ name: "output0" data_type: TYPE_FP32 dims: [70] }]
+parameters { key: "function" value { string_value: "mul_2d" } }
+dynamic_batching { max_queue_delay_microseconds: 20000 }'
 for repo in models models_rehearse; do
   if [ $repo = models ]; then
     gpu2='instance_group [{ kind: KIND_GPU, count: 2, gpus: [0] }]'
@@ -93,6 +101,9 @@ $dev"
 $gpu2"
   model $repo add_gpu $cu/elementwise_ptx.so "backend: \"tvmrt\"
 $add_io
+$gpu1"
+  model $repo mul_batched $cu/elementwise_ptx.so "backend: \"tvmrt\"
+$mul_io
 $gpu1"
   model $repo mlp_cpu tests/fixtures/mlp.so 'backend: "tvmrt"
 instance_group [{ kind: KIND_CPU, count: 1 }]'

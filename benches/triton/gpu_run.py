@@ -4,7 +4,12 @@ benches/triton/gpu_pack.sh wrote: unpacks the server, starts it on 127.0.0.1 (fr
 sends KServe v2 requests over HTTP (JSON and binary tensors, plain urllib), and checks
 outputs, statistics, metrics and the broken model. Python's standard library and numpy only.
 
-    gpu_run.py DIR [--rehearse | --device-param]
+    gpu_run.py DIR [--rehearse | --device-param] [--server tvmrt --tool TVMRT]
+
+--server tvmrt: the same repository, requests and checks against `tvmrt serve
+--model-repository` (issue 50) in place of Triton: its KIND_GPU instances on cuda:0 (also in a
+rehearsal, on the double), its own /metrics on the HTTP port, and CUDA shared memory refused
+by name (501) where Triton reads GPU pointers.
 
 --device-param: the `models_rehearse` repository (KIND_CPU instances with `device: cuda:0`) on
 the real driver: the backend's CUDA path without Triton's KIND_GPU, a fallback proof.
@@ -135,41 +140,44 @@ def main():
                     help="no GPU: KIND_CPU + device cuda:0 on the driver's test double")
     ap.add_argument("--device-param", action="store_true",
                     help="KIND_CPU + device cuda:0 on the real driver")
+    ap.add_argument("--server", choices=["triton", "tvmrt"], default="triton",
+                    help="tritonserver with the backend (default), or `tvmrt serve`")
+    ap.add_argument("--tool", help="the tvmrt binary, for --server tvmrt")
     args = ap.parse_args()
+    tvmrt_server = args.server == "tvmrt"
+    if tvmrt_server and (not args.tool or args.device_param):
+        ap.error("--server tvmrt takes --tool TVMRT, and not --device-param")
     mode = "rehearse" if args.rehearse else "device_param" if args.device_param else "kind_gpu"
+    if tvmrt_server:
+        mode = "oip_" + mode
     t0 = time.time()
     pack = os.path.abspath(args.dir)
     logs = os.path.join(os.environ.get("OUT") or tempfile.mkdtemp(prefix="tvmrt_gpu_logs_"), mode)
     os.makedirs(logs, exist_ok=True)
     work = tempfile.mkdtemp(prefix="tvmrt_gpu_run_")
-    with tarfile.open(os.path.join(pack, "tritonserver.tar.xz")) as t:
-        try:
-            t.extractall(work, filter="data")
-        except TypeError:  # a Python without extraction filters
-            t.extractall(work)
-    binary = os.path.join(work, "tritonserver", "pytriton", "tritonserver", "bin", "tritonserver")
-    print(f"unpacked the server in {time.time() - t0:.1f} s", flush=True)
-
-    repo = os.path.join(pack, "models" if mode == "kind_gpu" else "models_rehearse")
+    # Triton refuses KIND_GPU where CUDA sees no device, so its rehearsal takes KIND_CPU
+    # instances with `device: cuda:0`; tvmrt serve asks only tvmrt's driver (the double there).
+    repo = os.path.join(pack, "models" if mode.endswith("kind_gpu") or tvmrt_server
+                        else "models_rehearse")
     env = dict(os.environ)
     if args.rehearse:
         env.update(TVMRT_CUDA_LIBRARY=os.path.join(pack, "libfake_cuda.so"), FAKE_CUDA_DEVICES="1",
                    FAKE_CUDA_SM="90")
     http_port, grpc_port, metrics_port = free_ports(3)
-    log_path = os.path.join(logs, "tritonserver.log")
+    log_path = os.path.join(logs, "server.log")
     log = open(log_path, "w")
-    cmd = [binary, f"--model-repository={repo}",
-           f"--backend-directory={os.path.join(work, 'backends')}",
-           "--http-address=127.0.0.1", f"--http-port={http_port}",
-           "--grpc-address=127.0.0.1", f"--grpc-port={grpc_port}",
-           "--metrics-address=127.0.0.1", f"--metrics-port={metrics_port}",
-           "--exit-on-error=false", "--strict-readiness=false", "--exit-timeout-secs=10",
-           "--log-verbose=0"]
+    if tvmrt_server:
+        metrics_port = http_port
+        cmd = [args.tool, "serve", "--model-repository", repo, "--host", "127.0.0.1",
+               "--port", str(http_port), "--grpc-port", str(grpc_port)]
+    else:
+        cmd = triton_command(pack, work, repo, http_port, grpc_port, metrics_port)
+        print(f"unpacked the server in {time.time() - t0:.1f} s", flush=True)
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-    print(f"tritonserver pid {proc.pid}, http {http_port}, metrics {metrics_port}, "
+    print(f"{args.server} pid {proc.pid}, http {http_port}, metrics {metrics_port}, "
           f"repository {os.path.basename(repo)}", flush=True)
     h = Http(http_port)
-    good = ["mlp_gpu", "add_gpu", "mlp_cpu"]
+    good = ["mlp_gpu", "add_gpu", "mul_batched", "mlp_cpu"]
     try:
         deadline = time.time() + 30
         pending = list(good)
@@ -189,15 +197,16 @@ def main():
                f"{time.time() - t0:.1f} s since start" if not pending
                else f"not ready: {pending}, server exit {proc.poll()}, reasons {failed}")
         if not pending:
-            checks(h, pack, mode, log_path, proc, metrics_port)
+            checks(h, pack, mode, log_path, proc, metrics_port, args.server)
     finally:
         log.flush()
         code = stop(proc)
         log.close()
         with open(log_path) as f:
             text = f.read()
-        unloaded = text.count("successfully unloaded")
-        report(code == 0, "server stopped by its pid", f"exit {code}, {unloaded} models unloaded")
+        unloaded = text.count("successfully unloaded")  # Triton's words
+        report(code == 0, "server stopped by its pid",
+               f"exit {code}" + ("" if tvmrt_server else f", {unloaded} models unloaded"))
         if FAILED:
             print("---- server log (last 40 lines) ----")
             print("\n".join(text.splitlines()[-40:]))
@@ -208,6 +217,23 @@ def main():
     with open(os.path.join(logs, "summary.json"), "w") as f:
         json.dump({"failed": FAILED, "seconds": total, "mode": mode}, f)
     sys.exit(1 if FAILED else 0)
+
+
+def triton_command(pack, work, repo, http_port, grpc_port, metrics_port):
+    """Unpacks tritonserver and the backend into `work`; the server's command line."""
+    with tarfile.open(os.path.join(pack, "tritonserver.tar.xz")) as t:
+        try:
+            t.extractall(work, filter="data")
+        except TypeError:  # a Python without extraction filters
+            t.extractall(work)
+    binary = os.path.join(work, "tritonserver", "pytriton", "tritonserver", "bin", "tritonserver")
+    return [binary, f"--model-repository={repo}",
+            f"--backend-directory={os.path.join(work, 'backends')}",
+            "--http-address=127.0.0.1", f"--http-port={http_port}",
+            "--grpc-address=127.0.0.1", f"--grpc-port={grpc_port}",
+            "--metrics-address=127.0.0.1", f"--metrics-port={metrics_port}",
+            "--exit-on-error=false", "--strict-readiness=false", "--exit-timeout-secs=10",
+            "--log-verbose=0"]
 
 
 def stop(proc):
@@ -221,8 +247,8 @@ def stop(proc):
     return proc.returncode
 
 
-def checks(h, pack, mode, log_path, proc, metrics_port):
-    rehearse = mode == "rehearse"
+def checks(h, pack, mode, log_path, proc, metrics_port, server):
+    rehearse = mode.endswith("rehearse")
     x = np.load(os.path.join(pack, "data", "mlp.main.in0.npy"))
     want = np.load(os.path.join(pack, "data", "mlp.main.out0.npy")).astype(np.float64)
     counts = {"mlp_gpu": 0}
@@ -239,10 +265,10 @@ def checks(h, pack, mode, log_path, proc, metrics_port):
     def config():
         c = h.json("/v2/models/mlp_gpu/config")
         groups = [(g["kind"], g["count"], g.get("gpus", [])) for g in c["instance_group"]]
-        if mode == "kind_gpu":
+        if mode.endswith("kind_gpu") or server == "tvmrt":
             assert groups == [("KIND_GPU", 2, [0])], groups
-        with open(log_path) as f:
-            lines = [l for l in f if "tvmrt: model `mlp_gpu` instance" in l]
+        with open(log_path) as f:  # the backend's line and tvmrt serve's: "model `M` instance"
+            lines = [l for l in f if "model `mlp_gpu` instance" in l]
         on = [l.rsplit(" on ", 1)[-1].strip().rstrip('"') for l in lines]
         assert len(on) == 2 and set(on) == {"cuda:0"}, on
         return f"instance_group {groups}; instances on {on}"
@@ -344,13 +370,44 @@ def checks(h, pack, mode, log_path, proc, metrics_port):
         return f"{line[0]}; GPU metrics: {', '.join(gpu) or 'none'}"
     check("/metrics shows mlp_gpu's inference count", metrics)
 
+    def batched():
+        # 16 clients, one row each at a time: the dynamic batcher joins them into one call of
+        # mul_2d on cuda:0 (m > 1), and each client gets its own row back.
+        errors, done = [], [0] * 16
+
+        def worker(k):
+            rng = np.random.default_rng(100 + k)
+            try:
+                for _ in range(10):
+                    a = rng.standard_normal((1, 70), dtype=np.float32)
+                    b = rng.standard_normal((1, 70), dtype=np.float32)
+                    y = h.infer("mul_batched", {"A": a, "B": b}, binary=k % 2 == 0)["output0"]
+                    close(y, a.astype(np.float64) * b, f"client {k}")
+                    done[k] += 1
+            except Exception as e:
+                errors.append(f"client {k}: {e}")
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert not errors, errors[:3]
+        assert done == [10] * 16, done
+        s = h.json("/v2/models/mul_batched/stats")["model_stats"][0]
+        sizes = {int(b["batch_size"]): int(b["compute_infer"]["count"])
+                 for b in s.get("batch_stats", [])}
+        assert int(s["inference_count"]) == 160, s["inference_count"]
+        assert max(sizes, default=0) > 1, f"no batch above 1: {sizes}"
+        return f"160 rows from 16 clients, each = A * B; executions by batch size {sizes}"
+    check("mul_batched: single rows joined into batches on cuda:0", batched)
+
     def broken():
         index = {m["name"]: m for m in h.json("/v2/repository/index", {})}
         b = index.get("broken", {})
         assert b.get("state") == "UNAVAILABLE", b
         assert "model `broken`" in b.get("reason", ""), b
         assert not h.ready("broken")
-        for m in ("mlp_gpu", "add_gpu", "mlp_cpu"):
+        for m in ("mlp_gpu", "add_gpu", "mul_batched", "mlp_cpu"):
             assert h.ready(m), m
         y = h.infer("mlp_gpu", {"x": x})["output0"]
         counts["mlp_gpu"] += 1
@@ -397,7 +454,20 @@ def checks(h, pack, mode, log_path, proc, metrics_port):
             for p in ptrs.values():
                 rt.free(p)
         return "input read from and output written to GPU memory, mlp_gpu and mlp_cpu"
-    if rehearse:
+    def cuda_shared_memory_refused():
+        status, _, data = h.request("/v2/cudasharedmemory/region/in/register", json.dumps(
+            {"raw_handle": {"b64": "AAAA"}, "device_id": 0, "byte_size": 64}).encode())
+        error = json.loads(data).get("error", "")
+        assert status == 501 and "CUDA shared memory" in error, (status, data[:300])
+        y = h.infer("mlp_gpu", {"x": x})["output0"]
+        counts["mlp_gpu"] += 1
+        if mlp_values:
+            close(y, want, "after the refusal")
+        return f"HTTP {status}: {error}"
+    if server == "tvmrt":
+        check("CUDA shared memory refused by name; the server goes on",
+              cuda_shared_memory_refused)
+    elif rehearse:
         print("SKIP  CUDA shared memory (no GPU in a rehearsal)")
     else:
         try:

@@ -11,8 +11,14 @@
 //! - the mask alone: the median time of one step's mask of the schema's grammar.
 //!
 //! `TVMRT_SERVE_DEVICE=cuda:0` with a CUDA library runs the model on a GPU (the mask is applied
-//! to the host's copy of the logits). `KV_TOKENS=N` sizes the engine's KV cache (default 8704):
-//! on the CPU a prefill chunk's attention scans the whole cache (see [`kv_tokens`]).
+//! where the logits are, by the library's `apply_bitmask_inplace`). `KV_TOKENS=N` sizes the
+//! engine's KV cache (default 8704): on the CPU a prefill chunk's attention scans the whole
+//! cache (see [`kv_tokens`]).
+//!
+//! `--check` first checks the answers themselves (benches/gpu/run.sh, where no test runs), and
+//! exits 1 if any is wrong: with the jump-forward on and off, each prompt's greedy `json_schema`
+//! answer finishes with `stop` and validates against the schema, each regex answer matches, and
+//! so do 16 constrained answers decoded together (one mask row each).
 
 mod common;
 
@@ -141,6 +147,9 @@ fn together(e: &Arc<Engine>, make: &(dyn Fn(usize) -> SamplingParams + Sync)) ->
 fn main() {
     let (_, dir, lib) = common::model_args();
     let device = std::env::var("TVMRT_SERVE_DEVICE").unwrap_or_else(|_| "cpu".into());
+    if std::env::args().any(|a| a == "--check") && !check_answers(&dir, &lib, &device) {
+        std::process::exit(1);
+    }
     bare_forwards(&dir, &lib, &device);
     for jump_forward in [true, false] {
         let e = Arc::new(start(&dir, &lib, &device, jump_forward));
@@ -305,4 +314,139 @@ fn start(dir: &Path, lib: &Path, device: &str, jump_forward: bool) -> Engine {
         ..Default::default()
     };
     Engine::start_with(lib.to_path_buf(), dir.to_path_buf(), config, limits).unwrap()
+}
+
+/// One request's tokens, text and finish reason (`None`: it failed, the message printed).
+fn answer(e: &Engine, k: usize, params: SamplingParams) -> Option<(Vec<i32>, String, String)> {
+    let (tx, mut rx) = unbounded_channel();
+    e.submit(Request {
+        prompt: prompt(k),
+        params,
+        events: tx,
+    })
+    .ok()?;
+    let (mut tokens, mut text, mut reason) = (Vec::new(), String::new(), String::new());
+    while let Some(ev) = rx.blocking_recv() {
+        match ev {
+            Event::Delta { token, text: t, .. } => {
+                tokens.push(token);
+                text += &t;
+            }
+            Event::Finish { reason: r, .. } => reason = r.as_str().to_string(),
+            Event::Done { .. } => return Some((tokens, text, reason)),
+            Event::Error(f) => {
+                println!("  prompt {k}: the request failed: {f}");
+                return None;
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Whether `text` is an object [`schema`] accepts: every field of its type and range, no other.
+fn validates(text: &str) -> Result<(), String> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let o = v.as_object().ok_or("not an object")?;
+    let int_in = |key: &str, hi: i64| {
+        o.get(key)
+            .and_then(|x| x.as_i64())
+            .filter(|x| (0..=hi).contains(x))
+            .ok_or(format!("`{key}` is not an integer in 0..={hi}"))
+    };
+    let name = o
+        .get("name")
+        .and_then(|x| x.as_str())
+        .ok_or("no string `name`")?;
+    if name.chars().count() > 12 {
+        return Err(format!("`name` {name:?} is over 12 characters"));
+    }
+    int_in("age", 120)?;
+    o.get("member")
+        .and_then(|x| x.as_bool())
+        .ok_or("no boolean `member`")?;
+    match o.get("pet").and_then(|x| x.as_str()) {
+        Some("cat" | "dog" | "none") => {}
+        other => return Err(format!("`pet` {other:?} is not in the enum")),
+    }
+    let scores = o
+        .get("scores")
+        .and_then(|x| x.as_array())
+        .ok_or("no array `scores`")?;
+    let ok = |x: &serde_json::Value| x.as_i64().is_some_and(|x| (0..=99).contains(&x));
+    if !(2..=4).contains(&scores.len()) || !scores.iter().all(ok) {
+        return Err(format!(
+            "`scores` {scores:?} is not 2 to 4 integers in 0..=99"
+        ));
+    }
+    if o.len() != 5 {
+        return Err(format!("{} fields, not 5", o.len()));
+    }
+    Ok(())
+}
+
+/// The `--check` run (see the top of this file): prints a line per failure and a verdict.
+fn check_answers(dir: &Path, lib: &Path, device: &str) -> bool {
+    use tvmrt_serve::model::Model;
+    let model = Model::load(lib, dir, tvmrt::device::parse_device(device).unwrap()).unwrap();
+    let kernel = model.has_bitmask_kernel();
+    drop(model);
+    let mut failures = 0;
+    let mut fail = |what: String| {
+        println!("  FAIL {what}");
+        failures += 1;
+    };
+    let schema_ok = |k: usize,
+                     got: Option<(Vec<i32>, String, String)>,
+                     fail: &mut dyn FnMut(String)| match got {
+        Some((_, text, reason)) => {
+            if reason != "stop" {
+                fail(format!("prompt {k}: finished with {reason}: {text:?}"));
+            } else if let Err(why) = validates(&text) {
+                fail(format!("prompt {k}: {why}: {text:?}"));
+            }
+        }
+        None => fail(format!("prompt {k}: no answer")),
+    };
+    let mut checked = 0;
+    for jump_forward in [true, false] {
+        let e = Arc::new(start(dir, lib, device, jump_forward));
+        for k in 0..PROMPTS {
+            schema_ok(k, answer(&e, k, params(Some(schema()), 200)), &mut fail);
+            let rx = Constraint::Regex("[a-z0-9 ,.]{64}".into());
+            match answer(&e, k, params(Some(rx), 200)) {
+                Some((_, text, reason)) => {
+                    let fits = |c: char| matches!(c, 'a'..='z' | '0'..='9' | ' ' | ',' | '.');
+                    if reason != "stop" || text.chars().count() != 64 || !text.chars().all(fits) {
+                        fail(format!("prompt {k}: regex answer {text:?} ({reason})"));
+                    }
+                }
+                None => fail(format!("prompt {k}: no regex answer")),
+            }
+            checked += 2;
+        }
+        let together: Vec<_> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..16)
+                .map(|k| {
+                    let e = &e;
+                    s.spawn(move || answer(e, k, params(Some(schema()), 200)))
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (k, got) in together.into_iter().enumerate() {
+            schema_ok(k, got, &mut fail);
+            checked += 1;
+        }
+    }
+    println!(
+        "check on {device}: {checked} constrained answers, {failures} wrong; the mask applied by \
+         {}",
+        if kernel {
+            "the library's apply_bitmask_inplace where the logits are"
+        } else {
+            "the host (the library has no apply_bitmask_inplace)"
+        }
+    );
+    failures == 0
 }
