@@ -287,8 +287,8 @@ def grammars_failing_mid_answer_are_400s(s, client):
     parser's row) fails its request with a 400 naming why, streamed as an error event: the
     client's grammar to fix, not a 500 that clients retry. Nothing else is disturbed."""
     hi = chat("hi")
-    wide = {"anyOf": [{"type": "object", "required": [f"k{i}"],
-                       "properties": {f"k{i}": {"type": "string"}}} for i in range(5000)]}
+    wide = {"anyOf": [{"required": [f"k{i}"], "properties": {f"k{i}": {"type": "string"}}}
+                      for i in range(1100)]}
     cases = [({"guided_regex": "a{1000000000}"}, "--max-grammar-step-fuel"),
              ({"guided_json": wide}, "max is 2000")]
     free = client.chat.completions.create(model="model", messages=hi, max_tokens=6,
@@ -316,6 +316,78 @@ def grammars_failing_mid_answer_are_400s(s, client):
     again = client.chat.completions.create(model="model", messages=hi, max_tokens=6,
                                            temperature=0)
     assert again.choices[0].message.content == free.choices[0].message.content
+
+
+def deep_grammar(kind, n):
+    """The request fields of a constraint whose compilation recurses about `n` deep (the shapes
+    that overflowed a 2 MiB stack and aborted the whole server: 600 `$ref`s was enough)."""
+    def chain(link):
+        defs = {f"d{i}": link(i) for i in range(n)}
+        defs[f"d{n}"] = {"type": "integer"}
+        return {"guided_json": {"$ref": "#/$defs/d0", "$defs": defs}}
+    if kind == "refs":
+        return chain(lambda i: {"$ref": f"#/$defs/d{i + 1}"})
+    if kind == "objects":
+        return chain(lambda i: {"type": "object", "required": ["a"],
+                                "properties": {"a": {"$ref": f"#/$defs/d{i + 1}"}}})
+    if kind == "all_of":
+        return chain(lambda i: {"allOf": [{"$ref": f"#/$defs/d{i + 1}"}]})
+    if kind == "properties":
+        props = {f"f{i}": {"type": "integer"} for i in range(n)}
+        return {"guided_json": {"type": "object", "properties": props, "required": list(props)}}
+    if kind == "prefix_items":
+        return {"guided_json": {"type": "array", "prefixItems": [{"type": "integer"}] * n,
+                                "items": False}}
+    if kind == "lark_rules":
+        rules = "\n".join(f"r{i}: r{i + 1}" for i in range(n))
+        return {"guided_grammar": f'start: r0\n{rules}\nr{n}: "a"'}
+    raise ValueError(kind)
+
+
+def largest(kind, limit):
+    """The deepest `deep_grammar(kind, n)` whose JSON stays under `limit` bytes."""
+    lo, hi = 1, 2
+    while len(json.dumps(deep_grammar(kind, hi))) < limit:
+        lo, hi = hi, hi * 2
+    while lo + 1 < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if len(json.dumps(deep_grammar(kind, mid))) < limit else (lo, mid)
+    return lo
+
+
+@check
+def deep_grammars_neither_crash_nor_stall(s, client):
+    """Constraints that make llguidance recurse deep, up to the default --max-grammar-bytes
+    (128 KiB): each compiles on a thread with a deep stack and is answered (200) or refused
+    with llguidance's reason (400), three at once beside a free request, and the server serves
+    on; one past the limit is refused by it, naming the option."""
+    hi = chat("hi")
+    free = lambda: client.chat.completions.create(  # noqa: E731
+        model="model", messages=hi, max_tokens=6, temperature=0).choices[0].message.content
+    before = free()
+    kinds = ["refs", "objects", "all_of", "properties", "prefix_items", "lark_rules"]
+    sizes = {k: largest(k, 120 << 10) for k in kinds}
+
+    def ask(kind):
+        status, _, text = s.request("POST", "/v1/chat/completions", {
+            "messages": hi, "max_tokens": 4, **deep_grammar(kind, sizes[kind])})
+        if status != 200:
+            err = json.loads(text)["error"]
+            assert status == 400 and err["type"] == "invalid_request_error", (kind, status, text)
+        return kind, status
+
+    with ThreadPoolExecutor(4) as pool:
+        answered = dict(pool.map(ask, kinds[:3]))
+        during = pool.submit(free)
+        answered.update(pool.map(ask, kinds[3:]))
+        assert during.result() == before
+    assert answered["refs"] == 200 and answered["lark_rules"] == 200, answered
+    status, _, text = s.request("POST", "/v1/chat/completions", {
+        "messages": hi, "max_tokens": 4, **deep_grammar("refs", 2 * sizes["refs"])})
+    err = json.loads(text)["error"]
+    assert status == 400 and "--max-grammar-bytes" in err["message"], (status, text)
+    assert free() == before
+    print(f"  depths at 120 KiB: {sizes}; answers {answered}")
 
 
 def guided(client, k):

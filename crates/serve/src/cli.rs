@@ -91,6 +91,12 @@ pub struct Args {
     #[arg(long, value_name = "FUEL", default_value_t = GrammarLimits::default().max_step_fuel)]
     pub max_grammar_step_fuel: u64,
 
+    /// Longest output constraint, in bytes of its grammar (a schema, a regex, a Lark grammar,
+    /// the tools of a forced call); a longer one is refused with a 400. It bounds the depth
+    /// of the grammar compiler's recursion.
+    #[arg(long, value_name = "BYTES", default_value_t = GrammarLimits::default().max_grammar_bytes)]
+    pub max_grammar_bytes: usize,
+
     /// Compiled output grammars kept for requests that ask for the same one.
     #[arg(long, value_name = "N", default_value_t = GrammarLimits::default().cache_size)]
     pub grammar_cache_size: usize,
@@ -183,6 +189,7 @@ pub fn start_app(a: &Args, model: PathBuf, model_lib: PathBuf) -> Result<Arc<App
         max_grammar_size: a.max_grammar_size,
         max_compile_fuel: a.max_grammar_compile_fuel,
         max_step_fuel: a.max_grammar_step_fuel,
+        max_grammar_bytes: a.max_grammar_bytes,
         cache_size: a.grammar_cache_size,
         jump_forward: match a.jump_forward.as_str() {
             "on" => Some(true),

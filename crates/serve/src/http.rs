@@ -414,17 +414,18 @@ async fn generate(
         .zip(&prompts)
         .map(|(text, ids)| (ids.clone(), text))
         .collect();
+    let mut requests = Vec::with_capacity(prompts.len());
     for ids in prompts {
         let (tx, rx) = unbounded_channel();
-        let req = Request {
+        requests.push(Request {
             params: prompt_params(&app, &common, ids.len()),
             prompt: ids,
             events: tx,
-        };
-        if let Err(r) = app.engine.submit(req) {
-            return error_response(refusal(r, m));
-        }
+        });
         receivers.push(rx);
+    }
+    if let Err(r) = submit(&app, requests, common.params.constraint.is_some()).await {
+        return error_response(refusal(r, m));
     }
     let events = Events::new(receivers, common.params.n);
     let state = Responder::new(app.clone(), kind, common, events.choices(), echo);
@@ -433,6 +434,20 @@ async fn generate(
     } else {
         collect_response(state, events).await
     }
+}
+
+/// Submits `requests` to the engine, stopping at the first refusal. A constrained request's
+/// grammar may be compiled now (milliseconds, up to seconds for the largest the limits let
+/// through): that happens on the blocking pool, so that the async workers go on serving.
+async fn submit(app: &Arc<App>, requests: Vec<Request>, compiles: bool) -> Result<(), Refused> {
+    let app = app.clone();
+    let all = move || requests.into_iter().try_for_each(|r| app.engine.submit(r));
+    if !compiles {
+        return all();
+    }
+    tokio::task::spawn_blocking(all)
+        .await
+        .unwrap_or_else(|_| Err(Refused::BadConstraint("the grammar engine failed".into())))
 }
 
 /// The HTTP error of a request the engine refused.

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use llguidance::api::ParserLimits;
+use llguidance::api::{ParserLimits, TopLevelGrammar};
 use llguidance::toktrie::{
     InferenceCapabilities, TokEnv, TokRxInfo, TokTrie, TokenId, TokenizerEnv,
 };
@@ -29,6 +29,9 @@ pub struct GrammarLimits {
     pub max_compile_fuel: u64,
     /// Most lexer work for one step's mask (`step_lexer_fuel`, about 14k a millisecond).
     pub max_step_fuel: u64,
+    /// Longest constraint, in bytes of its grammar's JSON (`--max-grammar-bytes`): what bounds
+    /// the depth of llguidance's recursion when it compiles (see [`COMPILE_STACK`]).
+    pub max_grammar_bytes: usize,
     /// Compiled grammars kept for reuse.
     pub cache_size: usize,
     /// Whether tokens a grammar forces are appended at once and fed to the next forward as a
@@ -48,11 +51,25 @@ impl Default for GrammarLimits {
             max_grammar_size: d.max_grammar_size,
             max_compile_fuel: d.initial_lexer_fuel,
             max_step_fuel: d.step_lexer_fuel,
+            max_grammar_bytes: 128 << 10,
             cache_size: 64,
             jump_forward: None,
         }
     }
 }
+
+/// The stack of a thread that compiles a grammar. llguidance compiles by recursion over the
+/// grammar's structure: a frame or more for each of a JSON schema's properties in turn, and
+/// for each link of a chain of `$ref`s or of Lark rules (a few KiB a link). On a thread's
+/// usual 2 MiB, a request of 20 KB (a chain of 600 `$ref`s) overflowed it and aborted the
+/// server. The address space is reserved, and pages are committed only as the recursion
+/// reaches them; with constraints bounded by [`GrammarLimits::max_grammar_bytes`], the deepest
+/// shapes found stay well inside it (tests/serve/test_structured.py sends them at the limit).
+const COMPILE_STACK: usize = if cfg!(target_pointer_width = "64") {
+    512 << 20
+} else {
+    128 << 20
+};
 
 /// The model's tokenizer as llguidance sees it: the token trie, and the real tokenizer for
 /// the canonical tokens of forced text.
@@ -92,6 +109,7 @@ type Cache = (HashMap<String, (Compiled, u64)>, u64);
 /// The compiled grammars of one model.
 pub struct Grammars {
     factory: ParserFactory,
+    max_bytes: usize,
     cache_size: usize,
     /// Key: the grammar's JSON text; value: the compiled grammar and when it was last used.
     cache: Mutex<Cache>,
@@ -146,6 +164,7 @@ impl Grammars {
         l.verbose_errors = false;
         Ok(Grammars {
             factory,
+            max_bytes: limits.max_grammar_bytes,
             cache_size: limits.cache_size.max(1),
             cache: Mutex::new((HashMap::new(), 0)),
         })
@@ -165,20 +184,25 @@ impl Grammars {
                 return Ok(entry.0.clone());
             }
         }
-        // Compiled outside the lock: another request's compile does not wait for this one.
-        let parser = self
-            .factory
-            .create_parser(grammar)
-            .map_err(|e| reason(&e.to_string()))?;
-        let compiled = Compiled(Arc::new(parser));
-        // llguidance builds parts of the lexer and parser lazily, at the first mask: a grammar
-        // that cannot give one (a lexer past its limits, a rule that only refers to itself,
-        // an alternative too wide for a parser row) is refused now, not failed mid-answer.
-        let mut first = llguidance::Matcher::new(Ok(compiled.0.as_ref().clone()));
-        if let Err(e) = first.compute_mask() {
-            let why = step_reason(&first.get_error().unwrap_or_else(|| e.to_string()));
-            return Err(format!("{why} (at the answer's first token)"));
+        if key.len() > self.max_bytes {
+            return Err(format!(
+                "it is {} bytes as a grammar, over the server's limit of {} \
+                 (--max-grammar-bytes)",
+                key.len(),
+                self.max_bytes
+            ));
         }
+        // Compiled outside the lock (another request's compile does not wait for this one), on
+        // a thread of its own with a deep stack (see COMPILE_STACK).
+        let compiled = std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .name("grammar-compile".into())
+                .stack_size(COMPILE_STACK)
+                .spawn_scoped(s, || self.build(grammar))
+                .map_err(|e| format!("cannot start a thread to compile the grammar: {e}"))?
+                .join()
+                .unwrap_or_else(|_| Err("the grammar engine failed on this constraint".into()))
+        })?;
         let mut guard = self.cache.lock();
         let (map, tick) = &mut *guard;
         if map.len() >= self.cache_size {
@@ -187,6 +211,24 @@ impl Grammars {
             }
         }
         map.insert(key, (compiled.clone(), *tick));
+        Ok(compiled)
+    }
+
+    /// Compiles `grammar` and computes its first mask: llguidance builds parts of the lexer
+    /// and parser lazily, at the first mask, so a grammar that cannot give one (a lexer past
+    /// its limits, a rule that only refers to itself, an alternative too wide for a parser
+    /// row) is refused now, not failed mid-answer.
+    fn build(&self, grammar: TopLevelGrammar) -> std::result::Result<Compiled, String> {
+        let parser = self
+            .factory
+            .create_parser(grammar)
+            .map_err(|e| reason(&e.to_string()))?;
+        let compiled = Compiled(Arc::new(parser));
+        let mut first = llguidance::Matcher::new(Ok(compiled.0.as_ref().clone()));
+        if let Err(e) = first.compute_mask() {
+            let why = step_reason(&first.get_error().unwrap_or_else(|| e.to_string()));
+            return Err(format!("{why} (at the answer's first token)"));
+        }
         Ok(compiled)
     }
 
@@ -455,6 +497,35 @@ mod tests {
         assert!(e.contains("size") || e.contains("limit"), "{e}");
     }
 
+    /// A chain of 3000 `$ref`s makes llguidance recurse far past a test thread's 2 MiB stack:
+    /// it compiles on the compile thread's. A constraint past `max_grammar_bytes` is refused
+    /// by that limit, before llguidance sees it.
+    #[test]
+    fn deep_grammars_compile_on_a_deep_stack_and_long_ones_are_refused() {
+        let (g, codec) = grammars();
+        let chain = |n: usize| {
+            let mut defs: serde_json::Map<String, serde_json::Value> = (0..n)
+                .map(|i| {
+                    (
+                        format!("d{i}"),
+                        json!({"$ref": format!("#/$defs/d{}", i + 1)}),
+                    )
+                })
+                .collect();
+            defs.insert(format!("d{n}"), json!({"enum": [7]}));
+            Constraint::JsonSchema {
+                schema: json!({"$ref": "#/$defs/d0", "$defs": defs}),
+                compact: true,
+            }
+        };
+        let compiled = g.compile(&chain(3000)).unwrap();
+        let mut m = Matcher::new(&compiled);
+        m.commit(codec.encode("7").unwrap()[0]).unwrap();
+        assert!(m.is_complete());
+        let e = g.compile(&chain(6000)).unwrap_err();
+        assert!(e.contains("--max-grammar-bytes"), "{e}");
+    }
+
     /// Grammars llguidance accepts but cannot start matching are refused when compiled (the
     /// server's 400); grammars that fail a later step fail it with the limit they passed.
     /// Either way the reason is llguidance's, without its parser state or backtrace.
@@ -483,7 +554,12 @@ mod tests {
         assert_eq!(g.cached(), 0);
         // A counted repeat too costly to derive fails at its second step (the first, `a`, is
         // cheap), naming the operator's limit; 5000 alternatives fail after `{`, past the
-        // parser's row.
+        // parser's row (a grammar of 400 KB: past the default --max-grammar-bytes, raised).
+        let long = GrammarLimits {
+            max_grammar_bytes: 1 << 20,
+            ..Default::default()
+        };
+        let g = Grammars::load(&fixture(), codec.clone(), 320, &[2], &long).unwrap();
         let wide: Vec<serde_json::Value> = (0..5000)
             .map(|i| {
                 json!({"type": "object", "required": [format!("k{i}")],
