@@ -235,6 +235,20 @@ def check_bad_input(s, client):
         assert status == 400, (extra, status, text)
         assert err["type"] == "invalid_request_error" and err["param"] == param, (extra, err)
         assert words in err["message"], (extra, err)
+    # Parameters whose check recurses deep (a chain of `$ref`s: 600 aborted the server on an
+    # async worker's stack) are checked on a deep stack; past --max-grammar-bytes, refused.
+    def deep(n):
+        defs = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(n)}
+        defs[f"d{n}"] = {"type": "integer"}
+        return [{"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "properties": {"x": {"$ref": "#/$defs/d0"}}, "$defs": defs}}}]
+    for n, status_wanted in ((3000, 200), (6000, 400)):
+        status, _, text = s.request("POST", "/v1/chat/completions", {
+            "model": "model", "messages": MESSAGES, "max_tokens": 4, "tools": deep(n),
+            "tool_choice": "none"})
+        assert status == status_wanted, (n, status, text[:300])
+    err = json.loads(text)["error"]
+    assert err["param"] == "tools" and "--max-grammar-bytes" in err["message"], err
     # Through OpenAI's client: its BadRequestError with the message.
     try:
         client.chat.completions.create(tool_choice={"type": "function",

@@ -373,7 +373,11 @@ pub fn completion_request(
 }
 
 /// Validates a `/v1/chat/completions` body; `defaults`: the model's sampling defaults.
-pub fn chat_request(body: &Map<String, Value>, defaults: &SamplingParams) -> Res<ChatRequest> {
+pub fn chat_request(
+    body: &Map<String, Value>,
+    defaults: &SamplingParams,
+    max_grammar_bytes: usize,
+) -> Res<ChatRequest> {
     let messages = messages(body)?;
     unsupported_chat_options(body)?;
     let top = integer(body, "top_logprobs")?;
@@ -395,7 +399,7 @@ pub fn chat_request(body: &Map<String, Value>, defaults: &SamplingParams) -> Res
         }
     };
     let mut common = common(body, defaults, logprobs, false)?;
-    common.tools = tools::parse(body)?.filter(Tools::active);
+    common.tools = tools::parse(body, max_grammar_bytes)?.filter(Tools::active);
     if let Some(t) = common.tools.as_ref().filter(|t| t.forced()) {
         if common.params.constraint.is_some() {
             return Err(ApiError::bad(
@@ -568,7 +572,7 @@ mod tests {
     }
 
     fn chat_request(body: &Map<String, Value>) -> Res<ChatRequest> {
-        super::chat_request(body, &SamplingParams::default())
+        super::chat_request(body, &SamplingParams::default(), 128 << 10)
     }
 
     fn body(v: Value) -> Map<String, Value> {
@@ -727,7 +731,7 @@ mod tests {
             ..SamplingParams::default()
         };
         let hi = json!([{"role": "user", "content": "hi"}]);
-        let r = super::chat_request(&body(json!({"messages": hi})), &defaults).unwrap();
+        let r = super::chat_request(&body(json!({"messages": hi})), &defaults, 128 << 10).unwrap();
         let p = r.common.params;
         assert_eq!(
             (p.temperature, p.top_p, p.frequency_penalty),

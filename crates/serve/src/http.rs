@@ -45,6 +45,15 @@ impl App {
             created: now(),
         }
     }
+
+    /// The longest output constraint (`--max-grammar-bytes`), which a tool's parameters meet
+    /// too.
+    pub fn grammar_bytes(&self) -> usize {
+        self.engine.grammars().map_or(
+            crate::structured::GrammarLimits::default().max_grammar_bytes,
+            |g| g.max_bytes(),
+        )
+    }
 }
 
 pub(crate) fn now() -> u64 {
@@ -271,7 +280,7 @@ fn prepare(app: &App, body: &[u8], kind: Kind) -> Result<Prepared, ApiError> {
             (prompts, r.common)
         }
         Kind::Chat => {
-            let r = api::chat_request(&body, app.chat.sampling_defaults())?;
+            let r = api::chat_request(&body, app.chat.sampling_defaults(), app.grammar_bytes())?;
             let ids = api::chat_prompt_ids(
                 &app.chat.conv_template,
                 &r.messages,

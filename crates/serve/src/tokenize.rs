@@ -38,7 +38,8 @@ pub fn tokenize(app: &App, body: &[u8]) -> Res<Value> {
             let messages = api::messages(&body)?;
             let special = flag("add_special_tokens", false)?;
             // The request's tools in the prompt, as the chat endpoint renders them.
-            let tools = crate::tools::parse(&body)?.filter(crate::tools::Tools::active);
+            let tools = crate::tools::parse(&body, app.grammar_bytes())?
+                .filter(crate::tools::Tools::active);
             api::chat_prompt_ids(&app.chat.conv_template, &messages, tools.as_ref(), |text| {
                 codec.encode_with(text, special)
             })?

@@ -71,6 +71,33 @@ const COMPILE_STACK: usize = if cfg!(target_pointer_width = "64") {
     128 << 20
 };
 
+/// Runs `f`, which calls into llguidance's compilers, on a thread of its own with a stack of
+/// [`COMPILE_STACK`], and waits for it; a panic there is an error.
+pub fn on_compile_stack<T: Send>(
+    f: impl FnOnce() -> std::result::Result<T, String> + Send,
+) -> std::result::Result<T, String> {
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("grammar-compile".into())
+            .stack_size(COMPILE_STACK)
+            .spawn_scoped(s, f)
+            .map_err(|e| format!("cannot start a thread to compile the grammar: {e}"))?
+            .join()
+            .unwrap_or_else(|_| Err("the grammar engine failed on this constraint".into()))
+    })
+}
+
+/// Refuses a constraint of `len` bytes past `max` (`--max-grammar-bytes`).
+pub fn check_length(len: usize, max: usize) -> std::result::Result<(), String> {
+    if len > max {
+        return Err(format!(
+            "it is {len} bytes as a grammar, over the server's limit of {max} \
+             (--max-grammar-bytes)"
+        ));
+    }
+    Ok(())
+}
+
 /// The model's tokenizer as llguidance sees it: the token trie, and the real tokenizer for
 /// the canonical tokens of forced text.
 struct ModelTokens {
@@ -184,25 +211,9 @@ impl Grammars {
                 return Ok(entry.0.clone());
             }
         }
-        if key.len() > self.max_bytes {
-            return Err(format!(
-                "it is {} bytes as a grammar, over the server's limit of {} \
-                 (--max-grammar-bytes)",
-                key.len(),
-                self.max_bytes
-            ));
-        }
-        // Compiled outside the lock (another request's compile does not wait for this one), on
-        // a thread of its own with a deep stack (see COMPILE_STACK).
-        let compiled = std::thread::scope(|s| {
-            std::thread::Builder::new()
-                .name("grammar-compile".into())
-                .stack_size(COMPILE_STACK)
-                .spawn_scoped(s, || self.build(grammar))
-                .map_err(|e| format!("cannot start a thread to compile the grammar: {e}"))?
-                .join()
-                .unwrap_or_else(|_| Err("the grammar engine failed on this constraint".into()))
-        })?;
+        check_length(key.len(), self.max_bytes)?;
+        // Compiled outside the lock: another request's compile does not wait for this one.
+        let compiled = on_compile_stack(|| self.build(grammar))?;
         let mut guard = self.cache.lock();
         let (map, tick) = &mut *guard;
         if map.len() >= self.cache_size {
@@ -230,6 +241,11 @@ impl Grammars {
             return Err(format!("{why} (at the answer's first token)"));
         }
         Ok(compiled)
+    }
+
+    /// The longest constraint compiled, in bytes of its grammar's JSON.
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
     }
 
     /// Grammars in the cache.

@@ -20,6 +20,7 @@ use llguidance::{GrammarBuilder, JsonCompileOptions};
 use serde_json::{json, Map, Value};
 
 use crate::api::ApiError;
+use crate::structured::grammar::{check_length, on_compile_stack};
 
 type Res<T> = Result<T, ApiError>;
 
@@ -98,9 +99,10 @@ pub(crate) fn compact_schema(parameters: &Value) -> Value {
     crate::structured::with_json_options(parameters.clone(), true)
 }
 
-/// Checks that `schema` is a JSON schema llguidance can constrain arguments to; its reason
-/// where not.
-pub fn check_schema(schema: &Value) -> Result<(), String> {
+/// Checks that `schema` is a JSON schema llguidance can constrain arguments to, at most
+/// `max_bytes` long (`--max-grammar-bytes`); its reason where not. llguidance compiles it on
+/// the deep stack grammars compile on (its recursion overflowed an async worker's).
+pub fn check_schema(schema: &Value, max_bytes: usize) -> Result<(), String> {
     if !schema.is_object() {
         return Err("a schema must be a JSON object".into());
     }
@@ -109,11 +111,15 @@ pub fn check_schema(schema: &Value) -> Result<(), String> {
         Some(Value::String(t)) if t == "object" => {}
         Some(t) => return Err(format!("the schema's type must be \"object\", not {t}")),
     }
-    let builder = GrammarBuilder::new(None, ParserLimits::default());
-    JsonCompileOptions::default()
-        .json_to_llg_with_overrides(builder, compact_schema(schema))
-        .map(|_| ())
-        .map_err(|e| format!("{e:#}"))
+    let compact = compact_schema(schema);
+    check_length(compact.to_string().len(), max_bytes)?;
+    on_compile_stack(move || {
+        let builder = GrammarBuilder::new(None, ParserLimits::default());
+        JsonCompileOptions::default()
+            .json_to_llg_with_overrides(builder, compact)
+            .map(|_| ())
+            .map_err(|e| format!("{e:#}"))
+    })
 }
 
 /// A function name as OpenAI allows it: 1 to 64 of `a-z A-Z 0-9 _ -`.
@@ -129,7 +135,7 @@ fn bad(message: String, param: &'static str) -> ApiError {
 }
 
 /// One entry of `tools`.
-fn function(i: usize, tool: &Value) -> Res<Function> {
+fn function(i: usize, tool: &Value, max_bytes: usize) -> Res<Function> {
     let bad = |m: &str| bad(format!("tools[{i}]: {m}"), "tools");
     let Some(tool) = tool.as_object() else {
         return Err(bad("a tool must be an object"));
@@ -164,7 +170,7 @@ fn function(i: usize, tool: &Value) -> Res<Function> {
         // OpenAI's rule: no parameters is an empty parameter list.
         None | Some(Value::Null) => json!({"type": "object", "properties": {}}),
         Some(p) => {
-            check_schema(p).map_err(|e| {
+            check_schema(p, max_bytes).map_err(|e| {
                 bad(&format!(
                     "the parameters of function `{name}` are not a valid JSON schema: {e}"
                 ))
@@ -243,8 +249,8 @@ fn tool_choice(body: &Map<String, Value>, functions: &[Function]) -> Res<ToolCho
 }
 
 /// The tool fields of a chat body: `None` where it offers no tools (or an empty list) and
-/// leaves `tool_choice` out or `none`.
-pub fn parse(body: &Map<String, Value>) -> Res<Option<Tools>> {
+/// leaves `tool_choice` out or `none`. A function's parameters are at most `max_bytes` long.
+pub fn parse(body: &Map<String, Value>, max_bytes: usize) -> Res<Option<Tools>> {
     let list = match body.get("tools") {
         None | Some(Value::Null) => &Vec::new(),
         Some(Value::Array(a)) => a,
@@ -253,7 +259,7 @@ pub fn parse(body: &Map<String, Value>) -> Res<Option<Tools>> {
     let functions = list
         .iter()
         .enumerate()
-        .map(|(i, t)| function(i, t))
+        .map(|(i, t)| function(i, t, max_bytes))
         .collect::<Res<Vec<_>>>()?;
     for (i, f) in functions.iter().enumerate() {
         if functions[..i].iter().any(|g| g.name == f.name) {

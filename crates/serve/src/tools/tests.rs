@@ -13,6 +13,33 @@ fn body(v: Value) -> Map<String, Value> {
     v.as_object().unwrap().clone()
 }
 
+/// The tool fields of `b` under the default `--max-grammar-bytes`.
+fn parse(b: &Map<String, Value>) -> Res<Option<Tools>> {
+    super::parse(b, 128 << 10)
+}
+
+/// Parameters whose compilation recurses far past a test thread's 2 MiB stack (a chain of
+/// 3000 `$ref`s) are checked on the compile thread's; longer ones are refused by the limit.
+#[test]
+fn deep_parameters_are_checked_on_a_deep_stack() {
+    let tool = |n: usize| {
+        let mut defs: Map<String, Value> = (0..n)
+            .map(|i| {
+                (
+                    format!("d{i}"),
+                    json!({"$ref": format!("#/$defs/d{}", i + 1)}),
+                )
+            })
+            .collect();
+        defs.insert(format!("d{n}"), json!({"type": "integer"}));
+        json!({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "properties": {"x": {"$ref": "#/$defs/d0"}}, "$defs": defs}}}]})
+    };
+    assert_eq!(tools(tool(3000)).functions.len(), 1);
+    let e = parse(&body(tool(6000))).unwrap_err();
+    assert!(e.message.contains("--max-grammar-bytes"), "{}", e.message);
+}
+
 fn weather() -> Value {
     json!({"type": "function", "function": {"name": "get_weather", "description": "Weather.",
         "parameters": {"type": "object", "properties": {
