@@ -183,7 +183,7 @@ async fn tokenize(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    json_call(&app, &headers, body, crate::tokenize::tokenize)
+    json_call(&app, &headers, body, crate::tokenize::tokenize).await
 }
 
 async fn detokenize(
@@ -191,23 +191,38 @@ async fn detokenize(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    json_call(&app, &headers, body, crate::tokenize::detokenize)
+    json_call(&app, &headers, body, crate::tokenize::detokenize).await
 }
 
-/// An authorized call of `f` on the request body: its JSON answer, or the error's.
-fn json_call(
-    app: &App,
+/// An authorized call of `f` on the request body (off the async workers): its JSON answer, or
+/// the error's.
+async fn json_call(
+    app: &Arc<App>,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
     f: fn(&App, &[u8]) -> Result<Value, ApiError>,
 ) -> Response {
-    match authorize(app, headers)
-        .and_then(|_| read_body(body))
-        .and_then(|body| f(app, &body))
-    {
+    let answer = match authorize(app, headers).and_then(|_| read_body(body)) {
+        Ok(body) => off_workers(app, move |app| f(app, &body)).await,
+        Err(e) => Err(e),
+    };
+    match answer {
         Ok(v) => axum::Json(v).into_response(),
         Err(e) => error_response(e),
     }
+}
+
+/// Runs `f` on tokio's blocking pool, so that the async workers go on serving: reading a
+/// request tokenizes its prompt and checks its tools' schemas, which may wait their turn for
+/// a compile thread ([`crate::structured::grammar::on_compile_stack`]).
+async fn off_workers<T: Send + 'static>(
+    app: &Arc<App>,
+    f: impl FnOnce(&App) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let app = app.clone();
+    tokio::task::spawn_blocking(move || f(&app))
+        .await
+        .unwrap_or_else(|_| Err(ApiError::request(500, "reading the request failed")))
 }
 
 async fn tokenizer_info(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
@@ -401,9 +416,11 @@ async fn generate(
     kind: Kind,
 ) -> Response {
     let m = &app.engine.metrics;
-    let prepared = authorize(&app, &headers)
-        .and_then(|_| read_body(body))
-        .and_then(|body| prepare(&app, &body, kind));
+    let prepared = authorize(&app, &headers).and_then(|_| read_body(body));
+    let prepared = match prepared {
+        Ok(body) => off_workers(&app, move |app| prepare(app, &body, kind)).await,
+        Err(e) => Err(e),
+    };
     let Prepared {
         prompts,
         common,

@@ -12,7 +12,7 @@ use llguidance::toktrie::{
     InferenceCapabilities, TokEnv, TokRxInfo, TokTrie, TokenId, TokenizerEnv,
 };
 use llguidance::{ParserFactory, TokenParser};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use tvmrt::{Error, Result};
 
 use super::Constraint;
@@ -71,11 +71,51 @@ const COMPILE_STACK: usize = if cfg!(target_pointer_width = "64") {
     128 << 20
 };
 
+/// Compiles running now, and the signal that one ended.
+static COMPILING: Mutex<usize> = Mutex::new(0);
+static COMPILE_ENDED: Condvar = Condvar::new();
+
+/// How many compiles run at once: the machine's cores, 2 to 8. The others wait their turn,
+/// which bounds the threads (and, on 32-bit targets, the address space) compiles take, and
+/// the cores a flood of costly constraints can take from the engine.
+pub fn compile_slots() -> usize {
+    static SLOTS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *SLOTS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(2, |n| n.get())
+            .clamp(2, 8)
+    })
+}
+
+/// One of the [`compile_slots`], held until dropped.
+struct CompileSlot;
+
+impl CompileSlot {
+    /// Waits for a free slot.
+    fn take() -> CompileSlot {
+        let mut running = COMPILING.lock();
+        while *running >= compile_slots() {
+            COMPILE_ENDED.wait(&mut running);
+        }
+        *running += 1;
+        CompileSlot
+    }
+}
+
+impl Drop for CompileSlot {
+    fn drop(&mut self) {
+        *COMPILING.lock() -= 1;
+        COMPILE_ENDED.notify_one();
+    }
+}
+
 /// Runs `f`, which calls into llguidance's compilers, on a thread of its own with a stack of
-/// [`COMPILE_STACK`], and waits for it; a panic there is an error.
+/// [`COMPILE_STACK`], once one of the [`compile_slots`] is free, and waits for it; a panic
+/// there is an error. Callers block: they run off the async workers.
 pub fn on_compile_stack<T: Send>(
     f: impl FnOnce() -> std::result::Result<T, String> + Send,
 ) -> std::result::Result<T, String> {
+    let _slot = CompileSlot::take();
     std::thread::scope(|s| {
         std::thread::Builder::new()
             .name("grammar-compile".into())
@@ -540,6 +580,40 @@ mod tests {
         assert!(m.is_complete());
         let e = g.compile(&chain(6000)).unwrap_err();
         assert!(e.contains("--max-grammar-bytes"), "{e}");
+    }
+
+    /// Compiles beyond the slots wait their turn, and every one runs.
+    #[test]
+    fn compiles_run_a_few_at_a_time() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        let (now, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let n = compile_slots() * 3;
+        let done: Vec<usize> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..n)
+                .map(|k| {
+                    let (now, most) = (&now, &most);
+                    s.spawn(move || {
+                        on_compile_stack(|| {
+                            most.fetch_max(now.fetch_add(1, SeqCst) + 1, SeqCst);
+                            std::thread::sleep(std::time::Duration::from_millis(20));
+                            now.fetch_sub(1, SeqCst);
+                            Ok(k)
+                        })
+                        .unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(done, (0..n).collect::<Vec<_>>());
+        assert!(most.load(SeqCst) <= compile_slots(), "{most:?}");
+        // A panic in a compile is an error, and frees its slot: more of them than there are
+        // slots, then a compile that runs.
+        for _ in 0..=compile_slots() {
+            let e = on_compile_stack::<()>(|| panic!("inside llguidance")).unwrap_err();
+            assert!(e.contains("failed"), "{e}");
+        }
+        assert_eq!(on_compile_stack(|| Ok(7)), Ok(7));
     }
 
     /// Grammars llguidance accepts but cannot start matching are refused when compiled (the
