@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Value};
-use tokio::sync::mpsc::unbounded_channel;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use crate::api::{self, ApiError, Common, Prompt};
 use crate::batch::Events;
@@ -415,44 +415,17 @@ async fn generate(
     body: Result<Bytes, BytesRejection>,
     kind: Kind,
 ) -> Response {
-    let m = &app.engine.metrics;
-    let prepared = authorize(&app, &headers).and_then(|_| read_body(body));
-    let prepared = match prepared {
-        Ok(body) => off_workers(&app, move |app| prepare(app, &body, kind)).await,
-        Err(e) => Err(e),
-    };
-    let Prepared {
-        prompts,
-        common,
-        echoed,
-    } = match prepared {
-        Ok(p) => p,
+    let admitted = match authorize(&app, &headers).and_then(|_| read_body(body)) {
+        Ok(body) => off_workers(&app, move |app| admit(app, &body, kind)).await,
         Err(e) => {
-            m.requests_error.fetch_add(1, Relaxed);
-            return error_response(e);
+            app.engine.metrics.requests_error.fetch_add(1, Relaxed);
+            Err(e)
         }
     };
-    // One engine request per prompt. A refusal drops the receivers of those already
-    // submitted, which cancels them.
-    let mut receivers = Vec::with_capacity(prompts.len());
-    let echo: Vec<(Vec<i32>, String)> = echoed
-        .into_iter()
-        .zip(&prompts)
-        .map(|(text, ids)| (ids.clone(), text))
-        .collect();
-    let mut requests = Vec::with_capacity(prompts.len());
-    for ids in prompts {
-        let (tx, rx) = unbounded_channel();
-        requests.push(Request {
-            params: prompt_params(&app, &common, ids.len()),
-            prompt: ids,
-            events: tx,
-        });
-        receivers.push(rx);
-    }
-    if let Err(r) = submit(&app, requests, common.params.constraint.is_some()).await {
-        return error_response(refusal(r, m));
-    }
+    let (receivers, common, echo) = match admitted {
+        Ok(a) => a,
+        Err(e) => return error_response(e),
+    };
     let events = Events::new(receivers, common.params.n);
     let state = Responder::new(app.clone(), kind, common, events.choices(), echo);
     if state.common.stream {
@@ -462,18 +435,44 @@ async fn generate(
     }
 }
 
-/// Submits `requests` to the engine, stopping at the first refusal. A constrained request's
-/// grammar may be compiled now (milliseconds, up to seconds for the largest the limits let
-/// through): that happens on the blocking pool, so that the async workers go on serving.
-async fn submit(app: &Arc<App>, requests: Vec<Request>, compiles: bool) -> Result<(), Refused> {
-    let app = app.clone();
-    let all = move || requests.into_iter().try_for_each(|r| app.engine.submit(r));
-    if !compiles {
-        return all();
+/// A request the engine took: the receivers of its prompts' events, its options, and for
+/// `echo` each prompt's (ids, text).
+type Admitted = (
+    Vec<UnboundedReceiver<crate::engine::Event>>,
+    Common,
+    Vec<(Vec<i32>, String)>,
+);
+
+/// Reads a generation request and submits one engine request per prompt, compiling a
+/// constrained request's grammar (milliseconds, up to seconds for the largest the limits let
+/// through): run off the async workers ([`off_workers`]). A refusal drops the receivers of
+/// those already submitted, which cancels them.
+fn admit(app: &App, body: &[u8], kind: Kind) -> Result<Admitted, ApiError> {
+    let m = &app.engine.metrics;
+    let Prepared {
+        prompts,
+        common,
+        echoed,
+    } = prepare(app, body, kind).inspect_err(|_| {
+        m.requests_error.fetch_add(1, Relaxed);
+    })?;
+    let echo = echoed
+        .into_iter()
+        .zip(&prompts)
+        .map(|(text, ids)| (ids.clone(), text))
+        .collect();
+    let mut receivers = Vec::with_capacity(prompts.len());
+    for ids in prompts {
+        let (tx, rx) = unbounded_channel();
+        let req = Request {
+            params: prompt_params(app, &common, ids.len()),
+            prompt: ids,
+            events: tx,
+        };
+        app.engine.submit(req).map_err(|r| refusal(r, m))?;
+        receivers.push(rx);
     }
-    tokio::task::spawn_blocking(all)
-        .await
-        .unwrap_or_else(|_| Err(Refused::BadConstraint("the grammar engine failed".into())))
+    Ok((receivers, common, echo))
 }
 
 /// The HTTP error of a request the engine refused.
