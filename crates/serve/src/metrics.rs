@@ -64,6 +64,8 @@ pub struct Metrics {
     pub preemptions: AtomicU64,
     /// Prompt tokens not prefilled because a sequence in the cache held them (forked).
     pub prefix_hit_tokens: AtomicU64,
+    /// Steps a constrained sequence sat out because its grammar's mask was late.
+    pub grammar_masks_late: AtomicU64,
     pub ttft: Histogram,
     pub tpot: Histogram,
     pub queue_time: Histogram,
@@ -125,6 +127,13 @@ impl Metrics {
             "tvmrt_prefix_hit_tokens_total",
             "Prompt tokens forked from a sequence in the KV cache instead of prefilled.",
             &self.prefix_hit_tokens,
+        );
+        counter(
+            &mut out,
+            "tvmrt_grammar_masks_late_total",
+            "Steps a constrained sequence sat out because its grammar's mask was not done in \
+             time for the batch (it is sampled once the mask is, the others go on).",
+            &self.grammar_masks_late,
         );
         self.ttft.render(
             &mut out,

@@ -403,3 +403,83 @@ fn the_librarys_bitmask_kernel_masks_the_rows_named() {
         }
     }
 }
+
+/// A Lark sequence of `n` distinct literals `x0 x1 ...`: one long rule whose every mask is
+/// slow (15-30 ms in release at 6000 against a fixture forward of 0.15 ms) and whose forced
+/// run is the whole rest of it (28k tokens at 6000, 0.2 s in release).
+fn slow_grammar(n: usize) -> Constraint {
+    let literals: Vec<String> = (0..n).map(|i| format!("\"x{i}\"")).collect();
+    Constraint::Lark(format!("start: {}\n", literals.join(" ")))
+}
+
+/// How many tokens a slow-grammar request streams while a free request beside it makes its 16
+/// (counted from the engine's own event order, not clocks), the slow answer's text and the
+/// free answer.
+fn slow_beside_free(e: &Engine) -> (usize, String, Answer) {
+    let mut free = params(None, 16, None);
+    free.logit_bias = vec![(2, -100.0)];
+    let mut slow_rx = send(e, "slow", params(Some(slow_grammar(6000)), 40, None));
+    // The slow one has begun (its grammar compiled at submit; its first forced run or mask
+    // is being computed) when the free one joins it.
+    let mut free_rx = send(e, "free", free);
+    let beside = answers(&mut free_rx, 1).remove(0);
+    // The slow one's deltas sent by now (the engine sends each as it makes it), then the rest.
+    let (mut during, mut text, mut done) = (0, String::new(), false);
+    while let Ok(ev) = slow_rx.try_recv() {
+        match ev {
+            Event::Delta { text: t, .. } => {
+                during += 1;
+                text.push_str(&t);
+            }
+            Event::Done { .. } => done = true,
+            Event::Error(e) => panic!("{e}"),
+            _ => {}
+        }
+    }
+    if !done {
+        text.push_str(&answers(&mut slow_rx, 1).remove(0).text);
+    }
+    (during, text, beside)
+}
+
+/// A grammar whose every mask, or whose forced run, is slow sits its steps out while that is
+/// computed beside the forward, instead of holding the batch: a free request beside it makes
+/// its 16 tokens while the slow one makes few (before: one slow token for each free one, each
+/// step waiting for the slow mask; or none, the whole forced run made first). Both answers are
+/// what they are alone.
+#[test]
+fn a_slow_grammar_slows_only_its_own_sequence() {
+    for jump_forward in [false, true] {
+        let e = start(4096, 8, jump_forward);
+        let mut free = params(None, 16, None);
+        free.logit_bias = vec![(2, -100.0)];
+        let free_alone = answers(&mut send(&e, "free", free), 1).remove(0);
+        assert_eq!(free_alone.tokens.len(), 16);
+        let slow_alone = answers(
+            &mut send(&e, "slow", params(Some(slow_grammar(6000)), 40, None)),
+            1,
+        )
+        .remove(0);
+        let all: String = (0..6000).map(|i| format!("x{i}")).collect();
+        assert!(
+            slow_alone.text.len() > 20 && all.starts_with(&slow_alone.text),
+            "{slow_alone:?}"
+        );
+        let late = e
+            .metrics
+            .grammar_masks_late
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let (during, slow_text, beside) = slow_beside_free(&e);
+        assert_eq!(beside, free_alone, "jump_forward {jump_forward}");
+        assert_eq!(slow_text, slow_alone.text, "jump_forward {jump_forward}");
+        assert!(
+            during <= 8,
+            "jump_forward {jump_forward}: {during} slow tokens while the free request made 16"
+        );
+        let late_now = e
+            .metrics
+            .grammar_masks_late
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert!(late_now > late, "jump_forward {jump_forward}");
+    }
+}

@@ -1,8 +1,19 @@
 //! The grammar's part of a step: each constrained row's logits masked to the tokens its
-//! grammar allows (before sampling: the samplers and logprobs see only those), the sampled
-//! token advanced in the grammar, and the tokens the grammar then forces appended at once:
-//! they are not decoded one by one but join the next iteration's prefill as a chunk of the
-//! choice's pending tokens, as a preempted choice's tokens are recomputed.
+//! grammar allows (before sampling: the samplers and logprobs see only those) and the sampled
+//! token advanced in the grammar; where the grammar forces tokens (the jump-forward), the row
+//! is not sampled: they are appended at once, not decoded one by one, and join the next
+//! iteration's prefill as a chunk of the choice's pending tokens, as a preempted choice's
+//! tokens are recomputed.
+//!
+//! What follows each choice's position (forced tokens, the mask) is computed ahead on the
+//! engine's [`crate::structured::MaskPool`], started before the forward it will be needed
+//! after. The step waits for it only a little past the forward ([`mask_deadline`]); a choice
+//! whose grammar is later sits the step out (its row set aside, [`Worker::park`]) and is
+//! sampled at a later iteration, once it is done: the tokens are the same, and a slow grammar
+//! slows its own sequence alone.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
 
 use tvmrt::{Error, Result};
 
@@ -10,63 +21,144 @@ use super::scheduler::Worker;
 use super::step::Row;
 use super::GRAMMAR_ERROR;
 use crate::sampler::{self, TokenLogprob};
+use crate::structured::grammar::apply_bitmask;
+use crate::structured::mask_pool::Next;
 
-/// A decode batch's masks: the constrained rows, their masks, the rows whose grammar failed.
-pub(super) type DecodeMasks = (Vec<i32>, Vec<Vec<u32>>, Vec<(usize, Error)>);
+/// How one row of a batch came out of its grammar.
+pub(super) enum Masked {
+    /// Masked (or free: no grammar): to be sampled.
+    Ready,
+    /// Its grammar's work was not done by the step's deadline: set aside until it is.
+    Late,
+    /// Not to be sampled: the grammar forces these tokens there (then complete or not).
+    Forced(Vec<i32>, bool),
+    /// Its grammar failed.
+    Failed(Error),
+}
+
+/// A decode batch's masks for the library's kernel: the rows masked there and their masks,
+/// and how each row came out.
+pub(super) type DecodeMasks = (Vec<i32>, Vec<Vec<u32>>, Vec<Masked>);
+
+/// What a late mask is waited for at least, past the forward.
+const MIN_MASK_GRACE: Duration = Duration::from_millis(1);
+
+/// When a step's masks must be done, for a forward started at `started` that takes
+/// `forward`: half the forward's time after it ends (at least [`MIN_MASK_GRACE`]). Masks start
+/// before the forward, so one slower than that is a grammar slower than the model: its
+/// sequence sits the step out rather than hold back the batch by more than half a step.
+pub(super) fn mask_deadline(started: Instant, forward: Duration) -> Instant {
+    started + forward + (forward / 2).max(MIN_MASK_GRACE)
+}
 
 impl Worker {
-    /// Masks each row of a constrained choice; returns the rows whose grammar failed (its
-    /// index in `rows` and the error).
-    pub(super) fn mask_rows(&mut self, rows: &mut [Row]) -> Vec<(usize, Error)> {
-        let mut failed = Vec::new();
-        for (k, (i, c, row)) in rows.iter_mut().enumerate() {
-            if let Some(m) = self.active[*i].choices[*c].matcher.as_mut() {
-                if let Err(e) = m.mask_logits(row) {
-                    failed.push((k, grammar_error(e)));
+    /// Starts the next mask of every constrained choice that has none yet, to run while the
+    /// engine runs its forward.
+    pub(super) fn prefetch_masks(&mut self) {
+        for a in &mut self.active {
+            for ch in a.choices.iter_mut().filter(|ch| !ch.done) {
+                if let Some(g) = ch.grammar.as_mut() {
+                    g.prefetch(&self.masks);
                 }
             }
         }
-        failed
     }
 
-    /// The masks of the constrained choices of a decode batch (`who[k]` its row `k`), for the
-    /// library's kernel: their rows and masks, and the rows whose grammar failed.
-    pub(super) fn decode_masks(&mut self, who: &[(usize, usize)]) -> DecodeMasks {
-        let mut out = DecodeMasks::default();
-        for (k, &(i, c)) in who.iter().enumerate() {
-            if let Some(m) = self.active[i].choices[c].matcher.as_mut() {
-                match m.allowed() {
-                    Ok(mask) => {
-                        out.0.push(k as i32);
-                        out.1.push(mask);
-                    }
-                    Err(e) => out.2.push((k, grammar_error(e))),
+    /// Masks each row of a constrained choice whose mask is done by `deadline`.
+    pub(super) fn mask_rows(&mut self, rows: &mut [Row], deadline: Instant) -> Vec<Masked> {
+        let mut out = Vec::with_capacity(rows.len());
+        for (i, c, row) in rows.iter_mut() {
+            let Some(g) = self.active[*i].choices[*c].grammar.as_mut() else {
+                out.push(Masked::Ready);
+                continue;
+            };
+            out.push(match g.next_by(deadline) {
+                None => Masked::Late,
+                Some(Ok(Next::Mask(mask))) => {
+                    apply_bitmask(row, mask);
+                    Masked::Ready
                 }
-            }
+                Some(Ok(Next::Forced(tokens, complete))) => Masked::Forced(tokens, complete),
+                Some(Err(e)) => Masked::Failed(grammar_error(e)),
+            });
         }
         out
     }
 
+    /// The masks of the constrained choices of a decode batch (`who[k]` its row `k`) done by
+    /// `deadline`, for the library's kernel.
+    pub(super) fn decode_masks(
+        &mut self,
+        who: &[(usize, usize)],
+        deadline: Instant,
+    ) -> DecodeMasks {
+        let mut out = DecodeMasks::default();
+        for (k, &(i, c)) in who.iter().enumerate() {
+            let Some(g) = self.active[i].choices[c].grammar.as_mut() else {
+                out.2.push(Masked::Ready);
+                continue;
+            };
+            out.2.push(match g.next_by(deadline) {
+                None => Masked::Late,
+                Some(Ok(Next::Mask(mask))) => {
+                    out.0.push(k as i32);
+                    out.1.push(mask.to_vec());
+                    Masked::Ready
+                }
+                Some(Ok(Next::Forced(tokens, complete))) => Masked::Forced(tokens, complete),
+                Some(Err(e)) => Masked::Failed(grammar_error(e)),
+            });
+        }
+        out
+    }
+
+    /// Sets aside a row whose mask was late: its choice is sampled from it once the mask is
+    /// done ([`Worker::resume_parked`]), and decodes nothing until then.
+    pub(super) fn park(&mut self, (i, c, row): Row) {
+        self.metrics.grammar_masks_late.fetch_add(1, Relaxed);
+        self.active[i].choices[c].parked = Some(row);
+    }
+
+    /// The set-aside rows whose masks are done now: taken back, to be sampled.
+    pub(super) fn unpark_ready(&mut self) -> Vec<Row> {
+        let mut rows = Vec::new();
+        for (i, a) in self.active.iter_mut().enumerate() {
+            for (c, ch) in a.choices.iter_mut().enumerate() {
+                if ch.parked.is_some() && ch.grammar.as_mut().is_some_and(|g| g.is_ready()) {
+                    rows.push((i, c, ch.parked.take().expect("parked")));
+                }
+            }
+        }
+        rows
+    }
+
+    /// Whether a choice waits for its mask.
+    pub(super) fn any_parked(&self) -> bool {
+        self.active
+            .iter()
+            .any(|a| a.choices.iter().any(|ch| ch.parked.is_some()))
+    }
+
     /// A sampled token of choice `c` of active `i` (`row`: the logits it was sampled from):
-    /// its log-probabilities, the grammar advanced past it, then the tokens the grammar
-    /// forces after it.
+    /// its log-probabilities, and the grammar advanced past it.
     pub(super) fn accept(&mut self, i: usize, c: usize, token: i32, row: &[f32]) -> Result<()> {
         let top = self.active[i].params().logprobs;
         let logprob = top.map(|k| sampler::logprobs(row, token, k));
-        let (mut forced, mut complete) = (Vec::new(), false);
+        let mut complete = false;
         if !self.stop_ids.contains(&token) {
-            if let Some(m) = self.active[i].choices[c].matcher.as_mut() {
-                m.commit(token).map_err(grammar_error)?;
-                if self.jump_forward {
-                    forced = m.forced();
-                }
-                complete = m.is_complete();
+            if let Some(g) = self.active[i].choices[c].grammar.as_mut() {
+                complete = g.commit(token).map_err(grammar_error)?;
             }
         }
-        let last = forced.len();
-        if self.push_token((i, c), token, logprob, true, complete && last == 0) {
-            return Ok(());
-        }
+        self.push_token((i, c), token, logprob, true, complete);
+        Ok(())
+    }
+
+    /// Tokens the grammar of choice `c` of active `i` forces at its position, in place of a
+    /// sampled one: appended at once (they join the next prefill as a chunk), the answer
+    /// ending with the last where it is then `complete`.
+    pub(super) fn push_forced(&mut self, (i, c): (usize, usize), forced: Vec<i32>, complete: bool) {
+        let top = self.active[i].params().logprobs;
         // A forced token is the only one the grammar allows: probability 1 under the mask.
         let certain = |t: i32| {
             top.map(|k| TokenLogprob {
@@ -74,12 +166,12 @@ impl Worker {
                 top: if k > 0 { vec![(t, 0.0)] } else { Vec::new() },
             })
         };
+        let last = forced.len();
         for (n, t) in forced.into_iter().enumerate() {
             if self.push_token((i, c), t, certain(t), false, complete && n + 1 == last) {
                 break;
             }
         }
-        Ok(())
     }
 }
 

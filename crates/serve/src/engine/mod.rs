@@ -13,9 +13,10 @@
 //! - [`prefix`]: finished sequences kept for prompts that start with their tokens;
 //! - a constrained request (`params.constraint`) has its grammar compiled at
 //!   [`Engine::submit`] (a 400 where it does not compile) and a [`Matcher`] per choice: each
-//!   step's logits are masked to the tokens the grammar allows before sampling, tokens the
-//!   grammar forces are appended without a decode step each (they join the next prefill as a
-//!   chunk), and a complete answer ends with `stop`;
+//!   step's logits are masked to the tokens the grammar allows before sampling (the mask
+//!   computed ahead, beside the forward; a sequence whose mask is late sits the step out),
+//!   tokens the grammar forces are appended without a decode step each (they join the next
+//!   prefill as a chunk), and a complete answer ends with `stop`;
 //! - a client that goes away (its event receiver dropped) has its sequences removed and their
 //!   pages freed at the next iteration.
 
@@ -38,8 +39,8 @@ use tvmrt::{Error, Result};
 use crate::metrics::Metrics;
 use crate::model::Model;
 use crate::sampler::{Rng, SamplingParams, TokenLogprob};
-use crate::structured::grammar::Compiled;
-use crate::structured::{Constraint, GrammarLimits, Grammars};
+use crate::structured::grammar::{compile_slots, Compiled};
+use crate::structured::{Constraint, GrammarLimits, Grammars, MaskPool};
 use crate::text::TextCodec;
 use prefix::PrefixPool;
 use scheduler::Worker;
@@ -272,6 +273,10 @@ impl Engine {
                         next_seq: 0,
                         next_order: 0,
                         jump_forward,
+                        masks: MaskPool::new(compile_slots()).map_err(|e| {
+                            Error::runtime(format!("cannot start the grammar mask threads: {e}"))
+                        })?,
+                        decode_time: std::time::Duration::ZERO,
                     })
                 };
                 match setup() {

@@ -16,6 +16,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{mpsc, Arc};
+use std::time::Duration;
 
 use tvmrt::object::ObjectRef;
 use tvmrt::Error;
@@ -25,6 +26,7 @@ use super::sequence::{pages_to_grow, Active};
 use super::{random_seed, Event, Job, ModelInfo};
 use crate::metrics::Metrics;
 use crate::model::Model;
+use crate::structured::MaskPool;
 use crate::text::TextCodec;
 
 /// The engine thread's state: the model, its cache and every request it holds.
@@ -46,7 +48,16 @@ pub struct Worker {
     pub next_order: u64,
     /// Whether forced tokens are appended at once ([`crate::structured::GrammarLimits`]).
     pub jump_forward: bool,
+    /// Where the constrained choices' next masks are computed, ahead of the forward.
+    pub masks: MaskPool,
+    /// How long the last decode forward took (the deadline of the masks a GPU's kernel
+    /// applies, needed before the forward ends).
+    pub decode_time: Duration,
 }
+
+/// How long an iteration that has only choices waiting for their masks waits for one before
+/// it looks at the queue again.
+const PARKED_POLL: Duration = Duration::from_millis(5);
 
 impl Worker {
     pub fn run(&mut self, rx: mpsc::Receiver<Job>) {
@@ -72,15 +83,21 @@ impl Worker {
                 self.update_gauges();
                 continue;
             }
-            self.prefill_step();
-            self.decode_step();
+            let ready = self.unpark_ready();
+            self.sample(ready, true, None, std::time::Instant::now());
+            let prefilled = self.prefill_step();
+            let decoded = self.decode_step();
             self.retire();
+            if !prefilled && !decoded && self.any_parked() {
+                self.masks.wait_any(PARKED_POLL);
+            }
         }
     }
 
     fn enqueue(&mut self, job: Job) {
         let seed = job.req.params.seed.unwrap_or_else(random_seed);
-        self.waiting.push_back(Active::new(job, seed));
+        self.waiting
+            .push_back(Active::new(job, seed, self.jump_forward));
     }
 
     fn drop_cancelled(&mut self) {

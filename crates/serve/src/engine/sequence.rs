@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::{Event, Job, PAGE_SIZE};
 use crate::sampler::{self, Rng, SamplingParams, TokenLogprob};
-use crate::structured::Matcher;
+use crate::structured::{GrammarCursor, Matcher};
 use crate::text::Detokenized;
 
 /// Pages a sequence of `len` tokens occupies.
@@ -34,9 +34,12 @@ pub struct Choice {
     pub detok: Detokenized,
     pub done: bool,
     pub last_token_at: Option<Instant>,
-    /// Its position in the request's output grammar (constrained requests): it goes with
-    /// the tokens, so a preempted choice keeps it.
-    pub matcher: Option<Matcher>,
+    /// Its position in the request's output grammar (constrained requests), with the next
+    /// mask computed ahead: it goes with the tokens, so a preempted choice keeps it.
+    pub grammar: Option<GrammarCursor>,
+    /// Logits it is to be sampled from once its grammar's mask is done (it was late for its
+    /// step); dropped on preemption (the recompute gives them again).
+    pub parked: Option<Vec<f32>>,
 }
 
 impl Choice {
@@ -73,7 +76,7 @@ pub struct Active {
 
 impl Active {
     /// A request fresh from the queue, its choices seeded.
-    pub fn new(job: Job, seed: u64) -> Active {
+    pub fn new(job: Job, seed: u64, jump_forward: bool) -> Active {
         let p = &job.req.params;
         let choices = (0..p.n)
             .map(|c| Choice {
@@ -85,7 +88,11 @@ impl Active {
                 detok: Detokenized::default(),
                 done: false,
                 last_token_at: None,
-                matcher: job.grammar.as_ref().map(Matcher::new),
+                grammar: job
+                    .grammar
+                    .as_ref()
+                    .map(|g| GrammarCursor::new(Matcher::new(g), jump_forward)),
+                parked: None,
             })
             .collect();
         Active {
@@ -187,6 +194,7 @@ impl Active {
         for c in &mut self.choices {
             c.seq = None;
             c.in_kv = 0;
+            c.parked = None;
         }
     }
 
@@ -243,6 +251,7 @@ mod tests {
                 grammar: None,
             },
             0,
+            false,
         );
         assert!(a.wants_prompt_logprobs());
         let row = [0.0f32, 1.0, 2.0];

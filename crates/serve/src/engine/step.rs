@@ -8,8 +8,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tvmrt::{Error, Result};
+use tvmrt::Result;
 
+use super::constrain::{mask_deadline, Masked};
 use super::scheduler::Worker;
 use super::sequence::pages_to_grow;
 use super::{Event, FinishReason};
@@ -91,12 +92,15 @@ impl Worker {
             .sum()
     }
 
-    pub fn prefill_step(&mut self) {
+    /// Prefills this iteration's chunks and samples the choices they complete. Returns
+    /// whether there was anything to prefill.
+    pub fn prefill_step(&mut self) -> bool {
         self.make_room(Worker::prefill_pages);
         let plan = self.plan_prefill();
         if plan.is_empty() {
-            return;
+            return false;
         }
+        self.prefetch_masks();
         let seqs: Vec<i64> = plan.iter().map(|c| c.seq).collect();
         let chunks: Vec<&[i32]> = plan
             .iter()
@@ -118,10 +122,15 @@ impl Worker {
             .iter()
             .map(|c| c.choice.is_none() && self.active[c.active].wants_prompt_logprobs())
             .collect();
+        let started = Instant::now();
         let logits = match self.chunk_logits(&seqs, &chunks, &every) {
             Ok(l) => l,
-            Err(e) => return self.fail(&which, &e),
+            Err(e) => {
+                self.fail(&which, &e);
+                return true;
+            }
         };
+        let deadline = mask_deadline(started, started.elapsed());
         let vocab = self.info.vocab_size;
         let mut rows = Vec::new();
         let mut failed = Vec::new();
@@ -162,9 +171,11 @@ impl Worker {
             let mut which: Vec<usize> = failed.iter().map(|f| f.0).collect();
             which.extend(rows.iter().map(|r| r.0));
             let e = e.clone();
-            return self.fail(&which, &e);
+            self.fail(&which, &e);
+            return true;
         }
-        self.sample(rows, false, None);
+        self.sample(rows, false, None, deadline);
+        true
     }
 
     /// The logits of each chunk (`chunks[k]` of sequence `seqs[k]`): every position's rows
@@ -254,7 +265,8 @@ impl Worker {
         Ok(fresh)
     }
 
-    pub fn decode_step(&mut self) {
+    /// Decodes one token for every running choice and samples it. Returns whether any ran.
+    pub fn decode_step(&mut self) -> bool {
         self.make_room(Worker::decode_pages);
         let mut who = Vec::new();
         for (i, a) in self.active.iter().enumerate() {
@@ -265,8 +277,9 @@ impl Worker {
             }
         }
         if who.is_empty() {
-            return;
+            return false;
         }
+        self.prefetch_masks();
         let seqs: Vec<i64> = who
             .iter()
             .map(|&(i, c)| self.active[i].choices[c].seq.expect("running"))
@@ -279,6 +292,7 @@ impl Worker {
         // they come back to the host: one transfer of the arguments, no round trip of the
         // logits (as MLC's engine keeps them on the device).
         let (bias, counts, penalties) = self.logit_args(&who);
+        let started = Instant::now();
         let forward = self
             .model
             .decode(&self.cache, &seqs, &tokens)
@@ -288,13 +302,16 @@ impl Worker {
                 Ok(l)
             });
         // The grammars' masks, computed on the host while a GPU runs the queued forward, and
-        // applied by the library's kernel where it has one.
+        // applied by the library's kernel where it has one: those done when the forward
+        // should be (as long as the last one took).
         let on_device = self.model.has_bitmask_kernel();
-        let (mask_rows, masks, mask_failures) = if on_device && forward.is_ok() {
-            self.decode_masks(&who)
+        let waited = Instant::now();
+        let (mask_rows, masks, mask_status) = if on_device && forward.is_ok() {
+            self.decode_masks(&who, mask_deadline(started, self.decode_time))
         } else {
             Default::default()
         };
+        let waited = waited.elapsed();
         let logits = match forward.and_then(|l| {
             self.model.apply_bitmask_in_place(&l, &mask_rows, &masks)?;
             read_f32(&l)
@@ -302,9 +319,17 @@ impl Worker {
             Ok(l) => l,
             Err(e) => {
                 let which: Vec<usize> = who.iter().map(|w| w.0).collect();
-                return self.fail(&which, &e);
+                self.fail(&which, &e);
+                return true;
             }
         };
+        // The forward's time without the wait for the masks (which would otherwise feed
+        // itself: a late mask's wait lengthening the next deadline). Where the forward ran
+        // during the wait (a GPU) this is less than the forward took: the deadline errs on
+        // the side of the batch.
+        let took = started.elapsed();
+        self.decode_time = took.saturating_sub(waited);
+        let deadline = mask_deadline(started, took);
         let vocab = self.info.vocab_size;
         let rows = who
             .iter()
@@ -314,7 +339,8 @@ impl Worker {
                 (i, c, logits[k * vocab..(k + 1) * vocab].to_vec())
             })
             .collect();
-        self.sample(rows, true, on_device.then_some(mask_failures));
+        self.sample(rows, true, on_device.then_some(mask_status), deadline);
+        true
     }
 
     /// The arguments of the model's logit-bias and penalty kernels for the choices `who`, row
@@ -343,8 +369,15 @@ impl Worker {
     /// Samples one token for each row and hands it to its choice; the logit bias and
     /// penalties go through the model's own kernels first, for the whole batch, unless the
     /// rows come `processed` (a decode applies them on the device), and the grammars' masks
-    /// unless `masked` (applied on the device: the rows whose grammar failed).
-    fn sample(&mut self, mut rows: Vec<Row>, processed: bool, masked: Option<Vec<(usize, Error)>>) {
+    /// done by `deadline` unless `masked` (applied on the device: how each row came out).
+    /// Rows whose masks are late are set aside ([`Worker::park`]).
+    pub(super) fn sample(
+        &mut self,
+        mut rows: Vec<Row>,
+        processed: bool,
+        masked: Option<Vec<Masked>>,
+        deadline: Instant,
+    ) {
         if rows.is_empty() {
             return;
         }
@@ -366,9 +399,28 @@ impl Worker {
         }
         // Constrained choices: every token their grammar does not allow to -inf.
         let masked = match masked {
-            Some(failed) => failed,
-            None => self.mask_rows(&mut rows),
+            Some(status) => status,
+            None => self.mask_rows(&mut rows, deadline),
         };
+        let mut ready = Vec::with_capacity(rows.len());
+        let mut grammar_errors = Vec::with_capacity(rows.len());
+        for (row, status) in rows.into_iter().zip(masked) {
+            match status {
+                Masked::Late => self.park(row),
+                Masked::Forced(tokens, complete) => {
+                    self.push_forced((row.0, row.1), tokens, complete)
+                }
+                Masked::Ready => {
+                    ready.push(row);
+                    grammar_errors.push(None);
+                }
+                Masked::Failed(e) => {
+                    ready.push(row);
+                    grammar_errors.push(Some(e));
+                }
+            }
+        }
+        let rows = ready;
         let hot: Vec<usize> = (0..rows.len())
             .filter(|&k| self.active[rows[k].0].params().temperature >= GREEDY_BELOW)
             .collect();
@@ -396,8 +448,10 @@ impl Worker {
                 }
             }
         }
-        for (k, e) in masked {
-            chosen[k] = Err(e);
+        for (k, e) in grammar_errors.into_iter().enumerate() {
+            if let Some(e) = e {
+                chosen[k] = Err(e);
+            }
         }
         let mut failed = Vec::new();
         for ((i, c, row), token) in rows.into_iter().zip(chosen) {

@@ -343,6 +343,11 @@ impl Matcher {
             .collect()
     }
 
+    /// Whether the grammar has ended (complete, or failed): no token may follow.
+    pub fn is_stopped(&self) -> bool {
+        self.0.is_stopped()
+    }
+
     /// Whether the answer is complete and nothing may follow it.
     pub fn is_complete(&self) -> bool {
         self.0.is_stopped() && !self.0.is_error()
@@ -388,7 +393,7 @@ pub fn apply_bitmask(row: &mut [f32], mask: &[u32]) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use serde_json::json;
 
@@ -397,7 +402,7 @@ mod tests {
     }
 
     /// The fixture's 320-token byte-level BPE; token 2 (`<|im_end|>`) ends an answer.
-    fn grammars() -> (Grammars, Arc<TextCodec>) {
+    pub(in crate::structured) fn grammars() -> (Grammars, Arc<TextCodec>) {
         let codec = Arc::new(TextCodec::load(&fixture()).unwrap());
         let g = Grammars::load(&fixture(), codec.clone(), 320, &[2], &Default::default());
         (g.unwrap(), codec)

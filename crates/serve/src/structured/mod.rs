@@ -6,12 +6,16 @@
 //!   `guided_*` fields) or built by the server itself (tool calls);
 //! - [`grammar`]: the model's token table, the compiled grammars (compiled once each, in a
 //!   bounded cache keyed by their text) and the per-sequence [`grammar::Matcher`] the engine
-//!   asks for each step's allowed tokens and advances with the sampled one.
+//!   asks for each step's allowed tokens and advances with the sampled one;
+//! - [`mask_pool`]: each sequence's next mask computed ahead on a few threads, while the
+//!   engine runs the forward ([`GrammarCursor`]).
 
 pub mod grammar;
+pub mod mask_pool;
 pub mod request;
 
 pub use grammar::{GrammarLimits, Grammars, Matcher};
+pub use mask_pool::{GrammarCursor, MaskPool};
 pub use request::constraint_from_body;
 
 use llguidance::api::TopLevelGrammar;

@@ -1,0 +1,378 @@
+//! A grammar's work computed ahead, off the engine's thread: as soon as a sequence's grammar
+//! has advanced, the tokens it forces next (the jump-forward) and the mask after them start on
+//! a small pool of threads, and run while the engine runs the batch's forward. The engine
+//! takes them when it samples, waiting only until a deadline: a grammar whose masks (or forced
+//! runs: a Lark sequence of 12k literals forces 63k tokens, 0.7 s of work) are slower than the
+//! forward then delays its own sequence, not the whole batch.
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::grammar::Matcher;
+
+/// What a grammar finds at a position: the tokens it forces there (already committed; none
+/// where the model has a choice, or with the jump-forward off), whether the answer is then
+/// complete, and the mask after them (or its error; empty when complete).
+struct Ahead {
+    forced: Vec<i32>,
+    complete: bool,
+    mask: std::result::Result<Vec<u32>, String>,
+}
+
+impl Ahead {
+    fn compute(m: &mut Matcher, jump_forward: bool) -> Ahead {
+        let forced = if jump_forward { m.forced() } else { Vec::new() };
+        let complete = m.is_complete();
+        let mask = if m.is_stopped() {
+            Ok(Vec::new())
+        } else {
+            m.allowed()
+        };
+        Ahead {
+            forced,
+            complete,
+            mask,
+        }
+    }
+
+    fn lost() -> Ahead {
+        Ahead {
+            forced: Vec::new(),
+            complete: false,
+            mask: Err(JOB_LOST.to_string()),
+        }
+    }
+}
+
+/// What the engine does with a row of logits at a cursor's position.
+pub enum Next<'a> {
+    /// Mask it and sample.
+    Mask(&'a [u32]),
+    /// The row is not needed: append these tokens (the grammar forces them), the answer then
+    /// `complete` or not.
+    Forced(Vec<i32>, bool),
+}
+
+/// What a job gives back: the matcher and what it found.
+type Computed = (Matcher, Ahead);
+
+/// Why a sequence's mask is missing when its job ended without one (a bug: llguidance turns
+/// its own panics into errors).
+const JOB_LOST: &str = "the output grammar: its mask computation failed";
+
+/// Work for a pool thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Stack of a mask thread: llguidance's mask computation does not recurse with the grammar's
+/// depth as its compilers do, but has headroom (pages are committed only as they are used).
+const MASK_STACK: usize = 16 << 20;
+
+/// The threads masks are computed on, and a signal of each mask finished.
+pub struct MaskPool {
+    jobs: Sender<Job>,
+    finished_tx: Sender<()>,
+    finished: Receiver<()>,
+}
+
+impl MaskPool {
+    /// A pool of `threads` threads (at least one). They end when the pool is dropped and the
+    /// jobs queued before are done.
+    pub fn new(threads: usize) -> std::io::Result<MaskPool> {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let queue = Arc::new(Mutex::new(queue));
+        for n in 0..threads.max(1) {
+            let queue = queue.clone();
+            std::thread::Builder::new()
+                .name(format!("tvmrt-mask-{n}"))
+                .stack_size(MASK_STACK)
+                .spawn(move || loop {
+                    // The lock is held only to take a job, not while it runs.
+                    let job = queue.lock().recv();
+                    match job {
+                        Ok(job) => job(),
+                        Err(_) => return,
+                    }
+                })?;
+        }
+        let (finished_tx, finished) = mpsc::channel();
+        Ok(MaskPool {
+            jobs,
+            finished_tx,
+            finished,
+        })
+    }
+
+    /// Waits until a mask job finishes (or one finished since the last wait), at most
+    /// `timeout`. Returns whether one did.
+    pub fn wait_any(&self, timeout: Duration) -> bool {
+        let any = self.finished.recv_timeout(timeout).is_ok();
+        while self.finished.try_recv().is_ok() {}
+        any
+    }
+
+    fn spawn(&self, matcher: Matcher, jump_forward: bool) -> Receiver<Computed> {
+        let (tx, rx) = mpsc::channel();
+        let finished = self.finished_tx.clone();
+        let job: Job = Box::new(move || {
+            let mut matcher = matcher;
+            let run = std::panic::AssertUnwindSafe(|| Ahead::compute(&mut matcher, jump_forward));
+            let ahead = std::panic::catch_unwind(run).unwrap_or_else(|_| Ahead::lost());
+            let _ = tx.send((matcher, ahead));
+            let _ = finished.send(());
+        });
+        // The threads outlive every sender, so the queue is open while the pool is.
+        let _ = self.jobs.send(job);
+        rx
+    }
+}
+
+/// A sequence's position in its output grammar, with what follows it (forced tokens, the
+/// mask) computed ahead on a [`MaskPool`].
+pub struct GrammarCursor {
+    /// Here unless a job holds it.
+    matcher: Option<Matcher>,
+    /// Whether forced tokens are appended at once rather than sampled from one-token masks:
+    /// after the first sampled token (the first is sampled, as a seeded request's draws
+    /// have always been).
+    jump_forward: bool,
+    /// Whether a sampled token has been committed.
+    committed: bool,
+    /// The job computing what follows the current position.
+    in_flight: Option<Receiver<Computed>>,
+    /// What follows the current position, once computed.
+    ahead: Option<Ahead>,
+}
+
+impl GrammarCursor {
+    /// A cursor at `matcher`'s position; nothing started yet.
+    pub fn new(matcher: Matcher, jump_forward: bool) -> GrammarCursor {
+        GrammarCursor {
+            matcher: Some(matcher),
+            jump_forward,
+            committed: false,
+            in_flight: None,
+            ahead: None,
+        }
+    }
+
+    /// Starts computing what follows the current position on `pool`, unless it is computed or
+    /// being computed already, or the grammar has ended.
+    pub fn prefetch(&mut self, pool: &MaskPool) {
+        if self.ahead.is_some() || self.in_flight.is_some() {
+            return;
+        }
+        if let Some(m) = self.matcher.take() {
+            if m.is_stopped() {
+                self.matcher = Some(m);
+            } else {
+                self.in_flight = Some(pool.spawn(m, self.jumps()));
+            }
+        }
+    }
+
+    /// Whether what follows the current position is computed (without waiting for it).
+    pub fn is_ready(&mut self) -> bool {
+        self.settle(None);
+        self.ahead.is_some()
+    }
+
+    /// What to do with the row of logits at the current position: computed here if no job
+    /// was started, else waited for until `deadline` (`None` where it is not done by then).
+    /// Forced tokens are handed out once; the mask after them stays for the next row.
+    pub fn next_by(&mut self, deadline: Instant) -> Option<std::result::Result<Next<'_>, String>> {
+        if self.ahead.is_none() && self.in_flight.is_none() {
+            let jumps = self.jumps();
+            if let Some(m) = self.matcher.as_mut() {
+                self.ahead = Some(Ahead::compute(m, jumps));
+            }
+        }
+        self.settle(Some(deadline.saturating_duration_since(Instant::now())));
+        let ahead = self.ahead.as_mut()?;
+        if !ahead.forced.is_empty() || ahead.complete {
+            let forced = std::mem::take(&mut ahead.forced);
+            let complete = std::mem::replace(&mut ahead.complete, false);
+            return Some(Ok(Next::Forced(forced, complete)));
+        }
+        Some(match &ahead.mask {
+            Ok(mask) => Ok(Next::Mask(mask)),
+            Err(e) => Err(e.clone()),
+        })
+    }
+
+    /// Advances past `token` (sampled under the mask). Returns whether the answer is then
+    /// complete (nothing may follow it).
+    pub fn commit(&mut self, token: i32) -> std::result::Result<bool, String> {
+        self.ahead = None;
+        self.committed = true;
+        let m = self.matcher()?;
+        m.commit(token)?;
+        Ok(m.is_complete())
+    }
+
+    /// Whether the next job appends forced tokens.
+    fn jumps(&self) -> bool {
+        self.jump_forward && self.committed
+    }
+
+    /// The matcher, back from its job if one holds it (waiting for it).
+    fn matcher(&mut self) -> std::result::Result<&mut Matcher, String> {
+        self.settle(Some(Duration::MAX));
+        self.matcher.as_mut().ok_or_else(|| JOB_LOST.to_string())
+    }
+
+    /// Takes the job's result if it is done, waiting for it at most `wait`.
+    fn settle(&mut self, wait: Option<Duration>) {
+        let Some(rx) = self.in_flight.as_ref() else {
+            return;
+        };
+        let got = match wait {
+            None => rx.try_recv().map_err(|e| e == TryRecvError::Disconnected),
+            Some(d) => match rx.recv_timeout(d) {
+                Ok(c) => Ok(c),
+                Err(e) => Err(e == RecvTimeoutError::Disconnected),
+            },
+        };
+        match got {
+            Ok((matcher, ahead)) => {
+                self.matcher = Some(matcher);
+                self.ahead = Some(ahead);
+                self.in_flight = None;
+            }
+            // The job ended without an answer: its matcher is gone with it.
+            Err(true) => {
+                self.ahead = Some(Ahead::lost());
+                self.in_flight = None;
+            }
+            Err(false) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::structured::grammar::tests::grammars;
+    use crate::structured::Constraint;
+    use crate::text::TextCodec;
+
+    /// A cursor and a plain matcher of regex `rx` (the cursor with the jump-forward or not),
+    /// and the fixture's codec.
+    fn cursor_and_twin(rx: &str, jump_forward: bool) -> (GrammarCursor, Matcher, Arc<TextCodec>) {
+        let (g, codec) = grammars();
+        let compiled = g.compile(&Constraint::Regex(rx.into())).unwrap();
+        let cursor = GrammarCursor::new(Matcher::new(&compiled), jump_forward);
+        (cursor, Matcher::new(&compiled), codec)
+    }
+
+    /// The fixture's token of each character of `text` (given one by one).
+    fn tokens(codec: &TextCodec, text: &str) -> Vec<i32> {
+        text.chars()
+            .map(|ch| {
+                let t = codec.encode(&ch.to_string()).unwrap();
+                assert_eq!(t.len(), 1, "{ch:?}");
+                t[0]
+            })
+            .collect()
+    }
+
+    /// The mask `next_by` gives (none where it gives forced tokens or is late).
+    fn mask(cursor: &mut GrammarCursor, deadline: Instant) -> Option<Vec<u32>> {
+        match cursor.next_by(deadline)? {
+            Ok(Next::Mask(m)) => Some(m.to_vec()),
+            Ok(Next::Forced(..)) => None,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn far() -> Instant {
+        Instant::now() + Duration::from_secs(60)
+    }
+
+    /// Masks computed ahead equal the matcher's own, position after position, and a cursor
+    /// whose mask was never started computes it where it is asked for.
+    #[test]
+    fn masks_computed_ahead_are_the_matcher_s_own() {
+        let pool = MaskPool::new(2).unwrap();
+        let (mut cursor, mut twin, codec) = cursor_and_twin("ab[0-9]+c", false);
+        let text = tokens(&codec, "ab73c");
+        let last = text.len() - 1;
+        for (n, token) in text.into_iter().enumerate() {
+            if n % 2 == 0 {
+                cursor.prefetch(&pool);
+            }
+            let want = twin.allowed().unwrap();
+            assert_eq!(mask(&mut cursor, far()).unwrap(), want, "step {n}");
+            assert!(
+                want[token as usize / 32] >> (token % 32) & 1 == 1,
+                "step {n}"
+            );
+            assert_eq!(cursor.commit(token).unwrap(), n == last, "step {n}");
+            twin.commit(token).unwrap();
+        }
+    }
+
+    /// With the jump-forward, what a grammar forces after a sampled token comes first, once,
+    /// then the mask after it; forced text that completes the answer says so. The first token
+    /// is sampled (under a mask of the one token allowed).
+    #[test]
+    fn forced_tokens_come_once_before_the_mask_after_them() {
+        let pool = MaskPool::new(1).unwrap();
+        let (mut cursor, mut twin, codec) = cursor_and_twin("[0-9]abc[0-9]de", true);
+        cursor.prefetch(&pool);
+        assert_eq!(mask(&mut cursor, far()).unwrap(), twin.allowed().unwrap());
+        let seven = tokens(&codec, "7")[0];
+        assert!(!cursor.commit(seven).unwrap());
+        twin.commit(seven).unwrap();
+        cursor.prefetch(&pool);
+        let Some(Ok(Next::Forced(forced, false))) = cursor.next_by(far()) else {
+            panic!("nothing forced after the first digit");
+        };
+        assert_eq!(codec.decode(&forced), "abc");
+        for &t in &forced {
+            twin.commit(t).unwrap();
+        }
+        assert_eq!(mask(&mut cursor, far()).unwrap(), twin.allowed().unwrap());
+        assert!(!cursor.commit(seven).unwrap());
+        cursor.prefetch(&pool);
+        let Some(Ok(Next::Forced(forced, true))) = cursor.next_by(far()) else {
+            panic!("the rest is forced and completes the answer");
+        };
+        assert_eq!(codec.decode(&forced), "de");
+    }
+
+    /// Work not done by its deadline is `None` (the caller goes on), and arrives later; the
+    /// matcher a job holds is waited for where it is needed.
+    #[test]
+    fn a_late_mask_is_none_until_it_is_done() {
+        let pool = MaskPool::new(1).unwrap();
+        let (release, held) = mpsc::channel::<()>();
+        let hold: Job = Box::new(move || {
+            let _ = held.recv();
+        });
+        pool.jobs.send(hold).unwrap();
+        let (mut cursor, mut twin, codec) = cursor_and_twin("x+", false);
+        cursor.prefetch(&pool);
+        assert!(cursor
+            .next_by(Instant::now() + Duration::from_millis(30))
+            .is_none());
+        assert!(!cursor.is_ready());
+        drop(release);
+        assert!(pool.wait_any(Duration::from_secs(60)));
+        assert!(cursor.is_ready());
+        assert_eq!(
+            mask(&mut cursor, Instant::now()).unwrap(),
+            twin.allowed().unwrap()
+        );
+        // Committing while the next mask is in flight waits for the matcher.
+        let x = tokens(&codec, "x")[0];
+        cursor.commit(x).unwrap();
+        cursor.prefetch(&pool);
+        cursor.commit(x).unwrap();
+        twin.commit(x).unwrap();
+        twin.commit(x).unwrap();
+        assert_eq!(mask(&mut cursor, far()).unwrap(), twin.allowed().unwrap());
+    }
+}
