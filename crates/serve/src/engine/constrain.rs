@@ -43,6 +43,25 @@ pub(super) type DecodeMasks = (Vec<i32>, Vec<Vec<u32>>, Vec<Masked>);
 /// What a late mask is waited for at least, past the forward.
 const MIN_MASK_GRACE: Duration = Duration::from_millis(1);
 
+/// The longest wait for forced runs before a step's forwards: enough for llguidance's usual
+/// tens of microseconds and a thread's wake-up, a small part of a GPU's decode.
+const MAX_FORCED_WAIT: Duration = Duration::from_micros(500);
+
+/// The shortest decode worth waiting for a forced run before the forwards: a run that is late
+/// costs its sequence one decode of the token alone, and below this a wait (a thread's
+/// wake-up and the timer's slack, 50-100 us on a VM) costs the whole batch about as much.
+const MIN_DECODE_TO_WAIT: Duration = Duration::from_millis(1);
+
+/// Until when a step waits for forced runs before its forwards, the last decode having taken
+/// `decode`: a quarter of it, 500 us at most; not at all where decodes are short (the CPU).
+pub(super) fn forced_deadline(decode: Duration) -> Instant {
+    let now = Instant::now();
+    if decode < MIN_DECODE_TO_WAIT {
+        return now;
+    }
+    now + (decode / 4).min(MAX_FORCED_WAIT)
+}
+
 /// When a step's masks must be done, for a forward started at `started` that takes
 /// `forward`: half the forward's time after it ends (at least [`MIN_MASK_GRACE`]). Masks start
 /// before the forward, so one slower than that is a grammar slower than the model: its
@@ -148,10 +167,35 @@ impl Worker {
         if !self.stop_ids.contains(&token) {
             if let Some(g) = self.active[i].choices[c].grammar.as_mut() {
                 complete = g.commit(token).map_err(grammar_error)?;
+                if !complete {
+                    g.prefetch(&self.masks);
+                }
             }
         }
         self.push_token((i, c), token, logprob, true, complete);
         Ok(())
+    }
+
+    /// Forced runs known by `deadline` of the choices that sampled a token and have not fed
+    /// it to the model yet: appended after it at once, so that they join the next prefill as
+    /// one chunk with it (the jump-forward's one forward for the lot), rather than the token
+    /// decoded alone and the run fed after it, as a run that is later comes.
+    pub(super) fn append_forced_runs(&mut self, deadline: Instant) {
+        if !self.jump_forward {
+            return;
+        }
+        for i in 0..self.active.len() {
+            for c in 0..self.active[i].choices.len() {
+                let ch = &mut self.active[i].choices[c];
+                if ch.done || ch.seq.is_none() || ch.pending() != 1 || ch.parked.is_some() {
+                    continue;
+                }
+                let run = ch.grammar.as_mut().and_then(|g| g.forced_by(deadline));
+                if let Some((tokens, complete)) = run {
+                    self.push_forced((i, c), tokens, complete);
+                }
+            }
+        }
     }
 
     /// Tokens the grammar of choice `c` of active `i` forces at its position, in place of a

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use tvmrt::Result;
 
-use super::constrain::{mask_deadline, Masked};
+use super::constrain::{forced_deadline, mask_deadline, Masked};
 use super::scheduler::Worker;
 use super::sequence::pages_to_grow;
 use super::{Event, FinishReason};
@@ -95,6 +95,7 @@ impl Worker {
     /// Prefills this iteration's chunks and samples the choices they complete. Returns
     /// whether there was anything to prefill.
     pub fn prefill_step(&mut self) -> bool {
+        self.append_forced_runs(forced_deadline(self.decode_time));
         self.make_room(Worker::prefill_pages);
         let plan = self.plan_prefill();
         if plan.is_empty() {

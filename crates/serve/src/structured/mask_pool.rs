@@ -22,10 +22,18 @@ struct Ahead {
     mask: std::result::Result<Vec<u32>, String>,
 }
 
+/// A forced run and whether the answer is then complete, sent ahead of the mask after it.
+type Run = (Vec<i32>, bool);
+
 impl Ahead {
-    fn compute(m: &mut Matcher, jump_forward: bool) -> Ahead {
+    /// What follows `m`'s position; the forced run also sent to `early` as soon as it is known
+    /// (the engine may want it before the mask).
+    fn compute(m: &mut Matcher, jump_forward: bool, early: Option<&Sender<Run>>) -> Ahead {
         let forced = if jump_forward { m.forced() } else { Vec::new() };
         let complete = m.is_complete();
+        if let Some(tx) = early {
+            let _ = tx.send((forced.clone(), complete));
+        }
         let mask = if m.is_stopped() {
             Ok(Vec::new())
         } else {
@@ -113,19 +121,33 @@ impl MaskPool {
         any
     }
 
-    fn spawn(&self, matcher: Matcher, jump_forward: bool) -> Receiver<Computed> {
+    /// Starts a job on `matcher`; with the jump-forward, its forced run comes on a channel of
+    /// its own too, ahead of the rest.
+    fn spawn(
+        &self,
+        matcher: Matcher,
+        jump_forward: bool,
+    ) -> (Receiver<Computed>, Option<Receiver<Run>>) {
         let (tx, rx) = mpsc::channel();
+        let (early_tx, early_rx) = if jump_forward {
+            let (t, r) = mpsc::channel();
+            (Some(t), Some(r))
+        } else {
+            (None, None)
+        };
         let finished = self.finished_tx.clone();
         let job: Job = Box::new(move || {
             let mut matcher = matcher;
-            let run = std::panic::AssertUnwindSafe(|| Ahead::compute(&mut matcher, jump_forward));
+            let run = std::panic::AssertUnwindSafe(|| {
+                Ahead::compute(&mut matcher, jump_forward, early_tx.as_ref())
+            });
             let ahead = std::panic::catch_unwind(run).unwrap_or_else(|_| Ahead::lost());
             let _ = tx.send((matcher, ahead));
             let _ = finished.send(());
         });
         // The threads outlive every sender, so the queue is open while the pool is.
         let _ = self.jobs.send(job);
-        rx
+        (rx, early_rx)
     }
 }
 
@@ -142,6 +164,10 @@ pub struct GrammarCursor {
     committed: bool,
     /// The job computing what follows the current position.
     in_flight: Option<Receiver<Computed>>,
+    /// Its forced run, sent ahead of the rest (with the jump-forward).
+    early: Option<Receiver<Run>>,
+    /// Whether that run was handed out already (the job's full answer repeats it).
+    run_taken: bool,
     /// What follows the current position, once computed.
     ahead: Option<Ahead>,
 }
@@ -154,6 +180,8 @@ impl GrammarCursor {
             jump_forward,
             committed: false,
             in_flight: None,
+            early: None,
+            run_taken: false,
             ahead: None,
         }
     }
@@ -168,7 +196,9 @@ impl GrammarCursor {
             if m.is_stopped() {
                 self.matcher = Some(m);
             } else {
-                self.in_flight = Some(pool.spawn(m, self.jumps()));
+                let (rx, early) = pool.spawn(m, self.jumps());
+                self.in_flight = Some(rx);
+                self.early = early;
             }
         }
     }
@@ -186,7 +216,7 @@ impl GrammarCursor {
         if self.ahead.is_none() && self.in_flight.is_none() {
             let jumps = self.jumps();
             if let Some(m) = self.matcher.as_mut() {
-                self.ahead = Some(Ahead::compute(m, jumps));
+                self.ahead = Some(Ahead::compute(m, jumps, None));
             }
         }
         self.settle(Some(deadline.saturating_duration_since(Instant::now())));
@@ -202,10 +232,48 @@ impl GrammarCursor {
         })
     }
 
+    /// The tokens forced at the current position, if they are known by `deadline` (waiting
+    /// for the job until then), and whether the answer is then complete; the mask after them
+    /// stays for the next row. `None` where nothing is forced, or it is not known yet.
+    pub fn forced_by(&mut self, deadline: Instant) -> Option<Run> {
+        self.settle(None);
+        if self.ahead.is_none() && !self.run_taken {
+            let early = self.early.take()?;
+            let wait = deadline.saturating_duration_since(Instant::now());
+            let got = if wait.is_zero() {
+                early.try_recv().map_err(|e| match e {
+                    TryRecvError::Empty => RecvTimeoutError::Timeout,
+                    TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
+                })
+            } else {
+                early.recv_timeout(wait)
+            };
+            match got {
+                Ok((forced, complete)) => {
+                    if forced.is_empty() && !complete {
+                        return None;
+                    }
+                    self.run_taken = true;
+                    return Some((forced, complete));
+                }
+                Err(RecvTimeoutError::Timeout) => self.early = Some(early),
+                Err(RecvTimeoutError::Disconnected) => {}
+            }
+            return None;
+        }
+        let ahead = self.ahead.as_mut()?;
+        if ahead.forced.is_empty() && !ahead.complete {
+            return None;
+        }
+        let forced = std::mem::take(&mut ahead.forced);
+        Some((forced, std::mem::replace(&mut ahead.complete, false)))
+    }
+
     /// Advances past `token` (sampled under the mask). Returns whether the answer is then
     /// complete (nothing may follow it).
     pub fn commit(&mut self, token: i32) -> std::result::Result<bool, String> {
         self.ahead = None;
+        self.run_taken = false;
         self.committed = true;
         let m = self.matcher()?;
         m.commit(token)?;
@@ -236,15 +304,21 @@ impl GrammarCursor {
             },
         };
         match got {
-            Ok((matcher, ahead)) => {
+            Ok((matcher, mut ahead)) => {
+                if std::mem::take(&mut self.run_taken) {
+                    ahead.forced.clear();
+                    ahead.complete = false;
+                }
                 self.matcher = Some(matcher);
                 self.ahead = Some(ahead);
                 self.in_flight = None;
+                self.early = None;
             }
             // The job ended without an answer: its matcher is gone with it.
             Err(true) => {
                 self.ahead = Some(Ahead::lost());
                 self.in_flight = None;
+                self.early = None;
             }
             Err(false) => {}
         }
@@ -341,6 +415,20 @@ mod tests {
             panic!("the rest is forced and completes the answer");
         };
         assert_eq!(codec.decode(&forced), "de");
+        // The run alone, ahead of the mask (before the step's forwards), then the mask after
+        // it, the run not handed out again.
+        let (mut cursor, mut twin, _) = cursor_and_twin("[0-9]xyz[0-9]", true);
+        assert_eq!(cursor.forced_by(far()), None);
+        assert!(!cursor.commit(seven).unwrap());
+        twin.commit(seven).unwrap();
+        cursor.prefetch(&pool);
+        let (run, complete) = cursor.forced_by(far()).expect("a run after the digit");
+        assert_eq!((codec.decode(&run).as_str(), complete), ("xyz", false));
+        assert_eq!(cursor.forced_by(far()), None);
+        for &t in &run {
+            twin.commit(t).unwrap();
+        }
+        assert_eq!(mask(&mut cursor, far()).unwrap(), twin.allowed().unwrap());
     }
 
     /// Work not done by its deadline is `None` (the caller goes on), and arrives later; the
