@@ -23,6 +23,7 @@ use super::GRAMMAR_ERROR;
 use crate::sampler::{self, TokenLogprob};
 use crate::structured::grammar::apply_bitmask;
 use crate::structured::mask_pool::Next;
+use crate::structured::GrammarCursor;
 
 /// How one row of a batch came out of its grammar.
 pub(super) enum Masked {
@@ -91,15 +92,11 @@ impl Worker {
                 out.push(Masked::Ready);
                 continue;
             };
-            out.push(match g.next_by(deadline) {
-                None => Masked::Late,
-                Some(Ok(Next::Mask(mask))) => {
-                    apply_bitmask(row, mask);
-                    Masked::Ready
-                }
-                Some(Ok(Next::Forced(tokens, complete))) => Masked::Forced(tokens, complete),
-                Some(Err(e)) => Masked::Failed(grammar_error(e)),
-            });
+            let (status, mask) = outcome(g, deadline);
+            if let Some(mask) = mask {
+                apply_bitmask(row, mask);
+            }
+            out.push(status);
         }
         out
     }
@@ -117,16 +114,12 @@ impl Worker {
                 out.2.push(Masked::Ready);
                 continue;
             };
-            out.2.push(match g.next_by(deadline) {
-                None => Masked::Late,
-                Some(Ok(Next::Mask(mask))) => {
-                    out.0.push(k as i32);
-                    out.1.push(mask.to_vec());
-                    Masked::Ready
-                }
-                Some(Ok(Next::Forced(tokens, complete))) => Masked::Forced(tokens, complete),
-                Some(Err(e)) => Masked::Failed(grammar_error(e)),
-            });
+            let (status, mask) = outcome(g, deadline);
+            if let Some(mask) = mask {
+                out.0.push(k as i32);
+                out.1.push(mask.to_vec());
+            }
+            out.2.push(status);
         }
         out
     }
@@ -216,6 +209,17 @@ impl Worker {
                 break;
             }
         }
+    }
+}
+
+/// What a row's grammar comes to by `deadline`: how the row goes on, and the mask to apply
+/// where it is to be sampled.
+fn outcome(g: &mut GrammarCursor, deadline: Instant) -> (Masked, Option<&[u32]>) {
+    match g.next_by(deadline) {
+        None => (Masked::Late, None),
+        Some(Ok(Next::Mask(mask))) => (Masked::Ready, Some(mask)),
+        Some(Ok(Next::Forced(tokens, complete))) => (Masked::Forced(tokens, complete), None),
+        Some(Err(e)) => (Masked::Failed(grammar_error(e)), None),
     }
 }
 

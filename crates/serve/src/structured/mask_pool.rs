@@ -46,6 +46,16 @@ impl Ahead {
         }
     }
 
+    /// The forced run and whether the answer is then complete, handed out once; `None` where
+    /// nothing is forced.
+    fn take_run(&mut self) -> Option<Run> {
+        if self.forced.is_empty() && !self.complete {
+            return None;
+        }
+        let forced = std::mem::take(&mut self.forced);
+        Some((forced, std::mem::replace(&mut self.complete, false)))
+    }
+
     fn lost() -> Ahead {
         Ahead {
             forced: Vec::new(),
@@ -221,9 +231,7 @@ impl GrammarCursor {
         }
         self.settle(Some(deadline.saturating_duration_since(Instant::now())));
         let ahead = self.ahead.as_mut()?;
-        if !ahead.forced.is_empty() || ahead.complete {
-            let forced = std::mem::take(&mut ahead.forced);
-            let complete = std::mem::replace(&mut ahead.complete, false);
+        if let Some((forced, complete)) = ahead.take_run() {
             return Some(Ok(Next::Forced(forced, complete)));
         }
         Some(match &ahead.mask {
@@ -240,15 +248,7 @@ impl GrammarCursor {
         if self.ahead.is_none() && !self.run_taken {
             let early = self.early.take()?;
             let wait = deadline.saturating_duration_since(Instant::now());
-            let got = if wait.is_zero() {
-                early.try_recv().map_err(|e| match e {
-                    TryRecvError::Empty => RecvTimeoutError::Timeout,
-                    TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
-                })
-            } else {
-                early.recv_timeout(wait)
-            };
-            match got {
+            match receive(&early, Some(wait)) {
                 Ok((forced, complete)) => {
                     if forced.is_empty() && !complete {
                         return None;
@@ -256,17 +256,12 @@ impl GrammarCursor {
                     self.run_taken = true;
                     return Some((forced, complete));
                 }
-                Err(RecvTimeoutError::Timeout) => self.early = Some(early),
-                Err(RecvTimeoutError::Disconnected) => {}
+                Err(Gone::No) => self.early = Some(early),
+                Err(Gone::Yes) => {}
             }
             return None;
         }
-        let ahead = self.ahead.as_mut()?;
-        if ahead.forced.is_empty() && !ahead.complete {
-            return None;
-        }
-        let forced = std::mem::take(&mut ahead.forced);
-        Some((forced, std::mem::replace(&mut ahead.complete, false)))
+        self.ahead.as_mut()?.take_run()
     }
 
     /// Advances past `token` (sampled under the mask). Returns whether the answer is then
@@ -296,14 +291,7 @@ impl GrammarCursor {
         let Some(rx) = self.in_flight.as_ref() else {
             return;
         };
-        let got = match wait {
-            None => rx.try_recv().map_err(|e| e == TryRecvError::Disconnected),
-            Some(d) => match rx.recv_timeout(d) {
-                Ok(c) => Ok(c),
-                Err(e) => Err(e == RecvTimeoutError::Disconnected),
-            },
-        };
-        match got {
+        match receive(rx, wait) {
             Ok((matcher, mut ahead)) => {
                 if std::mem::take(&mut self.run_taken) {
                     ahead.forced.clear();
@@ -315,13 +303,33 @@ impl GrammarCursor {
                 self.early = None;
             }
             // The job ended without an answer: its matcher is gone with it.
-            Err(true) => {
+            Err(Gone::Yes) => {
                 self.ahead = Some(Ahead::lost());
                 self.in_flight = None;
                 self.early = None;
             }
-            Err(false) => {}
+            Err(Gone::No) => {}
         }
+    }
+}
+
+/// Whether a job's channel is closed (the job ended without an answer) or just not answered yet.
+enum Gone {
+    Yes,
+    No,
+}
+
+/// What `rx` holds now (`wait` `None`) or within `wait`.
+fn receive<T>(rx: &Receiver<T>, wait: Option<Duration>) -> std::result::Result<T, Gone> {
+    match wait {
+        None | Some(Duration::ZERO) => rx.try_recv().map_err(|e| match e {
+            TryRecvError::Empty => Gone::No,
+            TryRecvError::Disconnected => Gone::Yes,
+        }),
+        Some(d) => rx.recv_timeout(d).map_err(|e| match e {
+            RecvTimeoutError::Timeout => Gone::No,
+            RecvTimeoutError::Disconnected => Gone::Yes,
+        }),
     }
 }
 
