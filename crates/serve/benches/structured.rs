@@ -9,8 +9,9 @@
 //!   the prompts, and the time to the whole answer;
 //! - 16 constrained streams at once against 16 free ones: output tokens per second;
 //! - the mask alone: the median time of one step's mask of the schema's grammar;
-//! - a free request's whole answer beside a request whose grammar is slow, against the same
-//!   request alone.
+//! - a free request's whole answer beside a request whose grammar is slow, and a `json_schema`
+//!   answer beside as many such requests as the grammar threads, against the same request
+//!   alone.
 //!
 //! `TVMRT_SERVE_DEVICE=cuda:0` with a CUDA library runs the model on a GPU (the mask is applied
 //! where the logits are, by the library's `apply_bitmask_inplace`). `KV_TOKENS=N` sizes the
@@ -32,6 +33,7 @@ use serde_json::json;
 use tokio::sync::mpsc::unbounded_channel;
 use tvmrt_serve::engine::{Engine, EngineConfig, Event, Request};
 use tvmrt_serve::sampler::SamplingParams;
+use tvmrt_serve::structured::grammar::compile_slots;
 use tvmrt_serve::structured::{Constraint, GrammarLimits, Matcher};
 
 const PROMPTS: usize = 16;
@@ -161,7 +163,13 @@ fn main() {
             kv_tokens()
         );
         compare(&e, &device);
-        beside_slow(&e);
+        beside_slow(&e, "a free answer of 64 tokens", &|| params(None, 64), 1);
+        beside_slow(
+            &e,
+            "a json_schema answer",
+            &|| params(Some(schema()), 200),
+            compile_slots(),
+        );
     }
     let e = start(&dir, &lib, &device, true);
     let grammars = e.grammars().unwrap();
@@ -292,28 +300,36 @@ fn compare(e: &Arc<Engine>, device: &str) {
     );
 }
 
-/// A free request's whole answer (64 tokens, from its submission to its last token) alone and
-/// beside a request whose grammar is slow (a Lark sequence of 6000 literals: each mask 15-30
-/// ms, the forced run 0.2 s, in release), sent 20 ms after it: the grammar's work runs beside
-/// the forwards and its sequence sits steps out, so it delays itself, not the batch.
-fn beside_slow(e: &Arc<Engine>) {
+/// A request's whole answer (from its submission to its last token) alone and beside
+/// `slow_count` requests whose grammar is slow (a Lark sequence of 6000 literals: each mask
+/// 15-30 ms, the forced run 0.2 s, in release), sent 20 ms before it: the grammar's work runs
+/// beside the forwards and its sequences sit steps out, so they delay themselves, not the
+/// batch; and their jobs leave a thread to other grammars, so they do not delay other masks.
+fn beside_slow(
+    e: &Arc<Engine>,
+    what: &str,
+    answer: &dyn Fn() -> SamplingParams,
+    slow_count: usize,
+) {
     let literals: Vec<String> = (0..6000).map(|i| format!("\"x{i}\"")).collect();
     let grammar = format!("start: {}\n", literals.join(" "));
     let slow = || params(Some(Constraint::Lark(grammar.clone())), 64);
     stamps(e, prompt(0), slow()); // compiled once
     let (mut alone, mut beside) = (Vec::new(), Vec::new());
     for k in 0..4 {
-        alone.push(timed(e, k, params(None, 64))[1]);
+        alone.push(timed(e, k, answer())[1]);
         std::thread::scope(|s| {
-            let slow_one = s.spawn(|| stamps(e, prompt(k + 8), slow()));
+            let slow_ones: Vec<_> = (0..slow_count)
+                .map(|j| s.spawn(move || stamps(e, prompt(k + 8 + j), slow())))
+                .collect();
             std::thread::sleep(std::time::Duration::from_millis(20));
-            beside.push(timed(e, k, params(None, 64))[1]);
-            slow_one.join().unwrap();
+            beside.push(timed(e, k, answer())[1]);
+            slow_ones.into_iter().for_each(|h| drop(h.join().unwrap()));
         });
     }
     let (alone, beside) = (median(alone) / 1e3, median(beside) / 1e3);
     println!(
-        "a free answer of 64 tokens beside a slow grammar's (Lark sequence of 6000 literals): \
+        "{what} beside {slow_count} slow grammars' (Lark sequence of 6000 literals): \
          {beside:.2} ms, alone {alone:.2} ms ({:.2}x)",
         beside / alone
     );

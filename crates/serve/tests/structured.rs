@@ -424,18 +424,11 @@ fn slow_beside_free(e: &Engine) -> (usize, String, Answer) {
     let mut free_rx = send(e, "free", free);
     let beside = answers(&mut free_rx, 1).remove(0);
     // The slow one's deltas sent by now (the engine sends each as it makes it), then the rest.
-    let (mut during, mut text, mut done) = (0, String::new(), false);
-    while let Ok(ev) = slow_rx.try_recv() {
-        match ev {
-            Event::Delta { text: t, .. } => {
-                during += 1;
-                text.push_str(&t);
-            }
-            Event::Done { .. } => done = true,
-            Event::Error(e) => panic!("{e}"),
-            _ => {}
-        }
-    }
+    let mut text = vec![String::new()];
+    let [(during, done)] = sent_since(std::slice::from_mut(&mut slow_rx), &mut text)[..] else {
+        unreachable!()
+    };
+    let mut text = text.remove(0);
     if !done {
         text.push_str(&answers(&mut slow_rx, 1).remove(0).text);
     }
@@ -482,4 +475,72 @@ fn a_slow_grammar_slows_only_its_own_sequence() {
             .load(std::sync::atomic::Ordering::Relaxed);
         assert!(late_now > late, "jump_forward {jump_forward}");
     }
+}
+
+/// The deltas each of `streams` has sent since last asked (their text appended to `texts`),
+/// and whether it is done.
+fn sent_since(
+    streams: &mut [tokio::sync::mpsc::UnboundedReceiver<Event>],
+    texts: &mut [String],
+) -> Vec<(usize, bool)> {
+    let mut out = Vec::new();
+    for (rx, text) in streams.iter_mut().zip(texts) {
+        let (mut sent, mut done) = (0, false);
+        while let Ok(ev) = rx.try_recv() {
+            match ev {
+                Event::Delta { text: t, .. } => {
+                    sent += 1;
+                    text.push_str(&t);
+                }
+                Event::Done { .. } => done = true,
+                Event::Error(e) => panic!("{e}"),
+                _ => {}
+            }
+        }
+        out.push((sent, done));
+    }
+    out
+}
+
+/// Grammars slow at every step, as many as the grammar threads, do not hold back another
+/// grammar's masks: one thread is kept from them, so a constrained request beside them makes
+/// its tokens while they make few (before: each of its masks queued behind theirs, about one
+/// slow token for each of its own). Every answer is what it is alone.
+#[test]
+fn slow_grammars_leave_a_thread_to_the_others() {
+    let slow_count = tvmrt_serve::structured::grammar::compile_slots();
+    let e = start(4096, slow_count + 2, false);
+    let quick = || params(Some(Constraint::Regex("[a-z]{16}".into())), 16, None);
+    let slow_params = || params(Some(slow_grammar(6000)), 24, None);
+    let quick_alone = answers(&mut send(&e, "quick", quick()), 1).remove(0);
+    let slow_alone = answers(&mut send(&e, "slow", slow_params()), 1).remove(0);
+    let mut slow: Vec<_> = (0..slow_count)
+        .map(|_| send(&e, "slow", slow_params()))
+        .collect();
+    let mut texts = vec![String::new(); slow_count];
+    // Every slow one past its first token (its grammar's job found slow by then).
+    let mut firsts = vec![0; slow_count];
+    while firsts.contains(&0) {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        for (n, (sent, _)) in sent_since(&mut slow, &mut texts).into_iter().enumerate() {
+            firsts[n] += sent;
+        }
+    }
+    let beside = answers(&mut send(&e, "quick", quick()), 1).remove(0);
+    let now = sent_since(&mut slow, &mut texts);
+    let during: usize = now.iter().map(|(sent, _)| sent).sum();
+    assert!(
+        now.iter().all(|(_, done)| !done),
+        "a slow one ended first: the test proves nothing"
+    );
+    for (rx, text) in slow.iter_mut().zip(&mut texts) {
+        text.push_str(&answers(rx, 1).remove(0).text);
+        assert_eq!(*text, slow_alone.text);
+    }
+    assert_eq!(beside, quick_alone);
+    assert!(
+        during <= 3,
+        "{during} slow tokens while the constrained request made {}",
+        beside.tokens.len()
+    );
 }

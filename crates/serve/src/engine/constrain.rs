@@ -21,8 +21,8 @@ use super::scheduler::Worker;
 use super::step::Row;
 use super::GRAMMAR_ERROR;
 use crate::sampler::{self, TokenLogprob};
+use crate::structured::cursor::Next;
 use crate::structured::grammar::apply_bitmask;
-use crate::structured::mask_pool::Next;
 use crate::structured::GrammarCursor;
 
 /// How one row of a batch came out of its grammar.

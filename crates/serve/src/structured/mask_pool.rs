@@ -1,474 +1,223 @@
-//! A grammar's work computed ahead, off the engine's thread: as soon as a sequence's grammar
-//! has advanced, the tokens it forces next (the jump-forward) and the mask after them start on
-//! a small pool of threads, and run while the engine runs the batch's forward. The engine
-//! takes them when it samples, waiting only until a deadline: a grammar whose masks (or forced
-//! runs: a Lark sequence of 12k literals forces 63k tokens, 0.7 s of work) are slower than the
-//! forward then delays its own sequence, not the whole batch.
+//! The threads a grammar's work runs on, off the engine's thread (see [`super::cursor`]), in
+//! two lanes: jobs of grammars whose last job was slow wait in a lane of their own, which one
+//! thread never serves. A few grammars slow at every step (a Lark sequence of thousands of
+//! literals: 10-40 ms a mask) then fill at most the other threads, and every other grammar's
+//! masks still start at once instead of queueing behind theirs.
 
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::collections::VecDeque;
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
-use super::grammar::Matcher;
+/// Work for a pool thread. A job that panics ends alone (its channels close unanswered).
+pub type Job = Box<dyn FnOnce() + Send>;
 
-/// What a grammar finds at a position: the tokens it forces there (already committed; none
-/// where the model has a choice, or with the jump-forward off), whether the answer is then
-/// complete, and the mask after them (or its error; empty when complete).
-struct Ahead {
-    forced: Vec<i32>,
-    complete: bool,
-    mask: std::result::Result<Vec<u32>, String>,
+/// Which queue a job waits in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    /// Served by every thread.
+    Fast,
+    /// Served by every thread but one (where there are two or more).
+    Slow,
 }
 
-/// A forced run and whether the answer is then complete, sent ahead of the mask after it.
-type Run = (Vec<i32>, bool);
-
-impl Ahead {
-    /// What follows `m`'s position; the forced run also sent to `early` as soon as it is known
-    /// (the engine may want it before the mask).
-    fn compute(m: &mut Matcher, jump_forward: bool, early: Option<&Sender<Run>>) -> Ahead {
-        let forced = if jump_forward { m.forced() } else { Vec::new() };
-        let complete = m.is_complete();
-        if let Some(tx) = early {
-            let _ = tx.send((forced.clone(), complete));
-        }
-        let mask = if m.is_stopped() {
-            Ok(Vec::new())
+impl Lane {
+    /// The lane of a grammar's next job, from how long its last one took: slow past 2 ms, far
+    /// above a mask's usual cost (tens to hundreds of microseconds) and about a small model's
+    /// forward on a CPU.
+    pub fn after(took: Duration) -> Lane {
+        if took > Duration::from_millis(2) {
+            Lane::Slow
         } else {
-            m.allowed()
-        };
-        Ahead {
-            forced,
-            complete,
-            mask,
-        }
-    }
-
-    /// The forced run and whether the answer is then complete, handed out once; `None` where
-    /// nothing is forced.
-    fn take_run(&mut self) -> Option<Run> {
-        if self.forced.is_empty() && !self.complete {
-            return None;
-        }
-        let forced = std::mem::take(&mut self.forced);
-        Some((forced, std::mem::replace(&mut self.complete, false)))
-    }
-
-    fn lost() -> Ahead {
-        Ahead {
-            forced: Vec::new(),
-            complete: false,
-            mask: Err(JOB_LOST.to_string()),
+            Lane::Fast
         }
     }
 }
-
-/// What the engine does with a row of logits at a cursor's position.
-pub enum Next<'a> {
-    /// Mask it and sample.
-    Mask(&'a [u32]),
-    /// The row is not needed: append these tokens (the grammar forces them), the answer then
-    /// `complete` or not.
-    Forced(Vec<i32>, bool),
-}
-
-/// What a job gives back: the matcher and what it found.
-type Computed = (Matcher, Ahead);
-
-/// Why a sequence's mask is missing when its job ended without one (a bug: llguidance turns
-/// its own panics into errors).
-const JOB_LOST: &str = "the output grammar: its mask computation failed";
-
-/// Work for a pool thread.
-type Job = Box<dyn FnOnce() + Send>;
 
 /// Stack of a mask thread: llguidance's mask computation does not recurse with the grammar's
 /// depth as its compilers do, but has headroom (pages are committed only as they are used).
 const MASK_STACK: usize = 16 << 20;
 
-/// The threads masks are computed on, and a signal of each mask finished.
+/// The jobs waiting, each numbered in the order it came.
+#[derive(Default)]
+struct Queue {
+    fast: VecDeque<(u64, Job)>,
+    slow: VecDeque<(u64, Job)>,
+    next: u64,
+    closed: bool,
+}
+
+impl Queue {
+    /// The oldest job a thread may take: of either lane, or of the fast lane only.
+    fn take(&mut self, fast_only: bool) -> Option<Job> {
+        let slow_is_older = match (self.fast.front(), self.slow.front()) {
+            (Some((f, _)), Some((s, _))) => s < f,
+            (None, Some(_)) => true,
+            _ => false,
+        };
+        let lane = if slow_is_older && !fast_only {
+            &mut self.slow
+        } else {
+            &mut self.fast
+        };
+        lane.pop_front().map(|(_, job)| job)
+    }
+}
+
+/// The queue and its signal, shared with the threads.
+#[derive(Default)]
+struct Shared {
+    queue: Mutex<Queue>,
+    queued: Condvar,
+}
+
+/// The threads masks are computed on, and a signal of each job finished.
 pub struct MaskPool {
-    jobs: Sender<Job>,
-    finished_tx: Sender<()>,
+    shared: Arc<Shared>,
     finished: Receiver<()>,
 }
 
 impl MaskPool {
-    /// A pool of `threads` threads (at least one). They end when the pool is dropped and the
-    /// jobs queued before are done.
+    /// A pool of `threads` threads (at least one); with two or more, the first serves only
+    /// the fast lane. They end when the pool is dropped and the jobs queued before are done.
     pub fn new(threads: usize) -> std::io::Result<MaskPool> {
-        let (jobs, queue) = mpsc::channel::<Job>();
-        let queue = Arc::new(Mutex::new(queue));
-        for n in 0..threads.max(1) {
-            let queue = queue.clone();
+        let shared = Arc::new(Shared::default());
+        let (finished_tx, finished) = mpsc::channel();
+        let threads = threads.max(1);
+        for n in 0..threads {
+            let (shared, finished) = (shared.clone(), finished_tx.clone());
+            let fast_only = n == 0 && threads > 1;
             std::thread::Builder::new()
                 .name(format!("tvmrt-mask-{n}"))
                 .stack_size(MASK_STACK)
-                .spawn(move || loop {
-                    // The lock is held only to take a job, not while it runs.
-                    let job = queue.lock().recv();
-                    match job {
-                        Ok(job) => job(),
-                        Err(_) => return,
-                    }
-                })?;
+                .spawn(move || serve(&shared, fast_only, &finished))?;
         }
-        let (finished_tx, finished) = mpsc::channel();
-        Ok(MaskPool {
-            jobs,
-            finished_tx,
-            finished,
-        })
+        Ok(MaskPool { shared, finished })
     }
 
-    /// Waits until a mask job finishes (or one finished since the last wait), at most
-    /// `timeout`. Returns whether one did.
+    /// Queues `job` in `lane`.
+    pub fn submit(&self, lane: Lane, job: Job) {
+        let mut q = self.shared.queue.lock();
+        let n = q.next;
+        q.next += 1;
+        match lane {
+            Lane::Fast => q.fast.push_back((n, job)),
+            Lane::Slow => q.slow.push_back((n, job)),
+        }
+        drop(q);
+        // Every thread: the one woken must be one that may take the job.
+        self.shared.queued.notify_all();
+    }
+
+    /// Waits until a job finishes (or one finished since the last wait), at most `timeout`.
+    /// Returns whether one did.
     pub fn wait_any(&self, timeout: Duration) -> bool {
         let any = self.finished.recv_timeout(timeout).is_ok();
         while self.finished.try_recv().is_ok() {}
         any
     }
+}
 
-    /// Starts a job on `matcher`; with the jump-forward, its forced run comes on a channel of
-    /// its own too, ahead of the rest.
-    fn spawn(
-        &self,
-        matcher: Matcher,
-        jump_forward: bool,
-    ) -> (Receiver<Computed>, Option<Receiver<Run>>) {
-        let (tx, rx) = mpsc::channel();
-        let (early_tx, early_rx) = if jump_forward {
-            let (t, r) = mpsc::channel();
-            (Some(t), Some(r))
-        } else {
-            (None, None)
-        };
-        let finished = self.finished_tx.clone();
-        let job: Job = Box::new(move || {
-            let mut matcher = matcher;
-            let run = std::panic::AssertUnwindSafe(|| {
-                Ahead::compute(&mut matcher, jump_forward, early_tx.as_ref())
-            });
-            let ahead = std::panic::catch_unwind(run).unwrap_or_else(|_| Ahead::lost());
-            let _ = tx.send((matcher, ahead));
-            let _ = finished.send(());
-        });
-        // The threads outlive every sender, so the queue is open while the pool is.
-        let _ = self.jobs.send(job);
-        (rx, early_rx)
+impl Drop for MaskPool {
+    fn drop(&mut self) {
+        self.shared.queue.lock().closed = true;
+        self.shared.queued.notify_all();
     }
 }
 
-/// A sequence's position in its output grammar, with what follows it (forced tokens, the
-/// mask) computed ahead on a [`MaskPool`].
-pub struct GrammarCursor {
-    /// Here unless a job holds it.
-    matcher: Option<Matcher>,
-    /// Whether forced tokens are appended at once rather than sampled from one-token masks:
-    /// after the first sampled token (the first is sampled, as a seeded request's draws
-    /// have always been).
-    jump_forward: bool,
-    /// Whether a sampled token has been committed.
-    committed: bool,
-    /// The job computing what follows the current position.
-    in_flight: Option<Receiver<Computed>>,
-    /// Its forced run, sent ahead of the rest (with the jump-forward).
-    early: Option<Receiver<Run>>,
-    /// Whether that run was handed out already (the job's full answer repeats it).
-    run_taken: bool,
-    /// What follows the current position, once computed.
-    ahead: Option<Ahead>,
-}
-
-impl GrammarCursor {
-    /// A cursor at `matcher`'s position; nothing started yet.
-    pub fn new(matcher: Matcher, jump_forward: bool) -> GrammarCursor {
-        GrammarCursor {
-            matcher: Some(matcher),
-            jump_forward,
-            committed: false,
-            in_flight: None,
-            early: None,
-            run_taken: false,
-            ahead: None,
-        }
-    }
-
-    /// Starts computing what follows the current position on `pool`, unless it is computed or
-    /// being computed already, or the grammar has ended.
-    pub fn prefetch(&mut self, pool: &MaskPool) {
-        if self.ahead.is_some() || self.in_flight.is_some() {
-            return;
-        }
-        if let Some(m) = self.matcher.take() {
-            if m.is_stopped() {
-                self.matcher = Some(m);
-            } else {
-                let (rx, early) = pool.spawn(m, self.jumps());
-                self.in_flight = Some(rx);
-                self.early = early;
-            }
-        }
-    }
-
-    /// Whether what follows the current position is computed (without waiting for it).
-    pub fn is_ready(&mut self) -> bool {
-        self.settle(None);
-        self.ahead.is_some()
-    }
-
-    /// What to do with the row of logits at the current position: computed here if no job
-    /// was started, else waited for until `deadline` (`None` where it is not done by then).
-    /// Forced tokens are handed out once; the mask after them stays for the next row.
-    pub fn next_by(&mut self, deadline: Instant) -> Option<std::result::Result<Next<'_>, String>> {
-        if self.ahead.is_none() && self.in_flight.is_none() {
-            let jumps = self.jumps();
-            if let Some(m) = self.matcher.as_mut() {
-                self.ahead = Some(Ahead::compute(m, jumps, None));
-            }
-        }
-        self.settle(Some(deadline.saturating_duration_since(Instant::now())));
-        let ahead = self.ahead.as_mut()?;
-        if let Some((forced, complete)) = ahead.take_run() {
-            return Some(Ok(Next::Forced(forced, complete)));
-        }
-        Some(match &ahead.mask {
-            Ok(mask) => Ok(Next::Mask(mask)),
-            Err(e) => Err(e.clone()),
-        })
-    }
-
-    /// The tokens forced at the current position, if they are known by `deadline` (waiting
-    /// for the job until then), and whether the answer is then complete; the mask after them
-    /// stays for the next row. `None` where nothing is forced, or it is not known yet.
-    pub fn forced_by(&mut self, deadline: Instant) -> Option<Run> {
-        self.settle(None);
-        if self.ahead.is_none() && !self.run_taken {
-            let early = self.early.take()?;
-            let wait = deadline.saturating_duration_since(Instant::now());
-            match receive(&early, Some(wait)) {
-                Ok((forced, complete)) => {
-                    if forced.is_empty() && !complete {
-                        return None;
-                    }
-                    self.run_taken = true;
-                    return Some((forced, complete));
+/// A pool thread: takes the oldest job it may, runs it and says so, until the pool is closed
+/// and nothing it may take is left.
+fn serve(shared: &Shared, fast_only: bool, finished: &Sender<()>) {
+    loop {
+        let job = {
+            // The lock is held only to take a job, not while it runs.
+            let mut q = shared.queue.lock();
+            loop {
+                if let Some(job) = q.take(fast_only) {
+                    break job;
                 }
-                Err(Gone::No) => self.early = Some(early),
-                Err(Gone::Yes) => {}
-            }
-            return None;
-        }
-        self.ahead.as_mut()?.take_run()
-    }
-
-    /// Advances past `token` (sampled under the mask). Returns whether the answer is then
-    /// complete (nothing may follow it).
-    pub fn commit(&mut self, token: i32) -> std::result::Result<bool, String> {
-        self.ahead = None;
-        self.run_taken = false;
-        self.committed = true;
-        let m = self.matcher()?;
-        m.commit(token)?;
-        Ok(m.is_complete())
-    }
-
-    /// Whether the next job appends forced tokens.
-    fn jumps(&self) -> bool {
-        self.jump_forward && self.committed
-    }
-
-    /// The matcher, back from its job if one holds it (waiting for it).
-    fn matcher(&mut self) -> std::result::Result<&mut Matcher, String> {
-        self.settle(Some(Duration::MAX));
-        self.matcher.as_mut().ok_or_else(|| JOB_LOST.to_string())
-    }
-
-    /// Takes the job's result if it is done, waiting for it at most `wait`.
-    fn settle(&mut self, wait: Option<Duration>) {
-        let Some(rx) = self.in_flight.as_ref() else {
-            return;
-        };
-        match receive(rx, wait) {
-            Ok((matcher, mut ahead)) => {
-                if std::mem::take(&mut self.run_taken) {
-                    ahead.forced.clear();
-                    ahead.complete = false;
+                if q.closed {
+                    return;
                 }
-                self.matcher = Some(matcher);
-                self.ahead = Some(ahead);
-                self.in_flight = None;
-                self.early = None;
+                shared.queued.wait(&mut q);
             }
-            // The job ended without an answer: its matcher is gone with it.
-            Err(Gone::Yes) => {
-                self.ahead = Some(Ahead::lost());
-                self.in_flight = None;
-                self.early = None;
-            }
-            Err(Gone::No) => {}
-        }
-    }
-}
-
-/// Whether a job's channel is closed (the job ended without an answer) or just not answered yet.
-enum Gone {
-    Yes,
-    No,
-}
-
-/// What `rx` holds now (`wait` `None`) or within `wait`.
-fn receive<T>(rx: &Receiver<T>, wait: Option<Duration>) -> std::result::Result<T, Gone> {
-    match wait {
-        None | Some(Duration::ZERO) => rx.try_recv().map_err(|e| match e {
-            TryRecvError::Empty => Gone::No,
-            TryRecvError::Disconnected => Gone::Yes,
-        }),
-        Some(d) => rx.recv_timeout(d).map_err(|e| match e {
-            RecvTimeoutError::Timeout => Gone::No,
-            RecvTimeoutError::Disconnected => Gone::Yes,
-        }),
+        };
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+        let _ = finished.send(());
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::structured::grammar::tests::grammars;
-    use crate::structured::Constraint;
-    use crate::text::TextCodec;
+    use std::time::Instant;
 
-    /// A cursor and a plain matcher of regex `rx` (the cursor with the jump-forward or not),
-    /// and the fixture's codec.
-    fn cursor_and_twin(rx: &str, jump_forward: bool) -> (GrammarCursor, Matcher, Arc<TextCodec>) {
-        let (g, codec) = grammars();
-        let compiled = g.compile(&Constraint::Regex(rx.into())).unwrap();
-        let cursor = GrammarCursor::new(Matcher::new(&compiled), jump_forward);
-        (cursor, Matcher::new(&compiled), codec)
+    /// A job held until `release` is dropped, then it says so on `done`.
+    fn held(release: &Arc<Mutex<()>>, done: &Sender<&'static str>, name: &'static str) -> Job {
+        let (release, done) = (release.clone(), done.clone());
+        Box::new(move || {
+            drop(release.lock());
+            let _ = done.send(name);
+        })
     }
 
-    /// The fixture's token of each character of `text` (given one by one).
-    fn tokens(codec: &TextCodec, text: &str) -> Vec<i32> {
-        text.chars()
-            .map(|ch| {
-                let t = codec.encode(&ch.to_string()).unwrap();
-                assert_eq!(t.len(), 1, "{ch:?}");
-                t[0]
-            })
-            .collect()
-    }
-
-    /// The mask `next_by` gives (none where it gives forced tokens or is late).
-    fn mask(cursor: &mut GrammarCursor, deadline: Instant) -> Option<Vec<u32>> {
-        match cursor.next_by(deadline)? {
-            Ok(Next::Mask(m)) => Some(m.to_vec()),
-            Ok(Next::Forced(..)) => None,
-            Err(e) => panic!("{e}"),
-        }
-    }
-
-    fn far() -> Instant {
-        Instant::now() + Duration::from_secs(60)
-    }
-
-    /// Masks computed ahead equal the matcher's own, position after position, and a cursor
-    /// whose mask was never started computes it where it is asked for.
+    /// Slow jobs fill every thread but one: a fast job queued after them runs at once, while
+    /// they are held; they all run once released, oldest first.
     #[test]
-    fn masks_computed_ahead_are_the_matcher_s_own() {
+    fn slow_jobs_leave_a_thread_to_fast_ones() {
         let pool = MaskPool::new(2).unwrap();
-        let (mut cursor, mut twin, codec) = cursor_and_twin("ab[0-9]+c", false);
-        let text = tokens(&codec, "ab73c");
-        let last = text.len() - 1;
-        for (n, token) in text.into_iter().enumerate() {
-            if n % 2 == 0 {
-                cursor.prefetch(&pool);
-            }
-            let want = twin.allowed().unwrap();
-            assert_eq!(mask(&mut cursor, far()).unwrap(), want, "step {n}");
-            assert!(
-                want[token as usize / 32] >> (token % 32) & 1 == 1,
-                "step {n}"
-            );
-            assert_eq!(cursor.commit(token).unwrap(), n == last, "step {n}");
-            twin.commit(token).unwrap();
+        let gate = Arc::new(Mutex::new(()));
+        let closed = gate.lock();
+        let (done, order) = mpsc::channel();
+        for name in ["slow 1", "slow 2", "slow 3"] {
+            pool.submit(Lane::Slow, held(&gate, &done, name));
         }
-    }
-
-    /// With the jump-forward, what a grammar forces after a sampled token comes first, once,
-    /// then the mask after it; forced text that completes the answer says so. The first token
-    /// is sampled (under a mask of the one token allowed).
-    #[test]
-    fn forced_tokens_come_once_before_the_mask_after_them() {
-        let pool = MaskPool::new(1).unwrap();
-        let (mut cursor, mut twin, codec) = cursor_and_twin("[0-9]abc[0-9]de", true);
-        cursor.prefetch(&pool);
-        assert_eq!(mask(&mut cursor, far()).unwrap(), twin.allowed().unwrap());
-        let seven = tokens(&codec, "7")[0];
-        assert!(!cursor.commit(seven).unwrap());
-        twin.commit(seven).unwrap();
-        cursor.prefetch(&pool);
-        let Some(Ok(Next::Forced(forced, false))) = cursor.next_by(far()) else {
-            panic!("nothing forced after the first digit");
-        };
-        assert_eq!(codec.decode(&forced), "abc");
-        for &t in &forced {
-            twin.commit(t).unwrap();
-        }
-        assert_eq!(mask(&mut cursor, far()).unwrap(), twin.allowed().unwrap());
-        assert!(!cursor.commit(seven).unwrap());
-        cursor.prefetch(&pool);
-        let Some(Ok(Next::Forced(forced, true))) = cursor.next_by(far()) else {
-            panic!("the rest is forced and completes the answer");
-        };
-        assert_eq!(codec.decode(&forced), "de");
-        // The run alone, ahead of the mask (before the step's forwards), then the mask after
-        // it, the run not handed out again.
-        let (mut cursor, mut twin, _) = cursor_and_twin("[0-9]xyz[0-9]", true);
-        assert_eq!(cursor.forced_by(far()), None);
-        assert!(!cursor.commit(seven).unwrap());
-        twin.commit(seven).unwrap();
-        cursor.prefetch(&pool);
-        let (run, complete) = cursor.forced_by(far()).expect("a run after the digit");
-        assert_eq!((codec.decode(&run).as_str(), complete), ("xyz", false));
-        assert_eq!(cursor.forced_by(far()), None);
-        for &t in &run {
-            twin.commit(t).unwrap();
-        }
-        assert_eq!(mask(&mut cursor, far()).unwrap(), twin.allowed().unwrap());
-    }
-
-    /// Work not done by its deadline is `None` (the caller goes on), and arrives later; the
-    /// matcher a job holds is waited for where it is needed.
-    #[test]
-    fn a_late_mask_is_none_until_it_is_done() {
-        let pool = MaskPool::new(1).unwrap();
-        let (release, held) = mpsc::channel::<()>();
-        let hold: Job = Box::new(move || {
-            let _ = held.recv();
-        });
-        pool.jobs.send(hold).unwrap();
-        let (mut cursor, mut twin, codec) = cursor_and_twin("x+", false);
-        cursor.prefetch(&pool);
-        assert!(cursor
-            .next_by(Instant::now() + Duration::from_millis(30))
-            .is_none());
-        assert!(!cursor.is_ready());
-        drop(release);
-        assert!(pool.wait_any(Duration::from_secs(60)));
-        assert!(cursor.is_ready());
-        assert_eq!(
-            mask(&mut cursor, Instant::now()).unwrap(),
-            twin.allowed().unwrap()
+        let fast_done = done.clone();
+        pool.submit(
+            Lane::Fast,
+            Box::new(move || {
+                let _ = fast_done.send("fast");
+            }),
         );
-        // Committing while the next mask is in flight waits for the matcher.
-        let x = tokens(&codec, "x")[0];
-        cursor.commit(x).unwrap();
-        cursor.prefetch(&pool);
-        cursor.commit(x).unwrap();
-        twin.commit(x).unwrap();
-        twin.commit(x).unwrap();
-        assert_eq!(mask(&mut cursor, far()).unwrap(), twin.allowed().unwrap());
+        assert_eq!(order.recv_timeout(Duration::from_secs(10)), Ok("fast"));
+        assert!(order.recv_timeout(Duration::from_millis(50)).is_err());
+        drop(closed);
+        let rest: Vec<_> = (0..3)
+            .map(|_| order.recv_timeout(Duration::from_secs(10)).unwrap())
+            .collect();
+        assert_eq!(rest, ["slow 1", "slow 2", "slow 3"]);
+    }
+
+    /// One thread serves both lanes, oldest job first; a panicking job ends alone; a dropped
+    /// pool finishes what was queued.
+    #[test]
+    fn one_thread_serves_both_lanes_in_order() {
+        let pool = MaskPool::new(1).unwrap();
+        let gate = Arc::new(Mutex::new(()));
+        let closed = gate.lock();
+        let (done, order) = mpsc::channel();
+        pool.submit(Lane::Fast, held(&gate, &done, "fast 1"));
+        pool.submit(Lane::Slow, held(&gate, &done, "slow"));
+        pool.submit(Lane::Fast, Box::new(|| panic!("a job's own panic")));
+        pool.submit(Lane::Fast, held(&gate, &done, "fast 2"));
+        drop(closed);
+        drop(pool);
+        let got: Vec<_> = order.iter().take(3).collect();
+        assert_eq!(got, ["fast 1", "slow", "fast 2"]);
+    }
+
+    /// `wait_any` says whether a job finished within its wait.
+    #[test]
+    fn wait_any_sees_a_finished_job() {
+        let pool = MaskPool::new(2).unwrap();
+        let t = Instant::now();
+        assert!(!pool.wait_any(Duration::from_millis(20)));
+        assert!(t.elapsed() >= Duration::from_millis(20));
+        pool.submit(Lane::Slow, Box::new(|| {}));
+        assert!(pool.wait_any(Duration::from_secs(10)));
+        assert_eq!(Lane::after(Duration::from_micros(300)), Lane::Fast);
+        assert_eq!(Lane::after(Duration::from_millis(5)), Lane::Slow);
     }
 }

@@ -7,15 +7,18 @@
 //! - [`grammar`]: the model's token table, the compiled grammars (compiled once each, in a
 //!   bounded cache keyed by their text) and the per-sequence [`grammar::Matcher`] the engine
 //!   asks for each step's allowed tokens and advances with the sampled one;
-//! - [`mask_pool`]: each sequence's next mask computed ahead on a few threads, while the
-//!   engine runs the forward ([`GrammarCursor`]).
+//! - [`cursor`]: each sequence's next mask (and forced run) computed ahead while the engine
+//!   runs the forward ([`GrammarCursor`]), on the threads of a [`mask_pool`] that keeps one
+//!   of them from grammars slow at every step.
 
+pub mod cursor;
 pub mod grammar;
 pub mod mask_pool;
 pub mod request;
 
+pub use cursor::GrammarCursor;
 pub use grammar::{GrammarLimits, Grammars, Matcher};
-pub use mask_pool::{GrammarCursor, MaskPool};
+pub use mask_pool::MaskPool;
 pub use request::constraint_from_body;
 
 use llguidance::api::TopLevelGrammar;
