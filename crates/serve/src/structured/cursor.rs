@@ -104,8 +104,10 @@ pub struct GrammarCursor {
 }
 
 impl GrammarCursor {
-    /// A cursor at `matcher`'s position; nothing started yet.
+    /// A cursor at `matcher`'s position; nothing started yet. Its first job waits in the slow
+    /// lane where the grammar's opening mask was slow for an earlier sequence.
     pub fn new(matcher: Matcher, jump_forward: bool) -> GrammarCursor {
+        let lane = matcher.opening_cost().map_or(Lane::Fast, Lane::after);
         GrammarCursor {
             matcher: Some(matcher),
             jump_forward,
@@ -114,7 +116,7 @@ impl GrammarCursor {
             early: None,
             run_taken: false,
             ahead: None,
-            lane: Lane::Fast,
+            lane,
         }
     }
 
@@ -199,6 +201,7 @@ impl GrammarCursor {
     /// forced run comes on a channel of its own too, ahead of the rest.
     fn start(&mut self, pool: &MaskPool, matcher: Matcher) {
         let jump_forward = self.jumps();
+        let opening = !self.committed;
         let (tx, rx) = mpsc::channel();
         let (early_tx, early_rx) = if jump_forward {
             let (t, r) = mpsc::channel();
@@ -210,7 +213,11 @@ impl GrammarCursor {
             let mut matcher = matcher;
             let started = Instant::now();
             let ahead = Ahead::compute(&mut matcher, jump_forward, early_tx.as_ref());
-            let _ = tx.send((matcher, ahead, started.elapsed()));
+            let took = started.elapsed();
+            if opening {
+                matcher.set_opening_cost(took);
+            }
+            let _ = tx.send((matcher, ahead, took));
         });
         pool.submit(self.lane, job);
         self.in_flight = Some(rx);
@@ -422,7 +429,8 @@ mod tests {
     }
 
     /// A grammar whose job took long (a Lark sequence of 6000 literals: milliseconds a mask)
-    /// queues its next job in the pool's slow lane; a cursor starts in the fast one.
+    /// queues its next job in the pool's slow lane; a cursor starts in the fast one, unless an
+    /// earlier cursor of the same grammar found its opening mask slow.
     #[test]
     fn a_slow_job_sends_the_next_to_the_slow_lane() {
         let (g, _) = grammars();
@@ -435,5 +443,12 @@ mod tests {
         cursor.prefetch(&pool);
         assert!(mask(&mut cursor, far()).is_some());
         assert_eq!(cursor.lane(), Lane::Slow);
+        let next = GrammarCursor::new(Matcher::new(&compiled), false);
+        assert_eq!(next.lane(), Lane::Slow);
+        let other = g.compile(&Constraint::Regex("x+".into())).unwrap();
+        assert_eq!(
+            GrammarCursor::new(Matcher::new(&other), false).lane(),
+            Lane::Fast
+        );
     }
 }

@@ -5,7 +5,8 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use llguidance::api::{ParserLimits, TopLevelGrammar};
 use llguidance::toktrie::{
@@ -162,7 +163,12 @@ impl TokenizerEnv for ModelTokens {
 
 /// A compiled grammar, ready for matchers (cheap to clone: the compiled parts are shared).
 #[derive(Clone)]
-pub struct Compiled(Arc<TokenParser>);
+pub struct Compiled {
+    parser: Arc<TokenParser>,
+    /// How long the mask at the grammar's start took, once a sequence has computed it: the
+    /// same for every sequence, so the next ones know beforehand whether it is slow.
+    opening_cost: Arc<OnceLock<Duration>>,
+}
 
 impl std::fmt::Debug for Compiled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -274,8 +280,11 @@ impl Grammars {
             .factory
             .create_parser(grammar)
             .map_err(|e| reason(&e.to_string()))?;
-        let compiled = Compiled(Arc::new(parser));
-        let mut first = llguidance::Matcher::new(Ok(compiled.0.as_ref().clone()));
+        let compiled = Compiled {
+            parser: Arc::new(parser),
+            opening_cost: Arc::default(),
+        };
+        let mut first = llguidance::Matcher::new(Ok(compiled.parser.as_ref().clone()));
         if let Err(e) = first.compute_mask() {
             let why = step_reason(&first.get_error().unwrap_or_else(|| e.to_string()));
             return Err(format!("{why} (at the answer's first token)"));
@@ -301,12 +310,26 @@ impl Grammars {
 
 /// One sequence's position in its grammar.
 #[derive(Clone)]
-pub struct Matcher(llguidance::Matcher);
+pub struct Matcher(llguidance::Matcher, Arc<OnceLock<Duration>>);
 
 impl Matcher {
     /// A matcher at the start of `grammar`.
     pub fn new(grammar: &Compiled) -> Matcher {
-        Matcher(llguidance::Matcher::new(Ok(grammar.0.as_ref().clone())))
+        Matcher(
+            llguidance::Matcher::new(Ok(grammar.parser.as_ref().clone())),
+            grammar.opening_cost.clone(),
+        )
+    }
+
+    /// How long the mask at the grammar's start took, where a matcher of the same grammar
+    /// has said so ([`Matcher::set_opening_cost`]).
+    pub fn opening_cost(&self) -> Option<Duration> {
+        self.1.get().copied()
+    }
+
+    /// Records how long the mask at the grammar's start took (the first record stays).
+    pub fn set_opening_cost(&self, took: Duration) {
+        let _ = self.1.set(took);
     }
 
     /// The tokens allowed next, as a bitmask (bit `t % 32` of word `t / 32`); a complete
@@ -442,7 +465,7 @@ pub(super) mod tests {
                 ours.commit(t).unwrap();
             }
             let got = allowed_ids(&ours.allowed().unwrap());
-            let mut reference = llguidance::Matcher::new(Ok(compiled.0.as_ref().clone()));
+            let mut reference = llguidance::Matcher::new(Ok(compiled.parser.as_ref().clone()));
             reference
                 .consume_tokens(&tokens.iter().map(|&t| t as u32).collect::<Vec<_>>())
                 .unwrap();
@@ -527,7 +550,7 @@ pub(super) mod tests {
         let g = Grammars::load(&fixture(), codec, 320, &[2], &limits).unwrap();
         let a = g.compile(&Constraint::Regex("a".into())).unwrap();
         let again = g.compile(&Constraint::Regex("a".into())).unwrap();
-        assert!(Arc::ptr_eq(&a.0, &again.0));
+        assert!(Arc::ptr_eq(&a.parser, &again.parser));
         for rx in ["b", "c", "d"] {
             g.compile(&Constraint::Regex(rx.into())).unwrap();
         }
