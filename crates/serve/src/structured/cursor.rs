@@ -101,6 +101,19 @@ pub struct GrammarCursor {
     ahead: Option<Ahead>,
     /// Where the next job waits: the slow lane after a slow one.
     lane: Lane,
+    /// Stops the matcher's work (see [`Drop`]).
+    stopper: Option<llguidance::CancellationHandle>,
+}
+
+/// A job still running for a sequence that is gone (finished, cancelled, failed) is stopped
+/// mid-step, and leaves its thread to the others: a forced run can take long (0.7 s for a
+/// Lark sequence of 12k literals), and a last token's next mask is never needed.
+impl Drop for GrammarCursor {
+    fn drop(&mut self) {
+        if let (Some(_), Some(stopper)) = (&self.in_flight, &self.stopper) {
+            stopper.cancel();
+        }
+    }
 }
 
 impl GrammarCursor {
@@ -108,6 +121,7 @@ impl GrammarCursor {
     /// lane where the grammar's opening mask was slow for an earlier sequence.
     pub fn new(matcher: Matcher, jump_forward: bool) -> GrammarCursor {
         let lane = matcher.opening_cost().map_or(Lane::Fast, Lane::after);
+        let stopper = matcher.stopper();
         GrammarCursor {
             matcher: Some(matcher),
             jump_forward,
@@ -117,6 +131,7 @@ impl GrammarCursor {
             run_taken: false,
             ahead: None,
             lane,
+            stopper,
         }
     }
 
@@ -412,8 +427,10 @@ mod tests {
             .is_none());
         assert!(!cursor.is_ready());
         drop(release);
-        assert!(pool.wait_any(Duration::from_secs(60)));
-        assert!(cursor.is_ready());
+        // The held job's end is signalled, then the cursor's.
+        while !cursor.is_ready() {
+            assert!(pool.wait_any(Duration::from_secs(60)));
+        }
         assert_eq!(
             mask(&mut cursor, Instant::now()).unwrap(),
             twin.allowed().unwrap()
@@ -449,6 +466,52 @@ mod tests {
         assert_eq!(
             GrammarCursor::new(Matcher::new(&other), false).lane(),
             Lane::Fast
+        );
+    }
+
+    /// A cursor dropped while its job runs stops the job mid-step: a long forced run (a Lark
+    /// sequence of literals) ends early, and the pool's one thread takes the next job long
+    /// before the run would have ended.
+    #[test]
+    fn a_dropped_cursor_stops_its_job() {
+        let (g, _) = grammars();
+        let literals: Vec<String> = (0..3000).map(|i| format!("\"x{i}\"")).collect();
+        let lark = Constraint::Lark(format!("start: {}\n", literals.join(" ")));
+        let compiled = g.compile(&lark).unwrap();
+        let pool = MaskPool::new(1).unwrap();
+        // A cursor past its first token (then the rest is forced), its job started.
+        let past_first = || {
+            let mut cursor = GrammarCursor::new(Matcher::new(&compiled), true);
+            let first = mask(&mut cursor, far()).unwrap();
+            let token = (0..first.len() * 32)
+                .find(|t| first[t / 32] >> (t % 32) & 1 == 1)
+                .unwrap();
+            cursor.commit(token as i32).unwrap();
+            cursor.prefetch(&pool);
+            cursor
+        };
+        let mut whole = past_first();
+        let t = Instant::now();
+        let Some(Ok(Next::Forced(run, _))) = whole.next_by(far()) else {
+            panic!("the rest is forced");
+        };
+        assert!(run.len() > 1000, "{}", run.len());
+        let alone = t.elapsed();
+        let stopped = past_first();
+        let t = Instant::now();
+        drop(stopped);
+        let (tx, rx) = mpsc::channel();
+        pool.submit(
+            Lane::Fast,
+            Box::new(move || {
+                let _ = tx.send(());
+            }),
+        );
+        rx.recv_timeout(Duration::from_secs(60)).unwrap();
+        let stopped = t.elapsed();
+        assert!(
+            stopped < alone / 2,
+            "stopped after {stopped:?}, the whole run {alone:?}"
         );
     }
 }

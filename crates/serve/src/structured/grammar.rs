@@ -313,12 +313,20 @@ impl Grammars {
 pub struct Matcher(llguidance::Matcher, Arc<OnceLock<Duration>>);
 
 impl Matcher {
-    /// A matcher at the start of `grammar`.
+    /// A matcher at the start of `grammar`, which can be stopped from another thread
+    /// ([`Matcher::stopper`]).
     pub fn new(grammar: &Compiled) -> Matcher {
         Matcher(
-            llguidance::Matcher::new(Ok(grammar.parser.as_ref().clone())),
+            llguidance::Matcher::new(Ok(grammar.parser.as_ref().clone())).into_cancellable(),
             grammar.opening_cost.clone(),
         )
+    }
+
+    /// What stops this matcher's work for good, from any thread, even mid-step (its steps then
+    /// fail): for a sequence that is gone while its next step is computed. A clone of the
+    /// matcher has its own.
+    pub fn stopper(&self) -> Option<llguidance::CancellationHandle> {
+        self.0.cancellation_handle()
     }
 
     /// How long the mask at the grammar's start took, where a matcher of the same grammar
