@@ -445,15 +445,20 @@ mod tests {
         assert_eq!(mask(&mut cursor, far()).unwrap(), twin.allowed().unwrap());
     }
 
+    /// A Lark grammar of `n` literals in a row (`x0x1x2...`): each mask, and the run it forces
+    /// after its first token, take long.
+    fn literal_sequence(n: usize) -> Constraint {
+        let literals: Vec<String> = (0..n).map(|i| format!("\"x{i}\"")).collect();
+        Constraint::Lark(format!("start: {}\n", literals.join(" ")))
+    }
+
     /// A grammar whose job took long (a Lark sequence of 6000 literals: milliseconds a mask)
     /// queues its next job in the pool's slow lane; a cursor starts in the fast one, unless an
     /// earlier cursor of the same grammar found its opening mask slow.
     #[test]
     fn a_slow_job_sends_the_next_to_the_slow_lane() {
         let (g, _) = grammars();
-        let literals: Vec<String> = (0..6000).map(|i| format!("\"x{i}\"")).collect();
-        let lark = Constraint::Lark(format!("start: {}\n", literals.join(" ")));
-        let compiled = g.compile(&lark).unwrap();
+        let compiled = g.compile(&literal_sequence(6000)).unwrap();
         let mut cursor = GrammarCursor::new(Matcher::new(&compiled), false);
         assert_eq!(cursor.lane(), Lane::Fast);
         let pool = MaskPool::new(2).unwrap();
@@ -475,9 +480,7 @@ mod tests {
     #[test]
     fn a_dropped_cursor_stops_its_job() {
         let (g, _) = grammars();
-        let literals: Vec<String> = (0..3000).map(|i| format!("\"x{i}\"")).collect();
-        let lark = Constraint::Lark(format!("start: {}\n", literals.join(" ")));
-        let compiled = g.compile(&lark).unwrap();
+        let compiled = g.compile(&literal_sequence(3000)).unwrap();
         let pool = MaskPool::new(1).unwrap();
         // A cursor past its first token (then the rest is forced), its job started.
         let past_first = || {
