@@ -524,6 +524,9 @@ impl Worker {
         });
         if let Some(reason) = reason {
             ch.done = true;
+            // Its grammar's work in flight (a last token's next mask, a forced run) is stopped
+            // now, not when the whole request ends.
+            ch.grammar = None;
             let seq = ch.seq.take().expect("running");
             let mut kv = a.job.req.prompt.clone();
             kv.extend_from_slice(&ch.tokens[..ch.in_kv]);
