@@ -8,7 +8,8 @@
 //!   token, (last token - first token) / (tokens - 1) as the receiver sees them, median over
 //!   the prompts, and the time to the whole answer;
 //! - 16 constrained streams at once against 16 free ones: output tokens per second;
-//! - the mask alone: the median time of one step's mask of the schema's grammar;
+//! - the mask alone: the median time of one step's mask of the schema's grammar; the grammar's
+//!   work of 16 answers at once on the mask threads against one thread;
 //! - a free request's whole answer beside a request whose grammar is slow, and a `json_schema`
 //!   answer beside as many such requests as the grammar threads, against the same request
 //!   alone.
@@ -26,14 +27,15 @@
 mod common;
 
 use std::path::Path;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tokio::sync::mpsc::unbounded_channel;
 use tvmrt_serve::engine::{Engine, EngineConfig, Event, Request};
 use tvmrt_serve::sampler::SamplingParams;
-use tvmrt_serve::structured::grammar::compile_slots;
+use tvmrt_serve::structured::grammar::{compile_slots, Compiled};
 use tvmrt_serve::structured::{Constraint, GrammarLimits, Matcher};
 
 const PROMPTS: usize = 16;
@@ -210,10 +212,48 @@ fn main() {
         t.elapsed().as_secs_f64() * 1e6
     );
     m.commit(e.codec.encode("{").unwrap()[0]).unwrap();
+    masks_at_once(&compiled, &answer);
     println!(
         "one mask of the schema's grammar ({} token ids): median {:.1} us",
         grammars.vocab_size(),
         median(times)
+    );
+}
+
+/// The grammar's work over `answer` (a mask at each position, then its token committed) for
+/// 16 sequences of one grammar at once, on the mask threads against one thread: whether the
+/// masks of one grammar's sequences are computed side by side (each thread's matchers warmed by
+/// a first pass, as the engine's are by earlier requests).
+fn masks_at_once(compiled: &Compiled, answer: &[i32]) {
+    let work = |ms: &mut [Matcher]| {
+        for m in ms {
+            for &t in answer {
+                std::hint::black_box(m.allowed().unwrap());
+                m.commit(t).unwrap();
+            }
+        }
+    };
+    let threads = compile_slots();
+    let timed = |threads: usize| {
+        let mut took = Duration::ZERO;
+        for _ in 0..2 {
+            let mut ms: Vec<Matcher> = (0..16).map(|_| Matcher::new(compiled)).collect();
+            let t = Instant::now();
+            std::thread::scope(|s| {
+                for chunk in ms.chunks_mut(16usize.div_ceil(threads)) {
+                    s.spawn(|| work(chunk));
+                }
+            });
+            took = t.elapsed();
+        }
+        took.as_secs_f64() * 1e6
+    };
+    let (one, all) = (timed(1), timed(threads));
+    println!(
+        "the grammar's work of 16 answers of {} tokens at once: {threads} threads {all:.0} us, \
+         one thread {one:.0} us ({:.2}x)",
+        answer.len(),
+        one / all
     );
 }
 
@@ -286,6 +326,8 @@ fn compare(e: &Arc<Engine>, device: &str) {
         .map(|k| stamps(e, prompt(k), params(Some(schema()), 200)).len())
         .collect();
     let (mut c16, mut f16) = (Vec::new(), Vec::new());
+    let late = || e.metrics.grammar_masks_late.load(Relaxed);
+    let late_before = late();
     for _ in 0..3 {
         c16.push(together(e, &|_| params(Some(schema()), 200)));
         f16.push(together(e, &|k| params(None, lengths[k])));
@@ -293,10 +335,11 @@ fn compare(e: &Arc<Engine>, device: &str) {
     let ratios: Vec<f64> = c16.iter().zip(&f16).map(|(a, b)| a / b).collect();
     println!(
         "16 streams at once (3 rounds each): json_schema {:.0} tokens/s, free {:.0} tokens/s \
-         (median ratio {:.2}x)",
+         (median ratio {:.2}x); steps sat out for a late mask: {}",
         median(c16),
         median(f16),
-        median(ratios)
+        median(ratios),
+        late() - late_before
     );
 }
 

@@ -73,15 +73,18 @@ pub(super) fn mask_deadline(started: Instant, forward: Duration) -> Instant {
 
 impl Worker {
     /// Starts the next mask of every constrained choice that has none yet, to run while the
-    /// engine runs its forward.
+    /// engine runs its forward: one batch of the pool's, its threads woken once.
     pub(super) fn prefetch_masks(&mut self) {
-        for a in &mut self.active {
-            for ch in a.choices.iter_mut().filter(|ch| !ch.done) {
-                if let Some(g) = ch.grammar.as_mut() {
-                    g.prefetch(&self.masks);
+        let masks = &self.masks;
+        masks.batch(|| {
+            for a in &mut self.active {
+                for ch in a.choices.iter_mut().filter(|ch| !ch.done) {
+                    if let Some(g) = ch.grammar.as_mut() {
+                        g.prefetch(masks);
+                    }
                 }
             }
-        }
+        });
     }
 
     /// Masks each row of a constrained choice whose mask is done by `deadline`.
@@ -152,7 +155,8 @@ impl Worker {
     }
 
     /// A sampled token of choice `c` of active `i` (`row`: the logits it was sampled from):
-    /// its log-probabilities, and the grammar advanced past it.
+    /// its log-probabilities, and the grammar advanced past it (its next mask is started with
+    /// the batch's others, [`Worker::prefetch_masks`]).
     pub(super) fn accept(&mut self, i: usize, c: usize, token: i32, row: &[f32]) -> Result<()> {
         let top = self.active[i].params().logprobs;
         let logprob = top.map(|k| sampler::logprobs(row, token, k));
@@ -160,9 +164,6 @@ impl Worker {
         if !self.stop_ids.contains(&token) {
             if let Some(g) = self.active[i].choices[c].grammar.as_mut() {
                 complete = g.commit(token).map_err(grammar_error)?;
-                if !complete {
-                    g.prefetch(&self.masks);
-                }
             }
         }
         self.push_token((i, c), token, logprob, true, complete);

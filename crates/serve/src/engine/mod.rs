@@ -39,7 +39,7 @@ use tvmrt::{Error, Result};
 use crate::metrics::Metrics;
 use crate::model::Model;
 use crate::sampler::{Rng, SamplingParams, TokenLogprob};
-use crate::structured::grammar::{compile_slots, Compiled};
+use crate::structured::grammar::{compile_slots, Compiled, Matcher};
 use crate::structured::{Constraint, GrammarLimits, Grammars, MaskPool};
 use crate::text::TextCodec;
 use prefix::PrefixPool;
@@ -185,8 +185,10 @@ pub enum Refused {
 pub(crate) struct Job {
     pub req: Request,
     pub arrived: Instant,
-    /// The compiled grammar of `req.params.constraint`.
-    pub grammar: Option<Compiled>,
+    /// One matcher of `req.params.constraint`'s grammar per choice (none where it has
+    /// none), made here rather than on the engine thread: a matcher may copy its grammar's
+    /// lexer ([`crate::structured::grammar::Matcher::new`]), milliseconds for a large one.
+    pub matchers: Vec<Matcher>,
 }
 
 /// A handle on the engine thread; dropping the last one stops it.
@@ -371,9 +373,12 @@ impl Engine {
                 req.params.n, self.info.config.max_num_sequence
             )));
         }
-        let grammar = match &req.params.constraint {
-            None => None,
-            Some(c) => Some(self.compile(c).map_err(Refused::BadConstraint)?),
+        let matchers = match &req.params.constraint {
+            None => Vec::new(),
+            Some(c) => {
+                let grammar = self.compile(c).map_err(Refused::BadConstraint)?;
+                (0..req.params.n).map(|_| Matcher::new(&grammar)).collect()
+            }
         };
         // Count first, so that concurrent submits cannot overshoot the bound.
         if self.pending.fetch_add(1, Relaxed) >= self.info.config.max_queue {
@@ -384,7 +389,7 @@ impl Engine {
             .send(Job {
                 req,
                 arrived: Instant::now(),
-                grammar,
+                matchers,
             })
             .map_err(|_| {
                 self.pending.fetch_sub(1, Relaxed);

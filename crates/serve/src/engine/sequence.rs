@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::{Event, Job, PAGE_SIZE};
 use crate::sampler::{self, Rng, SamplingParams, TokenLogprob};
-use crate::structured::{GrammarCursor, Matcher};
+use crate::structured::GrammarCursor;
 use crate::text::Detokenized;
 
 /// Pages a sequence of `len` tokens occupies.
@@ -76,7 +76,8 @@ pub struct Active {
 
 impl Active {
     /// A request fresh from the queue, its choices seeded.
-    pub fn new(job: Job, seed: u64, jump_forward: bool) -> Active {
+    pub fn new(mut job: Job, seed: u64, jump_forward: bool) -> Active {
+        let mut matchers = std::mem::take(&mut job.matchers).into_iter();
         let p = &job.req.params;
         let choices = (0..p.n)
             .map(|c| Choice {
@@ -88,10 +89,7 @@ impl Active {
                 detok: Detokenized::default(),
                 done: false,
                 last_token_at: None,
-                grammar: job
-                    .grammar
-                    .as_ref()
-                    .map(|g| GrammarCursor::new(Matcher::new(g), jump_forward)),
+                grammar: matchers.next().map(|m| GrammarCursor::new(m, jump_forward)),
                 parked: None,
             })
             .collect();
@@ -248,7 +246,7 @@ mod tests {
             Job {
                 req,
                 arrived: Instant::now(),
-                grammar: None,
+                matchers: Vec::new(),
             },
             0,
             false,

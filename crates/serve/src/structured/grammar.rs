@@ -12,10 +12,11 @@ use llguidance::api::{ParserLimits, TopLevelGrammar};
 use llguidance::toktrie::{
     InferenceCapabilities, TokEnv, TokRxInfo, TokTrie, TokenId, TokenizerEnv,
 };
-use llguidance::{ParserFactory, TokenParser};
+use llguidance::ParserFactory;
 use parking_lot::{Condvar, Mutex};
 use tvmrt::{Error, Result};
 
+use super::lexers::{Lexers, ShardUse};
 use super::Constraint;
 use crate::text::TextCodec;
 
@@ -164,7 +165,8 @@ impl TokenizerEnv for ModelTokens {
 /// A compiled grammar, ready for matchers (cheap to clone: the compiled parts are shared).
 #[derive(Clone)]
 pub struct Compiled {
-    parser: Arc<TokenParser>,
+    /// Its parsers at the start, as many lexers as the mask threads can use at once.
+    lexers: Arc<Lexers>,
     /// How long the mask at the grammar's start took, once a sequence has computed it: the
     /// same for every sequence, so the next ones know beforehand whether it is slow.
     opening_cost: Arc<OnceLock<Duration>>,
@@ -280,16 +282,15 @@ impl Grammars {
             .factory
             .create_parser(grammar)
             .map_err(|e| reason(&e.to_string()))?;
-        let compiled = Compiled {
-            parser: Arc::new(parser),
-            opening_cost: Arc::default(),
-        };
-        let mut first = llguidance::Matcher::new(Ok(compiled.parser.as_ref().clone()));
+        let mut first = llguidance::Matcher::new(Ok(parser.clone()));
         if let Err(e) = first.compute_mask() {
             let why = step_reason(&first.get_error().unwrap_or_else(|| e.to_string()));
             return Err(format!("{why} (at the answer's first token)"));
         }
-        Ok(compiled)
+        Ok(Compiled {
+            lexers: Arc::new(Lexers::new(parser, compile_slots())),
+            opening_cost: Arc::default(),
+        })
     }
 
     /// The longest constraint compiled, in bytes of its grammar's JSON.
@@ -310,40 +311,49 @@ impl Grammars {
 
 /// One sequence's position in its grammar.
 #[derive(Clone)]
-pub struct Matcher(llguidance::Matcher, Arc<OnceLock<Duration>>);
+pub struct Matcher {
+    inner: llguidance::Matcher,
+    /// The grammar's opening mask's cost, shared by its matchers.
+    opening_cost: Arc<OnceLock<Duration>>,
+    /// The hold on the lexer shard `inner` uses.
+    _shard: ShardUse,
+}
 
 impl Matcher {
     /// A matcher at the start of `grammar`, which can be stopped from another thread
-    /// ([`Matcher::stopper`]).
+    /// ([`Matcher::stopper`]); its lexer one that no other sequence's mask holds, where the
+    /// grammar has one to spare ([`Lexers`]).
     pub fn new(grammar: &Compiled) -> Matcher {
-        Matcher(
-            llguidance::Matcher::new(Ok(grammar.parser.as_ref().clone())).into_cancellable(),
-            grammar.opening_cost.clone(),
-        )
+        let (parser, shard) = grammar.lexers.take();
+        Matcher {
+            inner: llguidance::Matcher::new(Ok(parser)).into_cancellable(),
+            opening_cost: grammar.opening_cost.clone(),
+            _shard: shard,
+        }
     }
 
     /// What stops this matcher's work for good, from any thread, even mid-step (its steps then
     /// fail): for a sequence that is gone while its next step is computed. A clone of the
     /// matcher has its own.
     pub fn stopper(&self) -> Option<llguidance::CancellationHandle> {
-        self.0.cancellation_handle()
+        self.inner.cancellation_handle()
     }
 
     /// How long the mask at the grammar's start took, where a matcher of the same grammar
     /// has said so ([`Matcher::set_opening_cost`]).
     pub fn opening_cost(&self) -> Option<Duration> {
-        self.1.get().copied()
+        self.opening_cost.get().copied()
     }
 
     /// Records how long the mask at the grammar's start took (the first record stays).
     pub fn set_opening_cost(&self, took: Duration) {
-        let _ = self.1.set(took);
+        let _ = self.opening_cost.set(took);
     }
 
     /// The tokens allowed next, as a bitmask (bit `t % 32` of word `t / 32`); a complete
     /// answer allows the model's stop tokens.
     pub fn allowed(&mut self) -> std::result::Result<Vec<u32>, String> {
-        let mask = self.0.compute_mask().map_err(|e| self.error(e))?;
+        let mask = self.inner.compute_mask().map_err(|e| self.error(e))?;
         Ok(mask.as_slice().to_vec())
     }
 
@@ -356,7 +366,7 @@ impl Matcher {
 
     /// Advances past `token` (one the mask allowed, or a forced one).
     pub fn commit(&mut self, token: i32) -> std::result::Result<(), String> {
-        self.0
+        self.inner
             .consume_token(token as TokenId)
             .map_err(|e| self.error(e))
     }
@@ -364,10 +374,10 @@ impl Matcher {
     /// Tokens the grammar forces next (a single continuation, such as a schema's next
     /// property name), already committed; empty when the model has a choice.
     pub fn forced(&mut self) -> Vec<i32> {
-        if self.0.is_stopped() {
+        if self.inner.is_stopped() {
             return Vec::new();
         }
-        self.0
+        self.inner
             .consume_ff_tokens()
             .into_iter()
             .map(|t| t as i32)
@@ -376,16 +386,16 @@ impl Matcher {
 
     /// Whether the grammar has ended (complete, or failed): no token may follow.
     pub fn is_stopped(&self) -> bool {
-        self.0.is_stopped()
+        self.inner.is_stopped()
     }
 
     /// Whether the answer is complete and nothing may follow it.
     pub fn is_complete(&self) -> bool {
-        self.0.is_stopped() && !self.0.is_error()
+        self.inner.is_stopped() && !self.inner.is_error()
     }
 
     fn error(&self, e: impl std::fmt::Display) -> String {
-        let text = self.0.get_error().unwrap_or_else(|| e.to_string());
+        let text = self.inner.get_error().unwrap_or_else(|| e.to_string());
         format!("the output grammar: {}", step_reason(&text))
     }
 }
@@ -473,7 +483,7 @@ pub(super) mod tests {
                 ours.commit(t).unwrap();
             }
             let got = allowed_ids(&ours.allowed().unwrap());
-            let mut reference = llguidance::Matcher::new(Ok(compiled.parser.as_ref().clone()));
+            let mut reference = llguidance::Matcher::new(Ok(compiled.lexers.take().0));
             reference
                 .consume_tokens(&tokens.iter().map(|&t| t as u32).collect::<Vec<_>>())
                 .unwrap();
@@ -558,7 +568,7 @@ pub(super) mod tests {
         let g = Grammars::load(&fixture(), codec, 320, &[2], &limits).unwrap();
         let a = g.compile(&Constraint::Regex("a".into())).unwrap();
         let again = g.compile(&Constraint::Regex("a".into())).unwrap();
-        assert!(Arc::ptr_eq(&a.parser, &again.parser));
+        assert!(Arc::ptr_eq(&a.lexers, &again.lexers));
         for rx in ["b", "c", "d"] {
             g.compile(&Constraint::Regex(rx.into())).unwrap();
         }

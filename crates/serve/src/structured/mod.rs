@@ -6,13 +6,15 @@
 //!   `guided_*` fields) or built by the server itself (tool calls);
 //! - [`grammar`]: the model's token table, the compiled grammars (compiled once each, in a
 //!   bounded cache keyed by their text) and the per-sequence [`grammar::Matcher`] the engine
-//!   asks for each step's allowed tokens and advances with the sampled one;
+//!   asks for each step's allowed tokens and advances with the sampled one; [`lexers`]: a
+//!   grammar's lexers, one per mask thread, so that its sequences' masks run at once;
 //! - [`cursor`]: each sequence's next mask (and forced run) computed ahead while the engine
 //!   runs the forward ([`GrammarCursor`]), on the threads of a [`mask_pool`] that keeps one
 //!   of them from grammars slow at every step.
 
 pub mod cursor;
 pub mod grammar;
+mod lexers;
 pub mod mask_pool;
 pub mod request;
 
