@@ -465,10 +465,9 @@ impl Worker {
         for (i, e) in failed.into_iter().rev() {
             self.fail(&[i], &e);
         }
-        // The next masks, once every row's token is committed: a commit takes its lexer's
-        // lock, which a mask started for another sequence of the same lexer would hold, the
-        // engine thread waiting on it row after row (16 constrained GPU streams at 0.59-0.66x
-        // free ones with the jump-forward off, none of their masks late).
+        // The next masks, once every row's token is committed (a commit takes its lexer's
+        // lock, which a mask already started for another sequence of that lexer would hold),
+        // in one batch: the pool's threads woken once.
         self.prefetch_masks();
     }
 
